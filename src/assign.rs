@@ -1,0 +1,343 @@
+//! Which buckets a tenant draws from: the specified assignment, and a bounded
+//! cache in front of it.
+//!
+//! The assignment is a compatibility contract, specified in
+//! `docs/assignment.md`: it depends on the salt, the tenant's bytes, the
+//! number of buckets N and the shard size k, and on nothing else, so every
+//! process on every platform computes the same shard.
+
+use std::fmt;
+use std::hash::BuildHasher;
+
+use parking_lot::Mutex;
+use sha2::{Digest, Sha256};
+
+/// The most buckets a limiter may have.
+pub const MAX_BUCKETS: u32 = 1 << 16;
+
+/// The most buckets one tenant may be assigned.
+pub const MAX_PER_TENANT: u32 = 8;
+
+/// Domain separation for the seed hash; part of the specification.
+const DOMAIN: &[u8] = b"shuffle-limiter/assign/v1";
+
+/// SplitMix64's increment; the score of bucket `i` is the (i+1)-th output of
+/// SplitMix64 started at the tenant's seed.
+const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// The k buckets assigned to one tenant, highest rendezvous score first.
+///
+/// ```
+/// use shuffle_limiter::{Quota, ShardedLimiter};
+///
+/// let limiter = ShardedLimiter::builder()
+///     .quota(Quota::per_second(16))
+///     .buckets(16)
+///     .per_tenant(2)
+///     .build()?;
+/// let shard = limiter.shard("tenant-42");
+/// assert_eq!(shard.buckets().len(), 2);
+/// assert!(shard.buckets().iter().all(|&b| b < 16));
+/// assert_ne!(shard.buckets()[0], shard.buckets()[1]);
+/// # Ok::<(), shuffle_limiter::ConfigError>(())
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Shard {
+    len: u8,
+    buckets: [u32; MAX_PER_TENANT as usize],
+}
+
+impl Shard {
+    /// The bucket indices, k distinct values below N, highest score first.
+    #[inline]
+    pub fn buckets(&self) -> &[u32] {
+        &self.buckets[..usize::from(self.len)]
+    }
+
+    /// Whether `bucket` is one of this shard's.
+    pub fn contains(&self, bucket: u32) -> bool {
+        self.buckets().contains(&bucket)
+    }
+
+    /// How many buckets two shards have in common.
+    pub fn overlap(&self, other: &Shard) -> usize {
+        self.buckets()
+            .iter()
+            .filter(|&&b| other.contains(b))
+            .count()
+    }
+
+    /// The same buckets as a set, ignoring the rank order.
+    pub fn same_set(&self, other: &Shard) -> bool {
+        self.len == other.len && self.overlap(other) == usize::from(self.len)
+    }
+}
+
+impl fmt::Debug for Shard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Shard").field(&self.buckets()).finish()
+    }
+}
+
+/// The specified tenant → shard function, without a cache or buckets.
+///
+/// [`ShardedLimiter::shard`](crate::ShardedLimiter::shard) gives the same
+/// answer; this type is for tools that need shards without a limiter, such as
+/// a sizing script or another backend. See `docs/assignment.md` for the
+/// specification and known-answer vectors.
+///
+/// ```
+/// use shuffle_limiter::Assignment;
+///
+/// let a = Assignment::new(16, 2, b"").unwrap();
+/// assert_eq!(a.shard("tenant-0"), a.shard(b"tenant-0"));
+/// ```
+#[derive(Clone)]
+pub struct Assignment {
+    buckets: u32,
+    per_tenant: u32,
+    /// SHA-256 with the domain, salt length and salt already absorbed.
+    prefix: Sha256,
+}
+
+impl Assignment {
+    /// The assignment of `per_tenant` of `buckets` buckets under `salt`.
+    ///
+    /// Returns `None` unless `1 <= per_tenant <= min(buckets, MAX_PER_TENANT)`
+    /// and `buckets <= MAX_BUCKETS`; the limiter's builder reports the same
+    /// conditions as typed errors.
+    pub fn new(buckets: u32, per_tenant: u32, salt: impl AsRef<[u8]>) -> Option<Self> {
+        let valid = (1..=buckets.min(MAX_PER_TENANT)).contains(&per_tenant)
+            && buckets <= MAX_BUCKETS;
+        valid.then(|| {
+            let salt = salt.as_ref();
+            let mut prefix = Sha256::new();
+            prefix.update(DOMAIN);
+            prefix.update((salt.len() as u64).to_be_bytes());
+            prefix.update(salt);
+            Assignment {
+                buckets,
+                per_tenant,
+                prefix,
+            }
+        })
+    }
+
+    /// N: buckets in all.
+    pub fn buckets(&self) -> u32 {
+        self.buckets
+    }
+
+    /// k: buckets per tenant.
+    pub fn per_tenant(&self) -> u32 {
+        self.per_tenant
+    }
+
+    /// The tenant's 64-bit seed: the first 8 bytes, big-endian, of
+    /// SHA-256(domain ‖ salt length ‖ salt ‖ tenant).
+    pub fn seed(&self, tenant: impl AsRef<[u8]>) -> u64 {
+        let mut h = self.prefix.clone();
+        h.update(tenant.as_ref());
+        let digest = h.finalize();
+        let mut first = [0u8; 8];
+        first.copy_from_slice(&digest[..8]);
+        u64::from_be_bytes(first)
+    }
+
+    /// The tenant's shard.
+    pub fn shard(&self, tenant: impl AsRef<[u8]>) -> Shard {
+        self.shard_of_seed(self.seed(tenant))
+    }
+
+    /// The shard for a seed: the k buckets with the highest scores.
+    pub(crate) fn shard_of_seed(&self, seed: u64) -> Shard {
+        let k = self.per_tenant as usize;
+        let mut top = Shard {
+            len: 0,
+            buckets: [0; MAX_PER_TENANT as usize],
+        };
+        let mut scores = [0u64; MAX_PER_TENANT as usize];
+        for bucket in 0..self.buckets {
+            let s = score(seed, bucket);
+            let filled = usize::from(top.len);
+            if filled == k && s <= scores[k - 1] {
+                continue;
+            }
+            // Strictly lower scores move down; an equal score keeps its place
+            // ahead, because it belongs to a smaller bucket index.
+            let at = scores[..filled].iter().take_while(|&&t| t >= s).count();
+            let end = filled.min(k - 1);
+            scores.copy_within(at..end, at + 1);
+            top.buckets.copy_within(at..end, at + 1);
+            scores[at] = s;
+            top.buckets[at] = bucket;
+            top.len = (end + 1) as u8;
+        }
+        top
+    }
+}
+
+impl fmt::Debug for Assignment {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Assignment")
+            .field("buckets", &self.buckets)
+            .field("per_tenant", &self.per_tenant)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The rendezvous score of `bucket` for a tenant with `seed`.
+#[inline]
+fn score(seed: u64, bucket: u32) -> u64 {
+    let mut z = seed.wrapping_add(GAMMA.wrapping_mul(u64::from(bucket) + 1));
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Tenant ids longer than this are not cached (they pay SHA-256 each time).
+pub(crate) const CACHED_KEY_MAX: usize = 40;
+const WAYS: usize = 4;
+
+/// The most tenants the cache may hold.
+pub(crate) const MAX_CACHE_ENTRIES: usize = 1 << 24;
+
+#[derive(Clone, Copy)]
+struct Slot {
+    /// Key length, or `u8::MAX` for an empty slot.
+    len: u8,
+    key: [u8; CACHED_KEY_MAX],
+    shard: Shard,
+}
+
+const EMPTY: Slot = Slot {
+    len: u8::MAX,
+    key: [0; CACHED_KEY_MAX],
+    shard: Shard {
+        len: 0,
+        buckets: [0; MAX_PER_TENANT as usize],
+    },
+};
+
+struct Set {
+    slots: [Slot; WAYS],
+    /// The way to overwrite next (round robin).
+    victim: u8,
+}
+
+/// A fixed-size, set-associative cache of tenant → shard, allocated once.
+///
+/// Keys are compared byte for byte, so a hit is always the right shard; the
+/// hasher only picks the set. Memory is fixed at build time and never grows
+/// with the number of distinct tenants.
+pub(crate) struct ShardCache {
+    sets: Box<[Mutex<Set>]>,
+    hasher: foldhash::fast::RandomState,
+}
+
+impl ShardCache {
+    /// A cache of at least `entries` tenants (rounded up to a power of two),
+    /// or none for 0.
+    pub(crate) fn new(entries: usize) -> Self {
+        let sets = if entries == 0 {
+            0
+        } else {
+            entries.div_ceil(WAYS).next_power_of_two()
+        };
+        ShardCache {
+            sets: (0..sets)
+                .map(|_| {
+                    Mutex::new(Set {
+                        slots: [EMPTY; WAYS],
+                        victim: 0,
+                    })
+                })
+                .collect(),
+            hasher: foldhash::fast::RandomState::default(),
+        }
+    }
+
+    /// Entries the cache can hold.
+    pub(crate) fn capacity(&self) -> usize {
+        self.sets.len() * WAYS
+    }
+
+    /// The cached shard of `key`, computing and caching it on a miss.
+    #[inline]
+    pub(crate) fn get_or_assign(&self, key: &[u8], assignment: &Assignment) -> Shard {
+        if self.sets.is_empty() || key.len() > CACHED_KEY_MAX {
+            return assignment.shard(key);
+        }
+        let set = &self.sets[self.hasher.hash_one(key) as usize & (self.sets.len() - 1)];
+        if let Some(shard) = set.lock().find(key) {
+            return shard;
+        }
+        // Hash outside the lock; a racing insert of the same key is harmless.
+        let shard = assignment.shard(key);
+        set.lock().insert(key, shard);
+        shard
+    }
+}
+
+impl Set {
+    #[inline]
+    fn find(&self, key: &[u8]) -> Option<Shard> {
+        self.slots
+            .iter()
+            .find(|s| usize::from(s.len) == key.len() && &s.key[..key.len()] == key)
+            .map(|s| s.shard)
+    }
+
+    fn insert(&mut self, key: &[u8], shard: Shard) {
+        if self.find(key).is_some() {
+            return;
+        }
+        let slot = &mut self.slots[usize::from(self.victim)];
+        self.victim = (self.victim + 1) % WAYS as u8;
+        slot.len = key.len() as u8;
+        slot.key[..key.len()].copy_from_slice(key);
+        slot.shard = shard;
+    }
+}
+
+impl fmt::Debug for ShardCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ShardCache")
+            .field("capacity", &self.capacity())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn top_k_ranks_by_score_with_ties_to_the_smaller_index() {
+        let a = Assignment::new(64, 4, b"").unwrap();
+        for t in 0..200u32 {
+            let seed = a.seed(t.to_le_bytes());
+            let shard = a.shard_of_seed(seed);
+            let mut all: Vec<(u64, u32)> = (0..64).map(|b| (score(seed, b), b)).collect();
+            all.sort_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));
+            let want: Vec<u32> = all[..4].iter().map(|&(_, b)| b).collect();
+            assert_eq!(shard.buckets(), &want[..]);
+        }
+    }
+
+    #[test]
+    fn the_cache_returns_exactly_what_the_assignment_computes() {
+        let a = Assignment::new(16, 3, b"salt").unwrap();
+        let cache = ShardCache::new(8);
+        assert_eq!(cache.capacity(), 8);
+        for round in 0..3 {
+            for t in 0..100u32 {
+                let key = format!("tenant-{t}");
+                assert_eq!(cache.get_or_assign(key.as_bytes(), &a), a.shard(&key), "{round}");
+            }
+        }
+        let long = vec![7u8; CACHED_KEY_MAX + 1];
+        assert_eq!(cache.get_or_assign(&long, &a), a.shard(&long));
+        assert_eq!(ShardCache::new(0).get_or_assign(b"x", &a), a.shard(b"x"));
+    }
+}

@@ -1,0 +1,179 @@
+//! Errors: a bad configuration, and a request that can never be granted.
+
+use std::fmt;
+
+/// Why [`Builder::build`](crate::Builder::build) refused a configuration.
+///
+/// Every message names what was wrong and what to change.
+///
+/// ```
+/// use shuffle_limiter::{ConfigError, Quota, ShardedLimiter};
+///
+/// let err = ShardedLimiter::builder()
+///     .quota(Quota::per_second(5))
+///     .buckets(8)
+///     .build()
+///     .unwrap_err();
+/// assert_eq!(err, ConfigError::BurstTooSmall { burst: 5, buckets: 8 });
+/// assert!(err.to_string().contains("raise the burst to at least 8"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// `.quota(..)` was never called.
+    MissingQuota,
+    /// The quota allows zero requests per period.
+    ZeroCount,
+    /// The quota's period is zero.
+    ZeroPeriod,
+    /// Zero buckets were asked for.
+    ZeroBuckets,
+    /// More buckets than the limiter supports.
+    TooManyBuckets {
+        /// The number asked for.
+        buckets: u32,
+        /// The largest number supported.
+        max: u32,
+    },
+    /// Zero buckets per tenant were asked for.
+    ZeroPerTenant,
+    /// Each tenant would need more buckets than there are.
+    PerTenantExceedsBuckets {
+        /// Buckets per tenant asked for (k).
+        per_tenant: u32,
+        /// Buckets in all (N).
+        buckets: u32,
+    },
+    /// More buckets per tenant than the limiter supports.
+    TooManyPerTenant {
+        /// Buckets per tenant asked for (k).
+        per_tenant: u32,
+        /// The largest number supported.
+        max: u32,
+    },
+    /// The burst cannot give every bucket at least one token.
+    BurstTooSmall {
+        /// The quota's burst (B).
+        burst: u32,
+        /// Buckets in all (N).
+        buckets: u32,
+    },
+    /// The period is so long (or the rate so low) that a bucket's state would
+    /// overflow 64-bit nanoseconds.
+    Overflow {
+        /// The time one bucket takes to refill completely, in seconds.
+        refill_secs: u128,
+    },
+    /// The tenant cache asked for is larger than supported.
+    CacheTooLarge {
+        /// Entries asked for.
+        entries: usize,
+        /// The largest number supported.
+        max: usize,
+    },
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            ConfigError::MissingQuota => f.write_str(
+                "no quota was set: call .quota(Quota::per_second(..)) on the builder",
+            ),
+            ConfigError::ZeroCount => f.write_str(
+                "the quota allows 0 requests per period: use a count of at least 1",
+            ),
+            ConfigError::ZeroPeriod => {
+                f.write_str("the quota's period is zero: use a period of at least 1 ns")
+            }
+            ConfigError::ZeroBuckets => {
+                f.write_str("buckets(0): a limiter needs at least 1 bucket")
+            }
+            ConfigError::TooManyBuckets { buckets, max } => write!(
+                f,
+                "buckets({buckets}) is more than the {max} supported: use at most {max} buckets"
+            ),
+            ConfigError::ZeroPerTenant => {
+                f.write_str("per_tenant(0): each tenant needs at least 1 bucket")
+            }
+            ConfigError::PerTenantExceedsBuckets {
+                per_tenant,
+                buckets,
+            } => write!(
+                f,
+                "per_tenant({per_tenant}) is more than the {buckets} buckets: \
+                 use per_tenant of at most {buckets}, or more buckets"
+            ),
+            ConfigError::TooManyPerTenant { per_tenant, max } => write!(
+                f,
+                "per_tenant({per_tenant}) is more than the {max} supported: \
+                 use per_tenant of at most {max}"
+            ),
+            ConfigError::BurstTooSmall { burst, buckets } => write!(
+                f,
+                "a burst of {burst} cannot give each of the {buckets} buckets a token: \
+                 raise the burst to at least {buckets} or use at most {burst} buckets"
+            ),
+            ConfigError::Overflow { refill_secs } => write!(
+                f,
+                "a bucket would take {refill_secs} s to refill, beyond 64-bit nanoseconds \
+                 (about 146 years): use a shorter period, a higher count or a smaller burst"
+            ),
+            ConfigError::CacheTooLarge { entries, max } => write!(
+                f,
+                "tenant_cache({entries}) is more than the {max} entries supported: \
+                 use at most {max}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// A weighted request that can never be granted, however long the tenant
+/// waits: it asks for more tokens than any of the tenant's buckets holds.
+///
+/// A request is paid by one bucket in one atomic update, so its weight must
+/// fit in one bucket's burst.
+///
+/// ```
+/// use shuffle_limiter::{Quota, ShardedLimiter};
+///
+/// let limiter = ShardedLimiter::builder()
+///     .quota(Quota::per_second(8))
+///     .buckets(4)
+///     .per_tenant(2)
+///     .build()?;
+/// let err = limiter.check_n("t", 3).unwrap_err();
+/// assert_eq!((err.requested(), err.max()), (3, 2));
+/// # Ok::<(), shuffle_limiter::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InsufficientCapacity {
+    pub(crate) requested: u32,
+    pub(crate) max: u32,
+}
+
+impl InsufficientCapacity {
+    /// The weight asked for.
+    pub fn requested(&self) -> u32 {
+        self.requested
+    }
+
+    /// The largest weight one of the tenant's buckets can ever grant.
+    pub fn max(&self) -> u32 {
+        self.max
+    }
+}
+
+impl fmt::Display for InsufficientCapacity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "a request of {} tokens can never be granted: one bucket pays for a request \
+             and this tenant's largest holds {}; split the request or raise the burst",
+            self.requested, self.max
+        )
+    }
+}
+
+impl std::error::Error for InsufficientCapacity {}

@@ -1,0 +1,617 @@
+//! The limiter: its builder, the decision, the tenant handle, and what a
+//! decision returns.
+
+use std::cell::Cell as StdCell;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crossbeam_utils::CachePadded;
+
+use crate::assign::{Assignment, MAX_BUCKETS, MAX_CACHE_ENTRIES, MAX_PER_TENANT, ShardCache};
+use crate::clock::{Clock, MonotonicClock};
+use crate::error::{ConfigError, InsufficientCapacity};
+use crate::gcra::Cell;
+use crate::quota::Quota;
+use crate::Shard;
+
+/// Entries in the tenant cache unless [`Builder::tenant_cache`] says otherwise.
+pub const DEFAULT_TENANT_CACHE: usize = 4096;
+
+/// The longest a bucket may take to refill: 2^62 ns, about 146 years, which
+/// leaves room for the clock itself in 64-bit nanoseconds.
+const MAX_SPAN: u128 = 1 << 62;
+
+/// How a quota is divided over the buckets: every bucket gets the same rate,
+/// and the burst is split in whole tokens, the first `B mod N` buckets holding
+/// one more than the rest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Split {
+    /// Nanoseconds between two tokens of one bucket: ⌈period · N / count⌉.
+    pub(crate) interval: u64,
+    /// Every bucket holds at least this many tokens (⌊B / N⌋).
+    pub(crate) burst: u32,
+    /// This many buckets, the lowest-numbered, hold one token more.
+    pub(crate) larger: u32,
+}
+
+impl Split {
+    pub(crate) fn new(quota: Quota, buckets: u32) -> Result<Split, ConfigError> {
+        if quota.count() == 0 {
+            return Err(ConfigError::ZeroCount);
+        }
+        if quota.period().is_zero() {
+            return Err(ConfigError::ZeroPeriod);
+        }
+        if quota.burst() < buckets {
+            return Err(ConfigError::BurstTooSmall {
+                burst: quota.burst(),
+                buckets,
+            });
+        }
+        let interval = (quota.period().as_nanos() * u128::from(buckets))
+            .div_ceil(u128::from(quota.count()));
+        let burst = quota.burst() / buckets;
+        let larger = quota.burst() % buckets;
+        let span = interval * u128::from(burst + u32::from(larger > 0));
+        if span > MAX_SPAN {
+            return Err(ConfigError::Overflow {
+                refill_secs: span / 1_000_000_000,
+            });
+        }
+        Ok(Split {
+            interval: interval as u64,
+            burst,
+            larger,
+        })
+    }
+
+    /// The tokens bucket `i` holds when full.
+    #[inline]
+    pub(crate) fn burst_of(&self, bucket: u32) -> u32 {
+        self.burst + u32::from(bucket < self.larger)
+    }
+
+    /// The GCRA parameters of bucket `i`.
+    #[inline]
+    pub(crate) fn cell(&self, bucket: u32) -> Cell {
+        Cell {
+            interval: self.interval,
+            capacity: u64::from(self.burst_of(bucket)) * self.interval,
+        }
+    }
+}
+
+/// Builds a [`ShardedLimiter`]; start from [`ShardedLimiter::builder`].
+///
+/// The defaults are 8 buckets, 2 per tenant, no salt, the
+/// [`MonotonicClock`] and a cache of [`DEFAULT_TENANT_CACHE`] tenants; the
+/// quota has no default.
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until .build()"]
+pub struct Builder<C = MonotonicClock> {
+    quota: Option<Quota>,
+    buckets: u32,
+    per_tenant: u32,
+    salt: Vec<u8>,
+    cache: usize,
+    clock: C,
+}
+
+impl<C: Clock> Builder<C> {
+    /// The global budget, over all buckets together.
+    pub fn quota(mut self, quota: Quota) -> Self {
+        self.quota = Some(quota);
+        self
+    }
+
+    /// N: how many buckets the budget is split into.
+    pub fn buckets(mut self, buckets: u32) -> Self {
+        self.buckets = buckets;
+        self
+    }
+
+    /// k: how many of the N buckets each tenant may draw from.
+    pub fn per_tenant(mut self, per_tenant: u32) -> Self {
+        self.per_tenant = per_tenant;
+        self
+    }
+
+    /// A deployment secret mixed into the assignment, so that nobody without
+    /// it can tell which tenants share buckets. Every process that shares
+    /// bucket state must use the same salt.
+    pub fn salt(mut self, salt: impl AsRef<[u8]>) -> Self {
+        self.salt = salt.as_ref().to_vec();
+        self
+    }
+
+    /// How many tenants' shards to keep, so that a recently seen tenant does
+    /// not pay a SHA-256 per check. The memory is allocated once by
+    /// [`build`](Self::build) (about 80 bytes per entry, rounded up to a power
+    /// of two) and never grows; 0 turns the cache off. Tenant ids longer than
+    /// 40 bytes are never cached.
+    pub fn tenant_cache(mut self, entries: usize) -> Self {
+        self.cache = entries;
+        self
+    }
+
+    /// The time source; [`ManualClock`](crate::ManualClock) for tests.
+    pub fn clock<D: Clock>(self, clock: D) -> Builder<D> {
+        Builder {
+            quota: self.quota,
+            buckets: self.buckets,
+            per_tenant: self.per_tenant,
+            salt: self.salt,
+            cache: self.cache,
+            clock,
+        }
+    }
+
+    /// Checks the configuration and builds the limiter.
+    ///
+    /// # Errors
+    /// A [`ConfigError`] naming the first setting that cannot work.
+    pub fn build(self) -> Result<ShardedLimiter<C>, ConfigError> {
+        let quota = self.quota.ok_or(ConfigError::MissingQuota)?;
+        let (buckets, per_tenant) = (self.buckets, self.per_tenant);
+        if buckets == 0 {
+            return Err(ConfigError::ZeroBuckets);
+        }
+        if buckets > MAX_BUCKETS {
+            return Err(ConfigError::TooManyBuckets {
+                buckets,
+                max: MAX_BUCKETS,
+            });
+        }
+        if per_tenant == 0 {
+            return Err(ConfigError::ZeroPerTenant);
+        }
+        if per_tenant > buckets {
+            return Err(ConfigError::PerTenantExceedsBuckets {
+                per_tenant,
+                buckets,
+            });
+        }
+        if per_tenant > MAX_PER_TENANT {
+            return Err(ConfigError::TooManyPerTenant {
+                per_tenant,
+                max: MAX_PER_TENANT,
+            });
+        }
+        if self.cache > MAX_CACHE_ENTRIES {
+            return Err(ConfigError::CacheTooLarge {
+                entries: self.cache,
+                max: MAX_CACHE_ENTRIES,
+            });
+        }
+        let split = Split::new(quota, buckets)?;
+        let assignment = Assignment::new(buckets, per_tenant, &self.salt)
+            .expect("bucket and shard counts were checked above");
+        Ok(ShardedLimiter {
+            buckets: (0..buckets)
+                .map(|_| CachePadded::new(AtomicU64::new(0)))
+                .collect(),
+            split,
+            quota,
+            assignment,
+            cache: ShardCache::new(self.cache),
+            clock: self.clock,
+        })
+    }
+}
+
+/// Many tenants, one budget: a quota split over N lock-free GCRA buckets, each
+/// tenant drawing from its own k of them.
+///
+/// See the [crate documentation](crate) for the model. The limiter is `Send +
+/// Sync`; share it through an `Arc`.
+///
+/// # Budget
+/// Bucket `i` emits one token every `interval = ⌈period · N / count⌉`
+/// nanoseconds and holds `⌊B / N⌋` tokens, plus one for the first `B mod N`
+/// buckets. The bursts therefore add up to exactly B, and the rates to exactly
+/// R whenever `period · N` is a whole multiple of `count` nanoseconds (as for
+/// any per-second count dividing 10⁹·N); otherwise the interval is rounded up
+/// by less than a nanosecond, so the buckets together fall short of R by less
+/// than one part in `interval` and never exceed it. Over any window of length
+/// t, all tenants and threads together are granted at most `R·t + B`; one
+/// tenant at most `k·R/N` sustained.
+pub struct ShardedLimiter<C = MonotonicClock> {
+    buckets: Box<[CachePadded<AtomicU64>]>,
+    split: Split,
+    quota: Quota,
+    assignment: Assignment,
+    cache: ShardCache,
+    clock: C,
+}
+
+impl ShardedLimiter<MonotonicClock> {
+    /// A builder with the default clock; see [`Builder`] for the defaults.
+    pub fn builder() -> Builder<MonotonicClock> {
+        Builder {
+            quota: None,
+            buckets: 8,
+            per_tenant: 2,
+            salt: Vec::new(),
+            cache: DEFAULT_TENANT_CACHE,
+            clock: MonotonicClock::new(),
+        }
+    }
+}
+
+/// # Deciding
+impl<C: Clock> ShardedLimiter<C> {
+    /// Takes one token for `tenant` from whichever of its buckets has the most
+    /// room.
+    ///
+    /// ```
+    /// use shuffle_limiter::{ManualClock, Quota, ShardedLimiter};
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = ShardedLimiter::builder()
+    ///     .quota(Quota::per_second(4))
+    ///     .buckets(4)
+    ///     .per_tenant(2)
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// // Two buckets of one token each: two grants, then a wait of 1 s.
+    /// assert!(limiter.check("a").is_ok());
+    /// assert!(limiter.check("a").is_ok());
+    /// let denied = limiter.check("a").unwrap_err();
+    /// assert_eq!(denied.retry_after(), std::time::Duration::from_secs(1));
+    /// # Ok::<(), shuffle_limiter::ConfigError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Denied`] when all of the tenant's buckets are empty.
+    #[inline]
+    pub fn check(&self, tenant: impl AsRef<[u8]>) -> Result<Grant, Denied> {
+        let shard = self.shard(tenant);
+        self.draw(&shard, 1)
+    }
+
+    /// Takes `n` tokens at once for `tenant`, all from one of its buckets.
+    ///
+    /// A weight of 0 is always granted and takes nothing.
+    ///
+    /// # Errors
+    /// The outer error, [`InsufficientCapacity`], when no bucket of the tenant
+    /// could ever hold `n` tokens; the inner one, [`Denied`], when one could
+    /// but none has them now.
+    pub fn check_n(
+        &self,
+        tenant: impl AsRef<[u8]>,
+        n: u32,
+    ) -> Result<Result<Grant, Denied>, InsufficientCapacity> {
+        let shard = self.shard(tenant);
+        self.draw_n(&shard, n)
+    }
+
+    /// Tokens `tenant` could take now, over all its buckets, without taking
+    /// any.
+    pub fn remaining(&self, tenant: impl AsRef<[u8]>) -> u64 {
+        self.remaining_in(&self.shard(tenant), self.clock.now_nanos())
+    }
+
+    /// A handle for one tenant with its shard resolved once, for a hot tenant
+    /// or a loop.
+    pub fn tenant(&self, tenant: impl AsRef<[u8]>) -> Tenant<'_, C> {
+        Tenant {
+            limiter: self,
+            shard: self.shard(tenant),
+        }
+    }
+
+    fn draw_n(&self, shard: &Shard, n: u32) -> Result<Result<Grant, Denied>, InsufficientCapacity> {
+        let max = shard
+            .buckets()
+            .iter()
+            .map(|&b| self.split.burst_of(b))
+            .max()
+            .unwrap_or(0);
+        if n > max {
+            return Err(InsufficientCapacity { requested: n, max });
+        }
+        Ok(self.draw(shard, n))
+    }
+
+    /// The decision: read the shard's buckets, pick the one with most room,
+    /// and take from it with one compare-and-swap; start again if another
+    /// thread changed that bucket in between.
+    #[inline]
+    fn draw(&self, shard: &Shard, n: u32) -> Result<Grant, Denied> {
+        let now = self.clock.now_nanos();
+        let cost = u64::from(n) * self.split.interval;
+        let ids = shard.buckets();
+        let start = tie_break(ids.len());
+        loop {
+            // (room, bucket, tat, new tat) of the roomiest bucket that fits.
+            let mut best: Option<(u64, u32, u64, u64)> = None;
+            let mut available = 0;
+            let mut soonest = (u64::MAX, ids[start]);
+            for j in 0..ids.len() {
+                let bucket = ids[(start + j) % ids.len()];
+                let cell = self.split.cell(bucket);
+                let tat = self.buckets[bucket as usize].load(Ordering::Relaxed);
+                let room = cell.room(tat, now);
+                available += room / cell.interval;
+                match cell.decide(tat, now, cost) {
+                    Ok(new_tat) if best.is_none_or(|(r, ..)| room > r) => {
+                        best = Some((room, bucket, tat, new_tat));
+                    }
+                    Ok(_) => {}
+                    Err(at) if at < soonest.0 => soonest = (at, bucket),
+                    Err(_) => {}
+                }
+            }
+            let Some((_, bucket, tat, new_tat)) = best else {
+                return Err(Denied {
+                    retry_after: Duration::from_nanos(soonest.0 - now),
+                    bucket: soonest.1,
+                });
+            };
+            if self.buckets[bucket as usize]
+                .compare_exchange_weak(tat, new_tat, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+            {
+                return Ok(Grant {
+                    bucket,
+                    remaining: available - u64::from(n),
+                });
+            }
+        }
+    }
+
+    fn remaining_in(&self, shard: &Shard, now: u64) -> u64 {
+        shard
+            .buckets()
+            .iter()
+            .map(|&b| {
+                let tat = self.buckets[b as usize].load(Ordering::Relaxed);
+                self.split.cell(b).available(tat, now)
+            })
+            .sum()
+    }
+}
+
+/// # Inspecting
+impl<C: Clock> ShardedLimiter<C> {
+    /// The tenant's shard, from the cache when it was seen recently.
+    #[inline]
+    pub fn shard(&self, tenant: impl AsRef<[u8]>) -> Shard {
+        self.cache.get_or_assign(tenant.as_ref(), &self.assignment)
+    }
+
+    /// The assignment this limiter uses (N, k and its salt).
+    pub fn assignment(&self) -> &Assignment {
+        &self.assignment
+    }
+
+    /// The global budget.
+    pub fn quota(&self) -> Quota {
+        self.quota
+    }
+
+    /// N: buckets in all.
+    pub fn buckets(&self) -> u32 {
+        self.buckets.len() as u32
+    }
+
+    /// k: buckets per tenant.
+    pub fn per_tenant(&self) -> u32 {
+        self.assignment.per_tenant()
+    }
+
+    /// The time between two tokens of one bucket.
+    pub fn bucket_interval(&self) -> Duration {
+        Duration::from_nanos(self.split.interval)
+    }
+
+    /// The tokens bucket `bucket` holds when full, or `None` past the last
+    /// bucket.
+    pub fn bucket_burst(&self, bucket: u32) -> Option<u32> {
+        (bucket < self.buckets()).then(|| self.split.burst_of(bucket))
+    }
+
+    /// Entries the tenant cache holds.
+    pub fn tenant_cache_capacity(&self) -> usize {
+        self.cache.capacity()
+    }
+
+    /// The clock the limiter reads.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// The state of every bucket, read now (each bucket read once, not all
+    /// at one instant).
+    ///
+    /// ```
+    /// use shuffle_limiter::{Quota, ShardedLimiter};
+    ///
+    /// let limiter = ShardedLimiter::builder()
+    ///     .quota(Quota::per_second(10))
+    ///     .buckets(4)
+    ///     .build()?;
+    /// let bursts: Vec<u32> = limiter.snapshot().iter().map(|b| b.burst()).collect();
+    /// assert_eq!(bursts, [3, 3, 2, 2]); // 10 split over 4, exactly
+    /// # Ok::<(), shuffle_limiter::ConfigError>(())
+    /// ```
+    pub fn snapshot(&self) -> Vec<BucketState> {
+        let now = self.clock.now_nanos();
+        (0..self.buckets())
+            .map(|b| {
+                let tat = self.buckets[b as usize].load(Ordering::Relaxed);
+                BucketState {
+                    bucket: b,
+                    available: self.split.cell(b).available(tat, now),
+                    burst: self.split.burst_of(b),
+                    full_in: Duration::from_nanos(tat.saturating_sub(now)),
+                }
+            })
+            .collect()
+    }
+}
+
+impl<C> fmt::Debug for ShardedLimiter<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ShardedLimiter")
+            .field("quota", &self.quota)
+            .field("buckets", &self.buckets.len())
+            .field("per_tenant", &self.assignment.per_tenant())
+            .field("cache", &self.cache)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where two or more buckets have equal room, a per-thread pseudo-random
+/// starting point keeps any one of them from being favoured.
+#[inline]
+fn tie_break(k: usize) -> usize {
+    thread_local! {
+        static STATE: StdCell<u32> = const { StdCell::new(0x9E37_79B9) };
+    }
+    if k == 1 {
+        return 0;
+    }
+    STATE.with(|s| {
+        // xorshift32: cheap, and good enough to spread ties.
+        let mut x = s.get();
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        s.set(x);
+        x as usize % k
+    })
+}
+
+/// One tenant of a limiter, with its shard resolved once.
+///
+/// ```
+/// use shuffle_limiter::{Quota, ShardedLimiter};
+///
+/// let limiter = ShardedLimiter::builder().quota(Quota::per_second(100)).build()?;
+/// let tenant = limiter.tenant("tenant-42");
+/// assert_eq!(tenant.shard(), limiter.shard("tenant-42"));
+/// assert!(tenant.check().is_ok());
+/// # Ok::<(), shuffle_limiter::ConfigError>(())
+/// ```
+pub struct Tenant<'a, C = MonotonicClock> {
+    limiter: &'a ShardedLimiter<C>,
+    shard: Shard,
+}
+
+impl<C: Clock> Tenant<'_, C> {
+    /// As [`ShardedLimiter::check`], without resolving the shard again.
+    ///
+    /// # Errors
+    /// [`Denied`] when all of the tenant's buckets are empty.
+    #[inline]
+    pub fn check(&self) -> Result<Grant, Denied> {
+        self.limiter.draw(&self.shard, 1)
+    }
+
+    /// As [`ShardedLimiter::check_n`].
+    ///
+    /// # Errors
+    /// As [`ShardedLimiter::check_n`].
+    pub fn check_n(&self, n: u32) -> Result<Result<Grant, Denied>, InsufficientCapacity> {
+        self.limiter.draw_n(&self.shard, n)
+    }
+
+    /// As [`ShardedLimiter::remaining`].
+    pub fn remaining(&self) -> u64 {
+        self.limiter
+            .remaining_in(&self.shard, self.limiter.clock.now_nanos())
+    }
+
+    /// The tenant's buckets.
+    pub fn shard(&self) -> Shard {
+        self.shard
+    }
+}
+
+impl<C> fmt::Debug for Tenant<'_, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tenant").field("shard", &self.shard).finish()
+    }
+}
+
+/// A granted request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grant {
+    pub(crate) bucket: u32,
+    pub(crate) remaining: u64,
+}
+
+impl Grant {
+    /// The bucket that paid for the request.
+    pub fn bucket(&self) -> u32 {
+        self.bucket
+    }
+
+    /// Tokens the tenant could still take right after this grant, over all
+    /// its buckets, as read during the decision.
+    pub fn remaining(&self) -> u64 {
+        self.remaining
+    }
+}
+
+/// A denied request, and when to try again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Denied {
+    pub(crate) retry_after: Duration,
+    pub(crate) bucket: u32,
+}
+
+impl Denied {
+    /// How long until one of the tenant's buckets could grant the same
+    /// request; never zero.
+    pub fn retry_after(&self) -> Duration {
+        self.retry_after
+    }
+
+    /// The bucket that will have room first.
+    pub fn bucket(&self) -> u32 {
+        self.bucket
+    }
+}
+
+impl fmt::Display for Denied {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "rate limited: retry in {:?}", self.retry_after)
+    }
+}
+
+impl std::error::Error for Denied {}
+
+/// One bucket's state in a [`ShardedLimiter::snapshot`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BucketState {
+    bucket: u32,
+    available: u64,
+    burst: u32,
+    full_in: Duration,
+}
+
+impl BucketState {
+    /// The bucket's index.
+    pub fn bucket(&self) -> u32 {
+        self.bucket
+    }
+
+    /// Tokens that could be taken now.
+    pub fn available(&self) -> u64 {
+        self.available
+    }
+
+    /// Tokens the bucket holds when full.
+    pub fn burst(&self) -> u32 {
+        self.burst
+    }
+
+    /// How long until the bucket is full again if nothing is taken.
+    pub fn full_in(&self) -> Duration {
+        self.full_in
+    }
+}
