@@ -90,12 +90,13 @@ impl Split {
 #[derive(Debug, Clone)]
 #[must_use = "a builder does nothing until .build()"]
 pub struct Builder<C = MonotonicClock> {
-    quota: Option<Quota>,
-    buckets: u32,
-    per_tenant: u32,
-    salt: Vec<u8>,
-    cache: usize,
-    clock: C,
+    pub(crate) quota: Option<Quota>,
+    pub(crate) buckets: u32,
+    pub(crate) per_tenant: u32,
+    pub(crate) salt: Vec<u8>,
+    pub(crate) cache: usize,
+    pub(crate) name: String,
+    pub(crate) clock: C,
 }
 
 impl<C: Clock> Builder<C> {
@@ -143,8 +144,17 @@ impl<C: Clock> Builder<C> {
             per_tenant: self.per_tenant,
             salt: self.salt,
             cache: self.cache,
+            name: self.name,
             clock,
         }
+    }
+
+    /// A name for the limiter, used where several limiters meet: metric
+    /// labels, shared storage keys, an entry of a set of limiters. Defaults to
+    /// `"default"`.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
     }
 
     /// Checks the configuration and builds the limiter.
@@ -152,6 +162,26 @@ impl<C: Clock> Builder<C> {
     /// # Errors
     /// A [`ConfigError`] naming the first setting that cannot work.
     pub fn build(self) -> Result<ShardedLimiter<C>, ConfigError> {
+        let Plan {
+            quota,
+            split,
+            assignment,
+        } = self.plan()?;
+        Ok(ShardedLimiter {
+            buckets: (0..assignment.buckets())
+                .map(|_| CachePadded::new(AtomicU64::new(0)))
+                .collect(),
+            split,
+            quota,
+            assignment,
+            cache: ShardCache::new(self.cache),
+            name: self.name,
+            clock: self.clock,
+        })
+    }
+
+    /// Validates everything but the storage: what every backend builds on.
+    pub(crate) fn plan(&self) -> Result<Plan, ConfigError> {
         let quota = self.quota.ok_or(ConfigError::MissingQuota)?;
         let (buckets, per_tenant) = (self.buckets, self.per_tenant);
         if buckets == 0 {
@@ -187,17 +217,20 @@ impl<C: Clock> Builder<C> {
         let split = Split::new(quota, buckets)?;
         let assignment = Assignment::new(buckets, per_tenant, &self.salt)
             .expect("bucket and shard counts were checked above");
-        Ok(ShardedLimiter {
-            buckets: (0..buckets)
-                .map(|_| CachePadded::new(AtomicU64::new(0)))
-                .collect(),
-            split,
+        Ok(Plan {
             quota,
+            split,
             assignment,
-            cache: ShardCache::new(self.cache),
-            clock: self.clock,
         })
     }
+}
+
+/// A validated configuration, before any bucket storage exists.
+#[derive(Debug, Clone)]
+pub(crate) struct Plan {
+    pub(crate) quota: Quota,
+    pub(crate) split: Split,
+    pub(crate) assignment: Assignment,
 }
 
 /// Many tenants, one budget: a quota split over N lock-free GCRA buckets, each
@@ -222,6 +255,7 @@ pub struct ShardedLimiter<C = MonotonicClock> {
     quota: Quota,
     assignment: Assignment,
     cache: ShardCache,
+    name: String,
     clock: C,
 }
 
@@ -234,6 +268,7 @@ impl ShardedLimiter<MonotonicClock> {
             per_tenant: 2,
             salt: Vec::new(),
             cache: DEFAULT_TENANT_CACHE,
+            name: "default".to_owned(),
             clock: MonotonicClock::new(),
         }
     }
@@ -387,6 +422,11 @@ impl<C: Clock> ShardedLimiter<C> {
         &self.assignment
     }
 
+    /// The limiter's name (see [`Builder::name`]).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     /// The global budget.
     pub fn quota(&self) -> Quota {
         self.quota
@@ -456,6 +496,7 @@ impl<C: Clock> ShardedLimiter<C> {
 impl<C> fmt::Debug for ShardedLimiter<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ShardedLimiter")
+            .field("name", &self.name)
             .field("quota", &self.quota)
             .field("buckets", &self.buckets.len())
             .field("per_tenant", &self.assignment.per_tenant())
