@@ -107,8 +107,8 @@ impl Assignment {
     /// and `buckets <= MAX_BUCKETS`; the limiter's builder reports the same
     /// conditions as typed errors.
     pub fn new(buckets: u32, per_tenant: u32, salt: impl AsRef<[u8]>) -> Option<Self> {
-        let valid = (1..=buckets.min(MAX_PER_TENANT)).contains(&per_tenant)
-            && buckets <= MAX_BUCKETS;
+        let valid =
+            (1..=buckets.min(MAX_PER_TENANT)).contains(&per_tenant) && buckets <= MAX_BUCKETS;
         valid.then(|| {
             let salt = salt.as_ref();
             let mut prefix = Sha256::new();
@@ -333,7 +333,11 @@ mod tests {
         for round in 0..3 {
             for t in 0..100u32 {
                 let key = format!("tenant-{t}");
-                assert_eq!(cache.get_or_assign(key.as_bytes(), &a), a.shard(&key), "{round}");
+                assert_eq!(
+                    cache.get_or_assign(key.as_bytes(), &a),
+                    a.shard(&key),
+                    "{round}"
+                );
             }
         }
         let long = vec![7u8; CACHED_KEY_MAX + 1];

@@ -76,12 +76,12 @@ pub enum ConfigError {
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            ConfigError::MissingQuota => f.write_str(
-                "no quota was set: call .quota(Quota::per_second(..)) on the builder",
-            ),
-            ConfigError::ZeroCount => f.write_str(
-                "the quota allows 0 requests per period: use a count of at least 1",
-            ),
+            ConfigError::MissingQuota => {
+                f.write_str("no quota was set: call .quota(Quota::per_second(..)) on the builder")
+            }
+            ConfigError::ZeroCount => {
+                f.write_str("the quota allows 0 requests per period: use a count of at least 1")
+            }
             ConfigError::ZeroPeriod => {
                 f.write_str("the quota's period is zero: use a period of at least 1 ns")
             }

@@ -14,15 +14,36 @@
 //! an early reading only shrinks the room.
 
 /// One bucket's fixed parameters, in nanoseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Cell {
     /// Nanoseconds between two tokens (T).
     pub(crate) interval: u64,
     /// `burst · interval`: the credit of a full bucket (τ).
     pub(crate) capacity: u64,
+    /// `1 / interval`, so that counting tokens needs no integer division on
+    /// the hot path.
+    pub(crate) per_ns: f64,
 }
 
 impl Cell {
+    /// A bucket emitting a token every `interval` ns and holding `burst`.
+    pub(crate) fn new(interval: u64, burst: u32) -> Cell {
+        Cell {
+            interval,
+            capacity: u64::from(burst) * interval,
+            per_ns: 1.0 / interval as f64,
+        }
+    }
+
+    /// The same bucket holding `burst` tokens.
+    #[inline]
+    pub(crate) fn with_burst(self, burst: u32) -> Cell {
+        Cell {
+            capacity: u64::from(burst) * self.interval,
+            ..self
+        }
+    }
+
     /// Credit left at `now`, in nanoseconds.
     #[inline]
     pub(crate) fn room(self, tat: u64, now: u64) -> u64 {
@@ -32,7 +53,23 @@ impl Cell {
     /// Whole tokens that could be taken at `now`.
     #[inline]
     pub(crate) fn available(self, tat: u64, now: u64) -> u64 {
-        self.room(tat, now) / self.interval
+        self.tokens(self.room(tat, now))
+    }
+
+    /// `⌊room / interval⌋`, exactly. The floating-point estimate is within
+    /// one of the answer (the quotient is below 2³², far inside f64's 53
+    /// bits), and one integer step each way corrects it. Room never exceeds
+    /// 2⁶², so the signed conversions (one instruction each) are exact enough.
+    #[inline]
+    pub(crate) fn tokens(self, room: u64) -> u64 {
+        let q = (room as i64 as f64 * self.per_ns) as i64 as u64;
+        if q * self.interval > room {
+            q - 1
+        } else if (q + 1) * self.interval <= room {
+            q + 1
+        } else {
+            q
+        }
     }
 
     /// Decides a request costing `cost` nanoseconds of credit at `now`.
@@ -54,6 +91,7 @@ mod tests {
     const CELL: Cell = Cell {
         interval: 10,
         capacity: 30,
+        per_ns: 0.1,
     };
 
     #[test]
@@ -75,6 +113,27 @@ mod tests {
         assert_eq!(tat, 130);
         assert_eq!(CELL.decide(tat, 105, 10), Err(110));
         assert!(CELL.room(tat, 50) < CELL.room(tat, 110));
+    }
+
+    #[test]
+    fn counting_tokens_is_exact_division() {
+        for interval in [1, 3, 7, 10, 999_999_937, 2_142_857_143, (1 << 40) + 1] {
+            let cell = Cell::new(interval, 5);
+            for room in (0..=cell.capacity).step_by((interval / 3).max(1) as usize) {
+                for r in [room, room.saturating_sub(1), (room + 1).min(cell.capacity)] {
+                    assert_eq!(cell.tokens(r), r / interval, "{r} / {interval}");
+                }
+            }
+        }
+        let wide = Cell::new(1, u32::MAX);
+        for r in [
+            u64::from(u32::MAX),
+            u64::from(u32::MAX) - 1,
+            1 << 31,
+            12_345_678_901 % (1 << 32),
+        ] {
+            assert_eq!(wide.tokens(r), r);
+        }
     }
 
     #[test]

@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
 
+use crate::Shard;
 use crate::assign::{Assignment, MAX_BUCKETS, MAX_CACHE_ENTRIES, MAX_PER_TENANT, ShardCache};
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::{ConfigError, InsufficientCapacity};
 use crate::gcra::Cell;
 use crate::quota::Quota;
-use crate::Shard;
 
 /// Entries in the tenant cache unless [`Builder::tenant_cache`] says otherwise.
 pub const DEFAULT_TENANT_CACHE: usize = 4096;
@@ -25,7 +25,7 @@ const MAX_SPAN: u128 = 1 << 62;
 /// How a quota is divided over the buckets: every bucket gets the same rate,
 /// and the burst is split in whole tokens, the first `B mod N` buckets holding
 /// one more than the rest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Split {
     /// Nanoseconds between two tokens of one bucket: ⌈period · N / count⌉.
     pub(crate) interval: u64,
@@ -33,6 +33,9 @@ pub(crate) struct Split {
     pub(crate) burst: u32,
     /// This many buckets, the lowest-numbered, hold one token more.
     pub(crate) larger: u32,
+    /// A bucket of `burst` tokens, with the reciprocal of the interval
+    /// computed once.
+    cell: Cell,
 }
 
 impl Split {
@@ -49,8 +52,8 @@ impl Split {
                 buckets,
             });
         }
-        let interval = (quota.period().as_nanos() * u128::from(buckets))
-            .div_ceil(u128::from(quota.count()));
+        let interval =
+            (quota.period().as_nanos() * u128::from(buckets)).div_ceil(u128::from(quota.count()));
         let burst = quota.burst() / buckets;
         let larger = quota.burst() % buckets;
         let span = interval * u128::from(burst + u32::from(larger > 0));
@@ -63,6 +66,7 @@ impl Split {
             interval: interval as u64,
             burst,
             larger,
+            cell: Cell::new(interval as u64, burst),
         })
     }
 
@@ -72,13 +76,24 @@ impl Split {
         self.burst + u32::from(bucket < self.larger)
     }
 
+    /// Whether one of the shard's buckets could ever pay for `n` tokens.
+    pub(crate) fn check_weight(&self, shard: &Shard, n: u32) -> Result<(), InsufficientCapacity> {
+        let max = shard
+            .buckets()
+            .iter()
+            .map(|&b| self.burst_of(b))
+            .max()
+            .unwrap_or(0);
+        if n > max {
+            return Err(InsufficientCapacity { requested: n, max });
+        }
+        Ok(())
+    }
+
     /// The GCRA parameters of bucket `i`.
     #[inline]
     pub(crate) fn cell(&self, bucket: u32) -> Cell {
-        Cell {
-            interval: self.interval,
-            capacity: u64::from(self.burst_of(bucket)) * self.interval,
-        }
+        self.cell.with_burst(self.burst_of(bucket))
     }
 }
 
@@ -171,6 +186,13 @@ impl<C: Clock> Builder<C> {
             buckets: (0..assignment.buckets())
                 .map(|_| CachePadded::new(AtomicU64::new(0)))
                 .collect(),
+            #[cfg(feature = "metrics")]
+            metrics: crate::metrics::Metrics::new(
+                &self.name,
+                quota,
+                assignment.buckets(),
+                assignment.per_tenant(),
+            ),
             split,
             quota,
             assignment,
@@ -257,6 +279,8 @@ pub struct ShardedLimiter<C = MonotonicClock> {
     cache: ShardCache,
     name: String,
     clock: C,
+    #[cfg(feature = "metrics")]
+    metrics: crate::metrics::Metrics,
 }
 
 impl ShardedLimiter<MonotonicClock> {
@@ -328,6 +352,19 @@ impl<C: Clock> ShardedLimiter<C> {
         self.remaining_in(&self.shard(tenant), self.clock.now_nanos())
     }
 
+    /// How long until all of `tenant`'s buckets are full again if nothing
+    /// more is taken from them; zero when they are full.
+    pub fn full_in(&self, tenant: impl AsRef<[u8]>) -> Duration {
+        let shard = self.shard(tenant);
+        let now = self.clock.now_nanos();
+        let waits = shard.buckets().iter().map(|&b| {
+            self.buckets[b as usize]
+                .load(Ordering::Relaxed)
+                .saturating_sub(now)
+        });
+        Duration::from_nanos(waits.max().unwrap_or(0))
+    }
+
     /// A handle for one tenant with its shard resolved once, for a hot tenant
     /// or a loop.
     pub fn tenant(&self, tenant: impl AsRef<[u8]>) -> Tenant<'_, C> {
@@ -338,15 +375,7 @@ impl<C: Clock> ShardedLimiter<C> {
     }
 
     fn draw_n(&self, shard: &Shard, n: u32) -> Result<Result<Grant, Denied>, InsufficientCapacity> {
-        let max = shard
-            .buckets()
-            .iter()
-            .map(|&b| self.split.burst_of(b))
-            .max()
-            .unwrap_or(0);
-        if n > max {
-            return Err(InsufficientCapacity { requested: n, max });
-        }
+        self.split.check_weight(shard, n)?;
         Ok(self.draw(shard, n))
     }
 
@@ -359,41 +388,74 @@ impl<C: Clock> ShardedLimiter<C> {
         let cost = u64::from(n) * self.split.interval;
         let ids = shard.buckets();
         let start = tie_break(ids.len());
+        let mut rooms = [0u64; MAX_PER_TENANT as usize];
         loop {
-            // (room, bucket, tat, new tat) of the roomiest bucket that fits.
-            let mut best: Option<(u64, u32, u64, u64)> = None;
-            let mut available = 0;
-            let mut soonest = (u64::MAX, ids[start]);
-            for j in 0..ids.len() {
-                let bucket = ids[(start + j) % ids.len()];
-                let cell = self.split.cell(bucket);
-                let tat = self.buckets[bucket as usize].load(Ordering::Relaxed);
-                let room = cell.room(tat, now);
-                available += room / cell.interval;
-                match cell.decide(tat, now, cost) {
-                    Ok(new_tat) if best.is_none_or(|(r, ..)| room > r) => {
-                        best = Some((room, bucket, tat, new_tat));
-                    }
-                    Ok(_) => {}
-                    Err(at) if at < soonest.0 => soonest = (at, bucket),
-                    Err(_) => {}
+            // The roomiest bucket that fits the cost, visiting the shard from
+            // `start` and wrapping around.
+            let (mut best, mut best_room, mut best_tat) = (usize::MAX, 0, 0);
+            let mut i = start;
+            for _ in 0..ids.len() {
+                let tat = self.buckets[ids[i] as usize].load(Ordering::Relaxed);
+                let room = self.split.cell(ids[i]).room(tat, now);
+                rooms[i] = room;
+                if room >= cost && (best == usize::MAX || room > best_room) {
+                    (best, best_room, best_tat) = (i, room, tat);
                 }
+                i = if i + 1 == ids.len() { 0 } else { i + 1 };
             }
-            let Some((_, bucket, tat, new_tat)) = best else {
-                return Err(Denied {
-                    retry_after: Duration::from_nanos(soonest.0 - now),
-                    bucket: soonest.1,
-                });
+            if best == usize::MAX {
+                return Err(self.denial(ids, now, cost));
+            }
+            let bucket = ids[best];
+            let cell = self.split.cell(bucket);
+            let Ok(new_tat) = cell.decide(best_tat, now, cost) else {
+                // Unreachable: `room >= cost` is exactly when `decide` grants.
+                continue;
             };
             if self.buckets[bucket as usize]
-                .compare_exchange_weak(tat, new_tat, Ordering::Relaxed, Ordering::Relaxed)
+                .compare_exchange_weak(best_tat, new_tat, Ordering::Relaxed, Ordering::Relaxed)
                 .is_ok()
             {
-                return Ok(Grant {
-                    bucket,
-                    remaining: available - u64::from(n),
-                });
+                #[cfg(feature = "metrics")]
+                self.metrics.granted(bucket);
+                rooms[best] -= cost;
+                let remaining = ids
+                    .iter()
+                    .zip(&rooms)
+                    .map(|(&b, &room)| self.split.cell(b).tokens(room))
+                    .sum();
+                return Ok(Grant { bucket, remaining });
             }
+        }
+    }
+
+    /// Why nothing fits: the earliest instant one of the buckets that could
+    /// ever pay for `cost` will have room for it.
+    #[cold]
+    fn denial(&self, ids: &[u32], now: u64, cost: u64) -> Denied {
+        let mut soonest = (u64::MAX, ids[0]);
+        for &bucket in ids {
+            let cell = self.split.cell(bucket);
+            if cell.capacity < cost {
+                continue; // this bucket can never pay for the request
+            }
+            let tat = self.buckets[bucket as usize].load(Ordering::Relaxed);
+            // A bucket that refilled since the first read gives a retry of
+            // at least a nanosecond, so a denial never says "retry now".
+            let at = match cell.decide(tat, now, cost) {
+                Err(at) => at,
+                Ok(_) => now + 1,
+            };
+            if at < soonest.0 {
+                soonest = (at, bucket);
+            }
+        }
+        let retry_after = Duration::from_nanos(soonest.0.saturating_sub(now).max(1));
+        #[cfg(feature = "metrics")]
+        self.metrics.denied(soonest.1, retry_after);
+        Denied {
+            retry_after,
+            bucket: soonest.1,
         }
     }
 
@@ -482,9 +544,12 @@ impl<C: Clock> ShardedLimiter<C> {
         (0..self.buckets())
             .map(|b| {
                 let tat = self.buckets[b as usize].load(Ordering::Relaxed);
+                let available = self.split.cell(b).available(tat, now);
+                #[cfg(feature = "metrics")]
+                self.metrics.available(b, available);
                 BucketState {
                     bucket: b,
-                    available: self.split.cell(b).available(tat, now),
+                    available,
                     burst: self.split.burst_of(b),
                     full_in: Duration::from_nanos(tat.saturating_sub(now)),
                 }
@@ -508,7 +573,7 @@ impl<C> fmt::Debug for ShardedLimiter<C> {
 /// Where two or more buckets have equal room, a per-thread pseudo-random
 /// starting point keeps any one of them from being favoured.
 #[inline]
-fn tie_break(k: usize) -> usize {
+pub(crate) fn tie_break(k: usize) -> usize {
     thread_local! {
         static STATE: StdCell<u32> = const { StdCell::new(0x9E37_79B9) };
     }
@@ -522,7 +587,8 @@ fn tie_break(k: usize) -> usize {
         x ^= x >> 17;
         x ^= x << 5;
         s.set(x);
-        x as usize % k
+        // Multiply-shift maps x onto 0..k without a division.
+        ((u64::from(x) * k as u64) >> 32) as usize
     })
 }
 
@@ -574,7 +640,9 @@ impl<C: Clock> Tenant<'_, C> {
 
 impl<C> fmt::Debug for Tenant<'_, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Tenant").field("shard", &self.shard).finish()
+        f.debug_struct("Tenant")
+            .field("shard", &self.shard)
+            .finish()
     }
 }
 
