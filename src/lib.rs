@@ -54,14 +54,39 @@
 //!   (`docs/assignment.md` is the contract, with known-answer vectors).
 //! - [`ShardedLimiter`], [`Tenant`], [`Grant`], [`Denied`]: the decision.
 //! - [`Clock`], [`MonotonicClock`], [`ManualClock`]: time.
+//!
+//! # Integrations (cargo features)
+//! - `tokio`: wait for a grant before calling a rate-limited upstream
+//!   (`ShardedLimiter::until_ready` and the `wait` module).
+//! - `tower`: a layer for axum and tower servers that answers 429 with
+//!   `Retry-After` and the IETF `RateLimit` fields (the `tower` module).
+//! - `serde`: one limiter per upstream, built from a TOML or JSON config
+//!   (the `set` module).
+//! - `metrics`: grant and denial counters per limiter and bucket through the
+//!   `metrics` facade, and `tracing` events at debug and trace level.
+//! - `redis`: one budget shared by many processes, with the bucket state in
+//!   Redis, one round trip per decision and an explicit failure policy (the
+//!   `redis` module).
+#![forbid(unsafe_code)]
 #![doc(html_root_url = "https://docs.rs/shuffle-limiter/0.1.0")]
 
 mod assign;
+pub mod blast;
 mod clock;
 mod error;
 mod gcra;
 mod limiter;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 mod quota;
+#[cfg(feature = "redis")]
+pub mod redis;
+#[cfg(feature = "serde")]
+pub mod set;
+#[cfg(feature = "tower")]
+pub mod tower;
+#[cfg(feature = "tokio")]
+pub mod wait;
 
 pub use assign::{Assignment, MAX_BUCKETS, MAX_PER_TENANT, Shard};
 pub use clock::{Clock, ManualClock, MonotonicClock};
@@ -70,3 +95,5 @@ pub use limiter::{
     BucketState, Builder, DEFAULT_TENANT_CACHE, Denied, Grant, ShardedLimiter, Tenant,
 };
 pub use quota::Quota;
+#[cfg(feature = "tokio")]
+pub use wait::{Jitter, TokioClock};

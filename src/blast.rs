@@ -1,0 +1,588 @@
+//! Blast-radius arithmetic for shuffle sharding: size `N` and `k` before you deploy.
+//!
+//! A limiter with `N` buckets gives every tenant a *shard* of `k` distinct buckets.
+//! Two numbers pull against each other when choosing `k`:
+//!
+//! * [`BlastRadius::p_identical`] — the chance that another tenant got exactly the
+//!   same shard as a misbehaving one, `1 / C(N, k)`. That tenant goes down with it.
+//!   It falls very fast as `k` grows (up to `k = N / 2`).
+//! * [`BlastRadius::node_blast_radius`] — the share of all tenants that one
+//!   exhausted bucket touches, `k / N`. It grows linearly with `k`.
+//!
+//! Everything here is exact: counts are [`BigUint`]s and probabilities are
+//! reduced [`Fraction`]s; the `f64` variants are derived from the exact values by
+//! a correctly rounded conversion ([`Fraction::to_f64`]), so tiny probabilities such
+//! as `1 / C(1000, 500) ≈ 3.7e-300` keep every significant bit. A probability below
+//! f64's normal range (about `2.2e-308`) still comes out as the nearest
+//! representable value: a subnormal number with fewer significant bits, or `0.0`
+//! (as for `1 / C(2000, 1000)`). Use the `*_exact` variants when that matters.
+//!
+//! This module depends on nothing else in the crate.
+//!
+//! # Example
+//!
+//! ```
+//! use shuffle_limiter::blast::BlastRadius;
+//!
+//! let b = BlastRadius::new(16, 2)?;
+//! assert_eq!(b.shards().to_string(), "120");
+//! assert_eq!(b.p_identical_exact().to_string(), "1/120");
+//! assert_eq!(b.node_blast_radius(), 0.125);
+//!
+//! let pmf: Vec<String> = b.overlap_pmf_exact().iter().map(|f| f.to_string()).collect();
+//! assert_eq!(pmf, ["91/120", "7/30", "1/120"]);
+//! # Ok::<(), shuffle_limiter::blast::BlastError>(())
+//! ```
+
+use std::cmp::Ordering;
+use std::fmt;
+use std::iter::Sum;
+use std::ops::Add;
+
+use num_bigint::BigUint;
+use num_integer::Integer;
+use num_traits::{One, ToPrimitive, Zero};
+
+/// Why a [`BlastRadius`] (or a question asked of one) was rejected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BlastError {
+    /// `nodes` (`N`, the number of buckets) was zero.
+    NoNodes,
+    /// `per_tenant` (`k`) was zero.
+    NoBucketsPerTenant {
+        /// The number of buckets that was given.
+        nodes: u32,
+    },
+    /// `per_tenant` (`k`) was larger than `nodes` (`N`).
+    PerTenantExceedsNodes {
+        /// The number of buckets that was given.
+        nodes: u32,
+        /// The shard size that was given.
+        per_tenant: u32,
+    },
+    /// More buckets were said to have failed than exist.
+    FailedExceedsNodes {
+        /// The number of buckets.
+        nodes: u32,
+        /// The number of failed buckets that was given.
+        failed: u32,
+    },
+}
+
+impl fmt::Display for BlastError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            BlastError::NoNodes => {
+                write!(
+                    f,
+                    "nodes is 0: a limiter needs at least 1 bucket, set nodes to 1 or more"
+                )
+            }
+            BlastError::NoBucketsPerTenant { nodes } => write!(
+                f,
+                "per_tenant is 0: every tenant needs at least 1 bucket, \
+                 set per_tenant between 1 and nodes ({nodes})"
+            ),
+            BlastError::PerTenantExceedsNodes { nodes, per_tenant } => write!(
+                f,
+                "per_tenant ({per_tenant}) is larger than nodes ({nodes}): \
+                 a shard cannot hold more buckets than exist, \
+                 lower per_tenant to at most {nodes} or raise nodes to at least {per_tenant}"
+            ),
+            BlastError::FailedExceedsNodes { nodes, failed } => write!(
+                f,
+                "failed ({failed}) is larger than nodes ({nodes}): \
+                 at most {nodes} buckets can fail, lower failed"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for BlastError {}
+
+/// A non-negative rational number `numer / denom`, always stored in lowest terms.
+///
+/// Two equal values therefore have equal numerators and denominators, and
+/// [`Display`](fmt::Display) prints `"a/b"` (also for whole numbers: `"0/1"`, `"1/1"`).
+///
+/// ```
+/// use shuffle_limiter::blast::Fraction;
+///
+/// let f = Fraction::new(14u32, 60u32);
+/// assert_eq!(f.to_string(), "7/30");
+/// assert_eq!(f.clone() + Fraction::new(23u32, 30u32), Fraction::new(1u32, 1u32));
+/// assert_eq!(f.to_f64(), 7.0 / 30.0);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Fraction {
+    numer: BigUint,
+    denom: BigUint,
+}
+
+impl Fraction {
+    /// Builds `numer / denom` and reduces it.
+    ///
+    /// # Panics
+    ///
+    /// If `denom` is zero.
+    pub fn new(numer: impl Into<BigUint>, denom: impl Into<BigUint>) -> Fraction {
+        let (numer, denom) = (numer.into(), denom.into());
+        assert!(!denom.is_zero(), "Fraction::new: the denominator is zero");
+        let g = numer.gcd(&denom);
+        if g.is_one() {
+            Fraction { numer, denom }
+        } else {
+            Fraction {
+                numer: numer / &g,
+                denom: denom / &g,
+            }
+        }
+    }
+
+    /// The numerator, in lowest terms.
+    pub fn numer(&self) -> &BigUint {
+        &self.numer
+    }
+
+    /// The denominator, in lowest terms (never zero).
+    pub fn denom(&self) -> &BigUint {
+        &self.denom
+    }
+
+    /// Whether the value is exactly zero.
+    pub fn is_zero(&self) -> bool {
+        self.numer.is_zero()
+    }
+
+    /// The nearest `f64` (round half to even), however large the numerator and
+    /// denominator are.
+    ///
+    /// The quotient is formed in integers, scaled so that it carries every bit
+    /// the result can hold (53 for a normal number), and rounded once. A value
+    /// below f64's normal range (about `2.2e-308`) gives the nearest
+    /// representable value all the same: a subnormal, which has fewer
+    /// significant bits, or `0.0` below about `2.5e-324`. A value above
+    /// `f64::MAX` gives `f64::INFINITY`.
+    ///
+    /// ```
+    /// use num_bigint::BigUint;
+    /// use shuffle_limiter::blast::Fraction;
+    ///
+    /// // 1 / 10^400 is below f64's range: it comes out as 0.0, not NaN.
+    /// let tiny = Fraction::new(1u32, BigUint::from(10u32).pow(400));
+    /// assert_eq!(tiny.to_f64(), 0.0);
+    /// // 1 / 10^300 keeps full precision, although 10^300 is near f64::MAX.
+    /// let small = Fraction::new(1u32, BigUint::from(10u32).pow(300));
+    /// assert_eq!(small.to_f64(), 1e-300);
+    /// ```
+    pub fn to_f64(&self) -> f64 {
+        if self.numer.is_zero() {
+            return 0.0;
+        }
+        let (n, d) = (&self.numer, &self.denom);
+        // Binary exponent e with 2^e <= n/d < 2^(e+1).
+        let diff = n.bits() as i64 - d.bits() as i64;
+        let at_least_2_pow_diff = if diff >= 0 {
+            *n >= d << diff as u64
+        } else {
+            n << (-diff) as u64 >= *d
+        };
+        let e = if at_least_2_pow_diff { diff } else { diff - 1 };
+        if e > 1023 {
+            return f64::INFINITY;
+        }
+        if e < -1076 {
+            // Below half of the smallest subnormal: rounds to zero.
+            return 0.0;
+        }
+        // Weight of the last bit the result can keep: 53 significant bits for a
+        // normal number, a fixed 2^-1074 for a subnormal one.
+        let lsb = (e - 52).max(-1074);
+        // q = floor(n / d / 2^lsb), r the remainder, both exact.
+        let (q, r, divisor) = if lsb <= 0 {
+            let (q, r) = (n << (-lsb) as u64).div_rem(d);
+            (q, r, d.clone())
+        } else {
+            let dd = d << lsb as u64;
+            let (q, r) = n.div_rem(&dd);
+            (q, r, dd)
+        };
+        let mut m = q.to_u64().expect("quotient has at most 53 bits");
+        // Round half to even on the remainder.
+        match (r << 1u32).cmp(&divisor) {
+            Ordering::Greater => m += 1,
+            Ordering::Equal if m & 1 == 1 => m += 1,
+            _ => {}
+        }
+        // m <= 2^53 is exact in f64; scaling by powers of two in steps that stay
+        // normal is exact, except for the final overflow to infinity.
+        let mut x = m as f64;
+        let mut shift = lsb;
+        while shift != 0 {
+            let step = shift.clamp(-1000, 1000);
+            x *= pow2(step);
+            shift -= step;
+        }
+        x
+    }
+
+    /// `1 - self` for a value in `[0, 1]`.
+    fn one_minus(&self) -> Fraction {
+        Fraction::new(&self.denom - &self.numer, self.denom.clone())
+    }
+}
+
+/// `2^e` for `-1022 <= e <= 1023`, exactly.
+fn pow2(e: i64) -> f64 {
+    debug_assert!((-1022..=1023).contains(&e));
+    f64::from_bits(((e + 1023) as u64) << 52)
+}
+
+impl fmt::Display for Fraction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.numer, self.denom)
+    }
+}
+
+impl PartialOrd for Fraction {
+    fn partial_cmp(&self, other: &Fraction) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Fraction {
+    fn cmp(&self, other: &Fraction) -> Ordering {
+        (&self.numer * &other.denom).cmp(&(&other.numer * &self.denom))
+    }
+}
+
+impl Add for Fraction {
+    type Output = Fraction;
+
+    fn add(self, rhs: Fraction) -> Fraction {
+        Fraction::new(
+            self.numer * &rhs.denom + rhs.numer * &self.denom,
+            self.denom * rhs.denom,
+        )
+    }
+}
+
+impl Sum for Fraction {
+    fn sum<I: Iterator<Item = Fraction>>(iter: I) -> Fraction {
+        iter.fold(Fraction::new(0u32, 1u32), Add::add)
+    }
+}
+
+/// `C(n, r)`, exactly; zero when `r > n`.
+///
+/// Costs `min(r, n - r)` multiplications and divisions of a big integer by a
+/// machine word. Each partial product `C(n, i)` is an integer, so every
+/// division is exact.
+fn binomial(n: u32, r: u32) -> BigUint {
+    if r > n {
+        return BigUint::zero();
+    }
+    let r = r.min(n - r);
+    let mut acc = BigUint::one();
+    for i in 0..r {
+        acc *= n - i;
+        acc /= i + 1;
+    }
+    acc
+}
+
+/// Expected numbers of the *other* tenants in each state when one tenant
+/// exhausts every bucket it can reach.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Impact {
+    /// Tenants whose every bucket is exhausted: they get nothing.
+    pub fully_down: f64,
+    /// Tenants with some, but not all, of their buckets exhausted.
+    pub degraded: f64,
+    /// Tenants sharing no bucket with the bad tenant.
+    pub unaffected: f64,
+}
+
+/// Three designs side by side for one tenant count; see [`BlastRadius::tenants`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct TenantImpact {
+    /// The total number of tenants `T`, the bad one included. The numbers below
+    /// are about the other `T - 1`.
+    pub tenants: u64,
+    /// Shuffle sharding: each tenant on `k` of `N` buckets chosen uniformly.
+    pub shuffle_sharded: Impact,
+    /// Fixed shards: `N` split into `N / k` disjoint groups of `k`, each tenant
+    /// on one group chosen uniformly. `None` when `k` does not divide `N`.
+    pub fixed_shards: Option<Impact>,
+    /// One pool shared by everyone: the bad tenant takes everybody down.
+    pub shared_pool: Impact,
+}
+
+/// What `m` failed (exhausted) buckets mean for one tenant; see [`BlastRadius::failed`].
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct FailureImpact {
+    /// The number of failed buckets `m`.
+    pub failed: u32,
+    /// `C(m, k) / C(N, k)`: the chance that all `k` of a tenant's buckets failed.
+    pub p_all_failed: f64,
+    /// `1 - C(N - m, k) / C(N, k)`: the chance that at least one did.
+    pub p_touched: f64,
+    /// [`p_all_failed`](Self::p_all_failed), exactly.
+    pub p_all_failed_exact: Fraction,
+    /// [`p_touched`](Self::p_touched), exactly.
+    pub p_touched_exact: Fraction,
+}
+
+/// The blast-radius report for `N` buckets with `k` buckets per tenant.
+///
+/// It assumes that shards are drawn uniformly from all `C(N, k)` sets of `k`
+/// buckets, independently per tenant, which is what a good hash-based
+/// assignment approximates.
+///
+/// ```
+/// use shuffle_limiter::blast::BlastRadius;
+///
+/// let b = BlastRadius::new(16, 2)?;
+/// let t = b.tenants(400);
+/// // Of the 399 others, 399/120 ≈ 3.3 share the bad tenant's exact shard ...
+/// assert!((t.shuffle_sharded.fully_down - 399.0 / 120.0).abs() < 1e-12);
+/// // ... against 399/8 ≈ 50 with 8 fixed groups of 2, and all 399 with one pool.
+/// assert_eq!(t.fixed_shards.unwrap().fully_down, 399.0 / 8.0);
+/// assert_eq!(t.shared_pool.fully_down, 399.0);
+/// # Ok::<(), shuffle_limiter::blast::BlastError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlastRadius {
+    nodes: u32,
+    per_tenant: u32,
+    shards: BigUint,
+}
+
+/// # Construction and shape
+impl BlastRadius {
+    /// The report for `nodes` buckets (`N`) and `per_tenant` buckets per tenant (`k`).
+    ///
+    /// Computes `C(N, k)` once, in `min(k, N - k)` big-integer steps.
+    ///
+    /// # Errors
+    ///
+    /// [`BlastError::NoNodes`] if `N = 0`, [`BlastError::NoBucketsPerTenant`] if
+    /// `k = 0`, [`BlastError::PerTenantExceedsNodes`] if `k > N`.
+    pub fn new(nodes: u32, per_tenant: u32) -> Result<BlastRadius, BlastError> {
+        if nodes == 0 {
+            return Err(BlastError::NoNodes);
+        }
+        if per_tenant == 0 {
+            return Err(BlastError::NoBucketsPerTenant { nodes });
+        }
+        if per_tenant > nodes {
+            return Err(BlastError::PerTenantExceedsNodes { nodes, per_tenant });
+        }
+        Ok(BlastRadius {
+            nodes,
+            per_tenant,
+            shards: binomial(nodes, per_tenant),
+        })
+    }
+
+    /// `N`, the number of buckets.
+    pub fn nodes(&self) -> u32 {
+        self.nodes
+    }
+
+    /// `k`, the number of buckets per tenant.
+    pub fn per_tenant(&self) -> u32 {
+        self.per_tenant
+    }
+
+    /// `C(N, k)`, the number of distinct shards, exactly.
+    ///
+    /// ```
+    /// use shuffle_limiter::blast::BlastRadius;
+    ///
+    /// let b = BlastRadius::new(1000, 500)?;
+    /// assert_eq!(b.shards().to_string().len(), 300); // about 2.7e299
+    /// # Ok::<(), shuffle_limiter::blast::BlastError>(())
+    /// ```
+    pub fn shards(&self) -> &BigUint {
+        &self.shards
+    }
+
+    /// `x / C(N, k)`, reduced.
+    fn over_shards(&self, x: BigUint) -> Fraction {
+        Fraction::new(x, self.shards.clone())
+    }
+}
+
+/// # Two tenants: how much their shards overlap
+impl BlastRadius {
+    /// The exact overlap distribution of two tenants' shards: entry `j`
+    /// (for `j = 0..=k`) is `P(they share exactly j buckets)
+    /// = C(k, j) · C(N − k, k − j) / C(N, k)`.
+    ///
+    /// The entries sum to exactly 1. Computed in `O(k)` big-integer steps.
+    pub fn overlap_pmf_exact(&self) -> Vec<Fraction> {
+        let (n, k) = (self.nodes, self.per_tenant);
+        // Shares below 2k - N are impossible: the two shards cannot both fit otherwise.
+        let first = (2 * u64::from(k)).saturating_sub(u64::from(n)) as u32;
+        let mut pmf: Vec<Fraction> = (0..first).map(|_| Fraction::new(0u32, 1u32)).collect();
+        // a = C(k, j) and b = C(N - k, k - j), stepped exactly from j to j + 1.
+        let mut a = binomial(k, first);
+        let mut b = binomial(n - k, k - first);
+        for j in first..=k {
+            pmf.push(self.over_shards(&a * &b));
+            if j < k {
+                a = a * (k - j) / (j + 1);
+                // N - 2k + j + 1 >= 1 because j >= 2k - N.
+                b = b * (k - j) / (u64::from(n) + u64::from(j) + 1 - 2 * u64::from(k));
+            }
+        }
+        pmf
+    }
+
+    /// [`overlap_pmf_exact`](Self::overlap_pmf_exact) as correctly rounded `f64`s.
+    ///
+    /// Tiny entries keep full relative precision; an entry below f64's
+    /// smallest subnormal becomes `0.0`.
+    pub fn overlap_pmf(&self) -> Vec<f64> {
+        self.overlap_pmf_exact()
+            .iter()
+            .map(Fraction::to_f64)
+            .collect()
+    }
+
+    /// `1 / C(N, k)`, exactly: the chance that another tenant has the very same shard.
+    pub fn p_identical_exact(&self) -> Fraction {
+        self.over_shards(BigUint::one())
+    }
+
+    /// `1 / C(N, k)`: the chance that another tenant has the very same shard, and
+    /// so goes fully down with a bad one.
+    ///
+    /// ```
+    /// use shuffle_limiter::blast::BlastRadius;
+    ///
+    /// // C(1000, 500) ≈ 2.7e299; its inverse ≈ 3.7e-300 is rounded once, from
+    /// // the exact fraction, so every significant bit is right.
+    /// let p = BlastRadius::new(1000, 500)?.p_identical();
+    /// assert!(p > 3.6e-300 && p < 3.8e-300);
+    /// # Ok::<(), shuffle_limiter::blast::BlastError>(())
+    /// ```
+    pub fn p_identical(&self) -> f64 {
+        self.p_identical_exact().to_f64()
+    }
+
+    /// `C(N − k, k) / C(N, k)`, exactly: the chance that two shards share no bucket.
+    pub fn p_disjoint_exact(&self) -> Fraction {
+        self.over_shards(binomial(self.nodes - self.per_tenant, self.per_tenant))
+    }
+
+    /// `C(N − k, k) / C(N, k)`: the chance that two shards share no bucket.
+    pub fn p_disjoint(&self) -> f64 {
+        self.p_disjoint_exact().to_f64()
+    }
+
+    /// `1 − C(N − k, k) / C(N, k)`, exactly: the chance that two shards share a bucket.
+    pub fn p_any_overlap_exact(&self) -> Fraction {
+        self.p_disjoint_exact().one_minus()
+    }
+
+    /// `1 − C(N − k, k) / C(N, k)`: the chance that two shards share at least one
+    /// bucket (rounded from the exact value, so it is accurate even when tiny).
+    pub fn p_any_overlap(&self) -> f64 {
+        self.p_any_overlap_exact().to_f64()
+    }
+}
+
+/// # Failures: who feels them
+impl BlastRadius {
+    /// `k / N`, exactly; see [`node_blast_radius`](Self::node_blast_radius).
+    pub fn node_blast_radius_exact(&self) -> Fraction {
+        Fraction::new(self.per_tenant, self.nodes)
+    }
+
+    /// `k / N`: the share of all tenants whose shard contains one given bucket,
+    /// that is, the share that one failed or exhausted bucket touches.
+    pub fn node_blast_radius(&self) -> f64 {
+        f64::from(self.per_tenant) / f64::from(self.nodes)
+    }
+
+    /// With `tenants` tenants in all (`T`) and one of them exhausting its whole
+    /// shard: the expected number of the other `T − 1` that are fully down
+    /// (identical shard), degraded (sharing `1..k−1` buckets) and unaffected
+    /// (sharing none), beside the same numbers for fixed shards and for one shared
+    /// pool.
+    ///
+    /// For `T = 0` every number is zero.
+    pub fn tenants(&self, tenants: u64) -> TenantImpact {
+        let others = tenants.saturating_sub(1);
+        let total = |x: BigUint| Fraction::new(x * others, self.shards.clone()).to_f64();
+        let disjoint = binomial(self.nodes - self.per_tenant, self.per_tenant);
+        // Every share 1..k-1: all shards but the identical one and the disjoint ones.
+        let degraded = &self.shards - &disjoint - 1u32;
+        let shuffle_sharded = Impact {
+            fully_down: total(BigUint::one()),
+            degraded: total(degraded),
+            unaffected: total(disjoint),
+        };
+        let fixed_shards = self.nodes.is_multiple_of(self.per_tenant).then(|| {
+            let groups = u64::from(self.nodes / self.per_tenant);
+            let per = |x: u64| Fraction::new(BigUint::from(x) * others, groups).to_f64();
+            Impact {
+                fully_down: per(1),
+                degraded: 0.0,
+                unaffected: per(groups - 1),
+            }
+        });
+        TenantImpact {
+            tenants,
+            shuffle_sharded,
+            fixed_shards,
+            shared_pool: Impact {
+                fully_down: others as f64,
+                degraded: 0.0,
+                unaffected: 0.0,
+            },
+        }
+    }
+
+    /// With `failed` of the `N` buckets failed (`m`, any particular set): the
+    /// chance that a tenant lost all `k` of its buckets, `C(m, k) / C(N, k)`, and
+    /// the chance that it lost at least one, `1 − C(N − m, k) / C(N, k)`.
+    ///
+    /// # Errors
+    ///
+    /// [`BlastError::FailedExceedsNodes`] if `m > N`.
+    ///
+    /// ```
+    /// use shuffle_limiter::blast::BlastRadius;
+    ///
+    /// let f = BlastRadius::new(16, 2)?.failed(2)?;
+    /// assert_eq!(f.p_all_failed_exact.to_string(), "1/120");
+    /// assert_eq!(f.p_touched_exact.to_string(), "29/120");
+    /// # Ok::<(), shuffle_limiter::blast::BlastError>(())
+    /// ```
+    pub fn failed(&self, failed: u32) -> Result<FailureImpact, BlastError> {
+        if failed > self.nodes {
+            return Err(BlastError::FailedExceedsNodes {
+                nodes: self.nodes,
+                failed,
+            });
+        }
+        let k = self.per_tenant;
+        let all = self.over_shards(binomial(failed, k));
+        let touched = self
+            .over_shards(binomial(self.nodes - failed, k))
+            .one_minus();
+        Ok(FailureImpact {
+            failed,
+            p_all_failed: all.to_f64(),
+            p_touched: touched.to_f64(),
+            p_all_failed_exact: all,
+            p_touched_exact: touched,
+        })
+    }
+}
