@@ -1,0 +1,158 @@
+//! Check throughput beside governor and a bare atomic, in the same run.
+//!
+//! ```text
+//! cargo bench --bench limiter
+//! ```
+#![allow(missing_docs)] // criterion's macros generate undocumented items
+
+use std::hint::black_box;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use governor::{Quota as GQuota, RateLimiter};
+use shuffle_limiter::{Clock, MonotonicClock, Quota, ShardedLimiter};
+
+const TENANTS: usize = 100_000;
+
+/// A budget so large that every check in the benchmark is granted, so both
+/// libraries do the same work: read the clock, decide, write the state.
+fn ours(cache: usize) -> ShardedLimiter {
+    ShardedLimiter::builder()
+        .quota(Quota::per_second(1_000_000_000))
+        .buckets(16)
+        .per_tenant(2)
+        .tenant_cache(cache)
+        .build()
+        .expect("valid configuration")
+}
+
+fn governor_quota() -> GQuota {
+    GQuota::per_second(NonZeroU32::new(1_000_000_000).expect("non-zero"))
+}
+
+/// The floor: one clock read and one compare-and-swap on one atomic.
+fn bare_atomic(clock: &MonotonicClock, cell: &AtomicU64) -> bool {
+    let now = clock.now_nanos();
+    let old = cell.load(Ordering::Relaxed);
+    cell.compare_exchange_weak(old, old.max(now) + 1, Ordering::Relaxed, Ordering::Relaxed)
+        .is_ok()
+}
+
+fn single(c: &mut Criterion) {
+    let mut g = c.benchmark_group("check/one tenant");
+    g.throughput(Throughput::Elements(1));
+    let limiter = ours(4096);
+    let tenant = limiter.tenant("tenant-42");
+    g.bench_function("shuffle-limiter tenant handle", |b| {
+        b.iter(|| black_box(tenant.check()).is_ok())
+    });
+    g.bench_function("shuffle-limiter check(&str)", |b| {
+        b.iter(|| black_box(limiter.check(black_box("tenant-42"))).is_ok())
+    });
+    let direct = RateLimiter::direct(governor_quota());
+    g.bench_function("governor direct check()", |b| {
+        b.iter(|| black_box(direct.check()).is_ok())
+    });
+    let (clock, cell) = (MonotonicClock::new(), AtomicU64::new(0));
+    g.bench_function("bare AtomicU64 CAS + clock", |b| {
+        b.iter(|| bare_atomic(&clock, black_box(&cell)))
+    });
+    g.finish();
+}
+
+fn keyed(c: &mut Criterion) {
+    let keys: Vec<String> = (0..TENANTS).map(|t| format!("tenant-{t}")).collect();
+    let mut g = c.benchmark_group("check/100k tenants by &str");
+    g.throughput(Throughput::Elements(1));
+    for (name, cache) in [
+        ("shuffle-limiter, cache 131072", 131_072),
+        ("shuffle-limiter, default cache 4096", 4096),
+    ] {
+        let limiter = ours(cache);
+        let mut i = 0;
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                i = (i + 1) % TENANTS;
+                black_box(limiter.check(keys[i].as_str())).is_ok()
+            })
+        });
+    }
+    let keyed = RateLimiter::dashmap(governor_quota());
+    for k in &keys {
+        let _ = keyed.check_key(k); // the same warm state as our cache
+    }
+    let mut i = 0;
+    g.bench_function("governor keyed (DashMap) check_key()", |b| {
+        b.iter(|| {
+            i = (i + 1) % TENANTS;
+            black_box(keyed.check_key(&keys[i])).is_ok()
+        })
+    });
+    g.finish();
+}
+
+/// Runs `work` on two threads for `iters` iterations each; the time of the
+/// slower one.
+fn two_threads(iters: u64, work: impl Fn(usize) + Sync) -> Duration {
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for t in 0..2 {
+            let work = &work;
+            s.spawn(move || {
+                for _ in 0..iters {
+                    work(t);
+                }
+            });
+        }
+    });
+    start.elapsed()
+}
+
+fn contended(c: &mut Criterion) {
+    let mut g = c.benchmark_group("check/2 threads");
+    // Each iteration is one check on each of the two threads.
+    g.throughput(Throughput::Elements(2));
+    let limiter = Arc::new(ours(4096));
+    let (a, b) = disjoint_pair(&limiter);
+    let handles = [limiter.tenant(&a), limiter.tenant(&b)];
+    g.bench_function("shuffle-limiter, 2 tenants on disjoint shards", |bench| {
+        bench.iter_custom(|iters| {
+            two_threads(iters, |t| {
+                black_box(handles[t].check()).ok();
+            })
+        })
+    });
+    let direct = RateLimiter::direct(governor_quota());
+    g.bench_function("governor direct, shared by 2 threads", |bench| {
+        bench.iter_custom(|iters| {
+            two_threads(iters, |_| {
+                black_box(direct.check()).ok();
+            })
+        })
+    });
+    let (clock, cell) = (MonotonicClock::new(), AtomicU64::new(0));
+    g.bench_function("bare AtomicU64 CAS + clock, shared by 2 threads", |bench| {
+        bench.iter_custom(|iters| {
+            two_threads(iters, |_| {
+                black_box(bare_atomic(&clock, &cell));
+            })
+        })
+    });
+    g.finish();
+}
+
+/// Two tenants whose shards have no bucket in common.
+fn disjoint_pair(limiter: &ShardedLimiter) -> (String, String) {
+    let first = limiter.shard("tenant-0");
+    let other = (1..)
+        .map(|t| format!("tenant-{t}"))
+        .find(|t| limiter.shard(t).overlap(&first) == 0)
+        .expect("some tenant is disjoint");
+    ("tenant-0".to_owned(), other)
+}
+
+criterion_group!(benches, single, keyed, contended);
+criterion_main!(benches);

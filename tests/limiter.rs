@@ -1,0 +1,492 @@
+//! The in-process limiter's promises, driven by `ManualClock`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use shuffle_limiter::{
+    Clock, ConfigError, MAX_BUCKETS, MAX_PER_TENANT, ManualClock, Quota, ShardedLimiter,
+};
+
+fn make(quota: Quota, n: u32, k: u32) -> (ShardedLimiter<ManualClock>, ManualClock) {
+    let clock = ManualClock::new();
+    let limiter = ShardedLimiter::builder()
+        .quota(quota)
+        .buckets(n)
+        .per_tenant(k)
+        .clock(clock.clone())
+        .build()
+        .expect("valid configuration");
+    (limiter, clock)
+}
+
+/// Drains every bucket through a few tenants whose shards cover them all,
+/// and returns the tokens granted.
+fn drain_all(limiter: &ShardedLimiter<ManualClock>) -> u64 {
+    let mut covered = vec![false; limiter.buckets() as usize];
+    let mut granted = 0;
+    for t in 0u32.. {
+        if covered.iter().all(|&c| c) {
+            return granted;
+        }
+        let tenant = limiter.tenant(t.to_le_bytes());
+        for &b in tenant.shard().buckets() {
+            covered[b as usize] = true;
+        }
+        while tenant.check().is_ok() {
+            granted += 1;
+        }
+    }
+    unreachable!("some tenants cover every bucket")
+}
+
+#[test]
+fn a_tenant_gets_its_buckets_burst_then_exactly_the_refill() {
+    // 5/s, burst 5, over 5 buckets: each bucket holds 1 token, 1 per second.
+    let (limiter, clock) = make(Quota::per_second(5).with_burst(5), 5, 2);
+    let tenant = limiter.tenant("tenant-42");
+    assert_eq!(tenant.remaining(), 2);
+    assert!(tenant.check().is_ok());
+    assert!(tenant.check().is_ok());
+    let denied = tenant.check().unwrap_err();
+    assert_eq!(denied.retry_after(), Duration::from_secs(1));
+
+    clock.advance(Duration::from_millis(999));
+    let denied = tenant.check().unwrap_err();
+    assert_eq!(denied.retry_after(), Duration::from_millis(1));
+    clock.advance(Duration::from_millis(1));
+    assert_eq!(tenant.remaining(), 2);
+    assert!(tenant.check().is_ok());
+    assert!(tenant.check().is_ok());
+    assert!(tenant.check().is_err());
+
+    // A long quiet spell refills to the burst, not beyond.
+    clock.advance(Duration::from_secs(3600));
+    assert_eq!(tenant.remaining(), 2);
+}
+
+#[test]
+fn bursts_and_rates_add_up_to_the_quota_when_they_do_not_divide() {
+    // 10/s, burst 10, over 4 buckets: bursts 3, 3, 2, 2; a token every 400 ms.
+    let (limiter, clock) = make(Quota::per_second(10), 4, 1);
+    let bursts: Vec<u32> = (0..4).map(|b| limiter.bucket_burst(b).unwrap()).collect();
+    assert_eq!(bursts, [3, 3, 2, 2]);
+    assert_eq!(limiter.bucket_interval(), Duration::from_millis(400));
+    assert_eq!(drain_all(&limiter), 10);
+
+    clock.advance(Duration::from_millis(399));
+    assert_eq!(drain_all(&limiter), 0);
+    clock.advance(Duration::from_millis(1));
+    assert_eq!(drain_all(&limiter), 4);
+    // Ten seconds refill 100 tokens, but the buckets hold only 10.
+    clock.advance(Duration::from_secs(10));
+    assert_eq!(drain_all(&limiter), 10);
+
+    // 7 per 3 s, burst 15, over 5 buckets of 3: a token every 15/7 s per
+    // bucket, which is not a whole number of nanoseconds, so it rounds up.
+    let (limiter, clock) = make(Quota::new(7, Duration::from_secs(3)).with_burst(15), 5, 2);
+    assert_eq!(
+        limiter.bucket_interval(),
+        Duration::from_nanos(2_142_857_143)
+    );
+    assert_eq!(drain_all(&limiter), 15);
+    // Drained every second, no bucket ever fills up, so 9 000 s give
+    // R·t = 21 000 tokens; the rounding loses less than one per bucket.
+    let mut granted = 0;
+    for _ in 0..9_000 {
+        clock.advance(Duration::from_secs(1));
+        granted += drain_all(&limiter);
+    }
+    assert_eq!(granted, 21_000 - 5);
+}
+
+#[test]
+fn a_tenant_draws_only_from_its_own_buckets_roomiest_first() {
+    let (limiter, clock) = make(Quota::per_second(1600).with_burst(1600), 16, 4);
+    for t in 0..200 {
+        let key = format!("tenant-{t}");
+        let shard = limiter.shard(&key);
+        for _ in 0..3 {
+            let grant = limiter.check(&key).unwrap();
+            assert!(shard.contains(grant.bucket()), "{key}: {grant:?} {shard:?}");
+        }
+    }
+    // Always taking from the roomiest bucket keeps a tenant's equally sized
+    // buckets within one token of each other.
+    clock.advance(Duration::from_secs(1));
+    let tenant = limiter.tenant("fresh");
+    for _ in 0..399 {
+        tenant.check().unwrap();
+        let snap = limiter.snapshot();
+        let levels: Vec<u64> = tenant
+            .shard()
+            .buckets()
+            .iter()
+            .map(|&b| snap[b as usize].available())
+            .collect();
+        let (lo, hi) = (levels.iter().min().unwrap(), levels.iter().max().unwrap());
+        assert!(hi - lo <= 1, "{levels:?}");
+    }
+}
+
+#[test]
+fn ties_between_equally_full_buckets_favour_none() {
+    let (limiter, clock) = make(Quota::per_second(400).with_burst(400), 4, 2);
+    let tenant = limiter.tenant("tie");
+    let shard = tenant.shard();
+    let [a, b] = shard.buckets() else {
+        unreachable!()
+    };
+    let mut first = HashMap::new();
+    for _ in 0..1_000 {
+        clock.advance(Duration::from_secs(1)); // every bucket full again
+        *first
+            .entry(tenant.check().unwrap().bucket())
+            .or_insert(0u32) += 1;
+    }
+    let (na, nb) = (
+        first.get(a).copied().unwrap_or(0),
+        first.get(b).copied().unwrap_or(0),
+    );
+    assert_eq!(na + nb, 1_000);
+    // Binomial(1000, 1/2): 6 sigma is about 95.
+    assert!(na.abs_diff(nb) < 190, "{a}: {na}, {b}: {nb}");
+}
+
+#[test]
+fn denial_names_the_earliest_bucket_to_refill() {
+    // 2 buckets of 2 tokens, a token every 500 ms per bucket.
+    let (limiter, clock) = make(Quota::per_second(4), 2, 2);
+    let first = limiter.check_n("a", 2).unwrap().unwrap().bucket(); // full at 1 s
+    clock.advance(Duration::from_millis(300));
+    let second = limiter.check_n("a", 2).unwrap().unwrap().bucket(); // full at 1.3 s
+    assert_ne!(first, second);
+    let denied = limiter.check("a").unwrap_err();
+    assert_eq!(denied.bucket(), first);
+    assert_eq!(denied.retry_after(), Duration::from_millis(200));
+    assert_eq!(denied.to_string(), "rate limited: retry in 200ms");
+    clock.advance(Duration::from_millis(199));
+    assert_eq!(
+        limiter.check("a").unwrap_err().retry_after(),
+        Duration::from_millis(1)
+    );
+    clock.advance(Duration::from_millis(1));
+    assert_eq!(limiter.check("a").unwrap().bucket(), first);
+}
+
+#[test]
+fn weighted_requests_are_paid_by_one_bucket() {
+    // 4 buckets of 3, 3, 2, 2 tokens.
+    let (limiter, clock) = make(Quota::per_second(10), 4, 4);
+    let err = limiter.check_n("w", 4).unwrap_err();
+    assert_eq!((err.requested(), err.max()), (4, 3));
+    assert!(err.to_string().contains("can never be granted"));
+
+    let grant = limiter.check_n("w", 3).unwrap().unwrap();
+    assert!(grant.bucket() < 2, "only buckets 0 and 1 hold 3");
+    assert_eq!(grant.remaining(), 10 - 3);
+    limiter.check_n("w", 3).unwrap().unwrap();
+    let denied = limiter.check_n("w", 3).unwrap().unwrap_err();
+    assert_eq!(denied.retry_after(), Duration::from_millis(1200));
+    assert_eq!(limiter.remaining("w"), 4);
+
+    // A weight of zero takes nothing.
+    limiter.check_n("w", 0).unwrap().unwrap();
+    assert_eq!(limiter.remaining("w"), 4);
+    clock.advance(Duration::from_millis(1200));
+    assert!(limiter.check_n("w", 3).unwrap().is_ok());
+}
+
+#[test]
+fn remaining_and_snapshot_do_not_consume() {
+    let (limiter, _clock) = make(Quota::per_second(8), 4, 2);
+    for _ in 0..100 {
+        assert_eq!(limiter.remaining("r"), 4);
+        let _ = limiter.snapshot();
+    }
+    let total: u64 = limiter.snapshot().iter().map(|b| b.available()).sum();
+    assert_eq!(total, 8);
+    limiter.check("r").unwrap();
+    assert_eq!(limiter.remaining("r"), 3);
+    let snap = limiter.snapshot();
+    let drawn: Vec<_> = snap
+        .iter()
+        .filter(|b| b.available() < u64::from(b.burst()))
+        .collect();
+    assert_eq!(drawn.len(), 1);
+    assert_eq!(drawn[0].full_in(), Duration::from_millis(500));
+}
+
+#[test]
+fn a_clock_that_jumps_back_never_grants_extra() {
+    // Grant times recorded against a clock that wanders back and forth; in
+    // every window [t_i, t_j] the grants stay within R·(t_j − t_i) + B.
+    let (limiter, clock) = make(Quota::per_second(100).with_burst(20), 4, 2);
+    let mut rng = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let mut high = 0u64;
+    let mut grants = Vec::new(); // the clock reading of each grant
+    for step in 0..20_000 {
+        let r = next();
+        if r % 5 == 0 {
+            // Read up to 50 ms earlier than the latest reading.
+            clock.set_nanos(high.saturating_sub(next() % 50_000_000));
+        } else {
+            high += next() % 3_000_000;
+            clock.set_nanos(high);
+        }
+        if limiter.check(format!("t{}", step % 37)).is_ok() {
+            grants.push(clock.now_nanos());
+        }
+    }
+    grants.sort_unstable();
+    let (r, b) = (100u128, 20u128);
+    for i in 0..grants.len() {
+        for j in (i..grants.len()).step_by(7) {
+            let window = u128::from(grants[j] - grants[i]);
+            let count = (j - i + 1) as u128;
+            assert!(count * 1_000_000_000 <= r * window + b * 1_000_000_000);
+        }
+    }
+    assert!(grants.len() > 1_000, "the test must exercise the limit");
+}
+
+#[test]
+fn the_budget_holds_while_threads_hammer_thousands_of_tenants() {
+    // R = 1000/s, B = 64, 16 buckets; 3 threads and 5 000 tenants while the
+    // clock advances in uneven steps.
+    let (limiter, clock) = make(Quota::per_second(1000).with_burst(64), 16, 2);
+    let limiter = Arc::new(limiter);
+    let granted = AtomicU64::new(0);
+    let attempts = AtomicU64::new(0);
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        for worker in 0..3u64 {
+            let (limiter, granted, attempts, done) = (&limiter, &granted, &attempts, &done);
+            s.spawn(move || {
+                let mut i = worker;
+                while !done.load(Ordering::Relaxed) {
+                    i = (i + 7_919) % 5_000;
+                    if limiter.check(i.to_le_bytes()).is_ok() {
+                        granted.fetch_add(1, Ordering::Relaxed);
+                    }
+                    attempts.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+        for step in 0..4_000u64 {
+            // Time moves only after the workers have tried enough to drain
+            // what the last step refilled, so the run is saturated however
+            // the threads are scheduled.
+            let seen = attempts.load(Ordering::Relaxed);
+            while attempts.load(Ordering::Relaxed) < seen + 60 {
+                std::thread::yield_now();
+            }
+            clock.advance(Duration::from_micros(100 + (step * 37) % 900));
+        }
+        done.store(true, Ordering::Relaxed);
+    });
+    let t = clock.now_nanos() as u128;
+    let budget = (1000 * t).div_ceil(1_000_000_000) + 64;
+    let granted = u128::from(granted.into_inner());
+    assert!(granted <= budget, "granted {granted} > budget {budget}");
+    // Three threads over 5 000 tenants keep every bucket busy: nearly all of
+    // the budget is used.
+    assert!(
+        granted * 100 >= budget * 90,
+        "granted {granted} of {budget}"
+    );
+}
+
+#[test]
+fn a_noisy_tenant_takes_down_only_the_tenants_holding_its_exact_shard() {
+    // N = 8, k = 2, 400 tenants; R = 800/s, so a bucket refills at 100/s and
+    // one tenant may take at most k·R/N = 200/s. The noisy tenant sends 50
+    // times that, 10 requests every millisecond; every other tenant sends one
+    // request a second, right after the noisy tenant's requests of that
+    // millisecond.
+    let (limiter, clock) = make(Quota::per_second(800), 8, 2);
+    let tenants: Vec<String> = (0..400).map(|t| format!("tenant-{t}")).collect();
+    let noisy = limiter.tenant(&tenants[0]);
+    let others: Vec<_> = tenants[1..].iter().map(|t| limiter.tenant(t)).collect();
+    let mut ok = vec![0u32; others.len()];
+    for ms in 0..100_000u32 {
+        clock.advance(Duration::from_millis(1));
+        for _ in 0..10 {
+            let _ = noisy.check();
+        }
+        for (i, tenant) in others.iter().enumerate() {
+            if (ms + i as u32 * 397).is_multiple_of(1_000) {
+                ok[i] += u32::from(tenant.check().is_ok());
+            }
+        }
+    }
+    let mut identical = 0;
+    for (i, tenant) in others.iter().enumerate() {
+        let share = f64::from(ok[i]) / 100.0;
+        if tenant.shard().same_set(&noisy.shard()) {
+            identical += 1;
+            assert!(share < 0.05, "{i} holds the noisy shard, yet got {share}");
+        } else {
+            assert!(share >= 0.99, "{i} ({:?}) got only {share}", tenant.shard());
+        }
+    }
+    // 1/C(8,2) = 1/28 of 399 tenants is about 14.
+    assert!((3..=30).contains(&identical), "{identical}");
+}
+
+#[test]
+fn every_bad_configuration_is_a_typed_error_that_says_what_to_change() {
+    let base = || {
+        ShardedLimiter::builder()
+            .quota(Quota::per_second(100))
+            .buckets(8)
+            .per_tenant(2)
+    };
+    let cases: Vec<(Result<ShardedLimiter, ConfigError>, ConfigError, &str)> = vec![
+        (
+            ShardedLimiter::builder().build(),
+            ConfigError::MissingQuota,
+            "call .quota(",
+        ),
+        (
+            base().quota(Quota::per_second(0)).build(),
+            ConfigError::ZeroCount,
+            "count of at least 1",
+        ),
+        (
+            base().quota(Quota::new(10, Duration::ZERO)).build(),
+            ConfigError::ZeroPeriod,
+            "period of at least",
+        ),
+        (
+            base().buckets(0).build(),
+            ConfigError::ZeroBuckets,
+            "at least 1 bucket",
+        ),
+        (
+            base()
+                .quota(Quota::per_second(u32::MAX))
+                .buckets(MAX_BUCKETS + 1)
+                .build(),
+            ConfigError::TooManyBuckets {
+                buckets: MAX_BUCKETS + 1,
+                max: MAX_BUCKETS,
+            },
+            "use at most 65536 buckets",
+        ),
+        (
+            base().per_tenant(0).build(),
+            ConfigError::ZeroPerTenant,
+            "at least 1 bucket",
+        ),
+        (
+            base().per_tenant(9).build(),
+            ConfigError::PerTenantExceedsBuckets {
+                per_tenant: 9,
+                buckets: 8,
+            },
+            "or more buckets",
+        ),
+        (
+            base().buckets(16).per_tenant(MAX_PER_TENANT + 1).build(),
+            ConfigError::TooManyPerTenant {
+                per_tenant: 9,
+                max: MAX_PER_TENANT,
+            },
+            "at most 8",
+        ),
+        (
+            base().quota(Quota::per_second(100).with_burst(7)).build(),
+            ConfigError::BurstTooSmall {
+                burst: 7,
+                buckets: 8,
+            },
+            "raise the burst to at least 8",
+        ),
+        (
+            base()
+                .quota(Quota::new(1, Duration::from_secs(u64::MAX)).with_burst(8))
+                .build(),
+            ConfigError::Overflow {
+                refill_secs: u128::from(u64::MAX) * 8,
+            },
+            "use a shorter period",
+        ),
+        (
+            base()
+                .quota(Quota::per_hour(1).with_burst(u32::MAX))
+                .buckets(1)
+                .per_tenant(1)
+                .build(),
+            ConfigError::Overflow {
+                refill_secs: 3600 * u128::from(u32::MAX),
+            },
+            "smaller burst",
+        ),
+        (
+            base().tenant_cache(usize::MAX).build(),
+            ConfigError::CacheTooLarge {
+                entries: usize::MAX,
+                max: 1 << 24,
+            },
+            "use at most",
+        ),
+    ];
+    for (result, want, hint) in cases {
+        let err = result.unwrap_err();
+        assert_eq!(err, want);
+        let msg = err.to_string();
+        assert!(msg.contains(hint), "{msg:?} lacks {hint:?}");
+        let _: &dyn std::error::Error = &err;
+    }
+    // The edges that are fine.
+    assert!(base().buckets(8).per_tenant(8).build().is_ok());
+    assert!(
+        base()
+            .quota(Quota::per_second(u32::MAX))
+            .buckets(MAX_BUCKETS)
+            .per_tenant(MAX_PER_TENANT)
+            .build()
+            .is_ok()
+    );
+    assert!(
+        base()
+            .quota(Quota::per_hour(1).with_burst(8))
+            .build()
+            .is_ok()
+    );
+}
+
+#[test]
+fn tenant_ids_may_be_any_bytes() {
+    let (limiter, _clock) = make(Quota::per_second(100), 8, 3);
+    let huge = vec![0xFFu8; 1 << 20];
+    let keys: [&[u8]; 5] = [
+        b"",
+        b"\xff\xfe\x00",
+        "t\u{e9}nant-\u{1F600}".as_bytes(),
+        &huge,
+        &[0; 40],
+    ];
+    for key in keys {
+        let shard = limiter.shard(key);
+        assert_eq!(shard.buckets().len(), 3);
+        assert_eq!(limiter.shard(key), shard, "the cache must agree");
+        assert!(shard.contains(limiter.check(key).unwrap().bucket()));
+    }
+}
+
+#[test]
+fn the_limiter_is_shared_across_threads() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<ShardedLimiter>();
+    assert_send_sync::<ShardedLimiter<ManualClock>>();
+    assert_send_sync::<shuffle_limiter::Tenant<'static>>();
+}
