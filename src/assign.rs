@@ -9,7 +9,8 @@
 use std::fmt;
 use std::hash::BuildHasher;
 
-use parking_lot::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering, fence};
+
 use sha2::{Digest, Sha256};
 
 /// The most buckets a limiter may have.
@@ -195,49 +196,41 @@ fn score(seed: u64, bucket: u32) -> u64 {
     z ^ (z >> 31)
 }
 
-/// Tenant ids longer than this are not cached (they pay SHA-256 each time).
-pub(crate) const CACHED_KEY_MAX: usize = 40;
-const WAYS: usize = 4;
-
 /// The most tenants the cache may hold.
 pub(crate) const MAX_CACHE_ENTRIES: usize = 1 << 24;
 
-#[derive(Clone, Copy)]
-struct Slot {
-    /// Key length, or `u8::MAX` for an empty slot.
-    len: u8,
-    key: [u8; CACHED_KEY_MAX],
-    shard: Shard,
-}
+/// Entries per set: a set with its version is two cache lines.
+const WAYS: usize = 3;
 
-const EMPTY: Slot = Slot {
-    len: u8::MAX,
-    key: [0; CACHED_KEY_MAX],
-    shard: Shard {
-        len: 0,
-        buckets: [0; MAX_PER_TENANT as usize],
-    },
-};
-
+/// One set of a [`ShardCache`]: a sequence lock over three entries, each a
+/// 128-bit tenant fingerprint (zero when empty) and a packed shard.
+///
+/// Everything is an atomic, so readers never write: they read the version,
+/// the entries, and the version again, and trust what they read only if the
+/// version was even and unchanged. A writer makes the version odd while it
+/// writes, and simply skips caching if another writer holds the set.
+#[repr(align(128))]
 struct Set {
-    slots: [Slot; WAYS],
-    /// The way to overwrite next (round robin).
-    victim: u8,
+    version: AtomicU64,
+    /// `[fingerprint high, fingerprint low, shard low, shard high]` per way.
+    ways: [[AtomicU64; 4]; WAYS],
 }
 
 /// A fixed-size, set-associative cache of tenant → shard, allocated once.
 ///
-/// Keys are compared byte for byte, so a hit is always the right shard; the
-/// hasher only picks the set. Memory is fixed at build time and never grows
-/// with the number of distinct tenants.
+/// A tenant is known by a 128-bit fingerprint from two hashers seeded at
+/// random for each cache: a false hit (two tenants with the same fingerprint
+/// in the same set) is far less likely than two tenants sharing a 64-bit
+/// seed, which the assignment itself accepts. Memory is fixed at build time
+/// and never grows with the number of distinct tenants.
 pub(crate) struct ShardCache {
-    sets: Box<[Mutex<Set>]>,
-    hasher: foldhash::fast::RandomState,
+    sets: Box<[Set]>,
+    hashers: [foldhash::fast::RandomState; 2],
 }
 
 impl ShardCache {
-    /// A cache of at least `entries` tenants (rounded up to a power of two),
-    /// or none for 0.
+    /// A cache of at least `entries` tenants (rounded up to a power of two
+    /// sets of three), or none for 0.
     pub(crate) fn new(entries: usize) -> Self {
         let sets = if entries == 0 {
             0
@@ -246,14 +239,12 @@ impl ShardCache {
         };
         ShardCache {
             sets: (0..sets)
-                .map(|_| {
-                    Mutex::new(Set {
-                        slots: [EMPTY; WAYS],
-                        victim: 0,
-                    })
+                .map(|_| Set {
+                    version: AtomicU64::new(0),
+                    ways: Default::default(),
                 })
                 .collect(),
-            hasher: foldhash::fast::RandomState::default(),
+            hashers: Default::default(),
         }
     }
 
@@ -265,39 +256,80 @@ impl ShardCache {
     /// The cached shard of `key`, computing and caching it on a miss.
     #[inline]
     pub(crate) fn get_or_assign(&self, key: &[u8], assignment: &Assignment) -> Shard {
-        if self.sets.is_empty() || key.len() > CACHED_KEY_MAX {
+        if self.sets.is_empty() {
             return assignment.shard(key);
         }
-        let set = &self.sets[self.hasher.hash_one(key) as usize & (self.sets.len() - 1)];
-        if let Some(shard) = set.lock().find(key) {
-            return shard;
+        let hi = self.hashers[0].hash_one(key);
+        // The low half is never zero, so an empty way never matches.
+        let lo = self.hashers[1].hash_one(key) | 1;
+        let set = &self.sets[hi as usize & (self.sets.len() - 1)];
+        if let Some(packed) = set.find(hi, lo) {
+            return unpack(packed, assignment.per_tenant);
         }
-        // Hash outside the lock; a racing insert of the same key is harmless.
         let shard = assignment.shard(key);
-        set.lock().insert(key, shard);
+        set.insert(hi, lo, pack(&shard));
         shard
     }
 }
 
 impl Set {
     #[inline]
-    fn find(&self, key: &[u8]) -> Option<Shard> {
-        self.slots
-            .iter()
-            .find(|s| usize::from(s.len) == key.len() && &s.key[..key.len()] == key)
-            .map(|s| s.shard)
+    fn find(&self, hi: u64, lo: u64) -> Option<[u64; 2]> {
+        let before = self.version.load(Ordering::Acquire);
+        if before & 1 == 1 {
+            return None; // being written: treat as a miss
+        }
+        let mut found = None;
+        for way in &self.ways {
+            if way[0].load(Ordering::Relaxed) == hi && way[1].load(Ordering::Relaxed) == lo {
+                found = Some([way[2].load(Ordering::Relaxed), way[3].load(Ordering::Relaxed)]);
+                break;
+            }
+        }
+        fence(Ordering::Acquire);
+        (self.version.load(Ordering::Relaxed) == before)
+            .then_some(found)
+            .flatten()
     }
 
-    fn insert(&mut self, key: &[u8], shard: Shard) {
-        if self.find(key).is_some() {
-            return;
+    fn insert(&self, hi: u64, lo: u64, packed: [u64; 2]) {
+        let version = self.version.load(Ordering::Relaxed);
+        if version & 1 == 1
+            || self
+                .version
+                .compare_exchange(version, version + 1, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+        {
+            return; // another thread is writing this set; caching can wait
         }
-        let slot = &mut self.slots[usize::from(self.victim)];
-        self.victim = (self.victim + 1) % WAYS as u8;
-        slot.len = key.len() as u8;
-        slot.key[..key.len()].copy_from_slice(key);
-        slot.shard = shard;
+        fence(Ordering::Release);
+        // Round robin over the ways, by the number of writes so far.
+        let way = &self.ways[(version / 2) as usize % WAYS];
+        for (word, value) in way.iter().zip([hi, lo, packed[0], packed[1]]) {
+            word.store(value, Ordering::Relaxed);
+        }
+        self.version.store(version + 2, Ordering::Release);
     }
+}
+
+/// Bucket indices are below 2¹⁶, so a shard of up to 8 packs into 128 bits.
+fn pack(shard: &Shard) -> [u64; 2] {
+    let mut words = [0u64; 2];
+    for (i, &b) in shard.buckets().iter().enumerate() {
+        words[i / 4] |= u64::from(b) << (16 * (i % 4));
+    }
+    words
+}
+
+fn unpack(words: [u64; 2], k: u32) -> Shard {
+    let mut shard = Shard {
+        len: k as u8,
+        buckets: [0; MAX_PER_TENANT as usize],
+    };
+    for (i, b) in shard.buckets.iter_mut().enumerate().take(k as usize) {
+        *b = (words[i / 4] >> (16 * (i % 4))) as u32 & 0xFFFF;
+    }
+    shard
 }
 
 impl fmt::Debug for ShardCache {
@@ -327,21 +359,49 @@ mod tests {
 
     #[test]
     fn the_cache_returns_exactly_what_the_assignment_computes() {
-        let a = Assignment::new(16, 3, b"salt").unwrap();
+        let a = Assignment::new(MAX_BUCKETS, 8, b"salt").unwrap();
         let cache = ShardCache::new(8);
-        assert_eq!(cache.capacity(), 8);
+        assert_eq!(cache.capacity(), 12); // 3 sets, rounded up to 4
         for round in 0..3 {
             for t in 0..100u32 {
                 let key = format!("tenant-{t}");
-                assert_eq!(
-                    cache.get_or_assign(key.as_bytes(), &a),
-                    a.shard(&key),
-                    "{round}"
-                );
+                let cached = cache.get_or_assign(key.as_bytes(), &a);
+                assert_eq!(cached, a.shard(&key), "{round}");
             }
         }
-        let long = vec![7u8; CACHED_KEY_MAX + 1];
+        let long = vec![7u8; 1 << 20];
+        assert_eq!(cache.get_or_assign(&long, &a), a.shard(&long));
         assert_eq!(cache.get_or_assign(&long, &a), a.shard(&long));
         assert_eq!(ShardCache::new(0).get_or_assign(b"x", &a), a.shard(b"x"));
+    }
+
+    #[test]
+    fn shards_survive_packing() {
+        for k in 1..=8 {
+            let a = Assignment::new(MAX_BUCKETS, k, b"").unwrap();
+            for t in 0..50u32 {
+                let shard = a.shard(t.to_le_bytes());
+                assert_eq!(unpack(pack(&shard), k), shard);
+            }
+        }
+    }
+
+    #[test]
+    fn readers_racing_a_writer_see_whole_entries_or_miss() {
+        let a = Assignment::new(64, 4, b"").unwrap();
+        let cache = ShardCache::new(3); // one set: constant eviction
+        let keys: Vec<[u8; 4]> = (0..16u32).map(|t| t.to_le_bytes()).collect();
+        let want: Vec<Shard> = keys.iter().map(|k| a.shard(k)).collect();
+        std::thread::scope(|s| {
+            for offset in 0..2 {
+                let (cache, a, keys, want) = (&cache, &a, &keys, &want);
+                s.spawn(move || {
+                    for i in 0..20_000 {
+                        let j = (i * 7 + offset) % keys.len();
+                        assert_eq!(cache.get_or_assign(&keys[j], a), want[j]);
+                    }
+                });
+            }
+        });
     }
 }

@@ -143,9 +143,10 @@ impl<C: Clock> Builder<C> {
 
     /// How many tenants' shards to keep, so that a recently seen tenant does
     /// not pay a SHA-256 per check. The memory is allocated once by
-    /// [`build`](Self::build) (about 80 bytes per entry, rounded up to a power
-    /// of two) and never grows; 0 turns the cache off. Tenant ids longer than
-    /// 40 bytes are never cached.
+    /// [`build`](Self::build) (128 bytes per 3 entries, the number of sets
+    /// rounded up to a power of two) and never grows; 0 turns the cache off.
+    /// Size it to the tenants active at once: a tenant that misses pays the
+    /// SHA-256 and the rendezvous over all N buckets.
     pub fn tenant_cache(mut self, entries: usize) -> Self {
         self.cache = entries;
         self
@@ -513,6 +514,28 @@ impl<C: Clock> ShardedLimiter<C> {
     /// bucket.
     pub fn bucket_burst(&self, bucket: u32) -> Option<u32> {
         (bucket < self.buckets()).then(|| self.split.burst_of(bucket))
+    }
+
+    /// The blast-radius report for this limiter's N and k: how likely two
+    /// tenants are to share buckets, and what one noisy tenant or one failed
+    /// bucket does to the others.
+    ///
+    /// ```
+    /// use shuffle_limiter::{Quota, ShardedLimiter};
+    ///
+    /// let limiter = ShardedLimiter::builder()
+    ///     .quota(Quota::per_second(160))
+    ///     .buckets(16)
+    ///     .per_tenant(2)
+    ///     .build()?;
+    /// let report = limiter.blast_radius();
+    /// assert_eq!(report.p_identical_exact().to_string(), "1/120");
+    /// assert_eq!(report.node_blast_radius(), 0.125);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn blast_radius(&self) -> crate::blast::BlastRadius {
+        crate::blast::BlastRadius::new(self.buckets(), self.per_tenant())
+            .expect("the builder checked 1 <= k <= N")
     }
 
     /// Entries the tenant cache holds.

@@ -1,0 +1,67 @@
+//! The check path allocates nothing: counted by a global allocator.
+#![allow(unsafe_code)] // a counting global allocator cannot be written without it
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+use shuffle_limiter::{Quota, ShardedLimiter};
+
+struct Counting;
+
+thread_local! {
+    // Counted per thread, so the test harness's other threads do not count.
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+        // SAFETY: forwarded unchanged to the system allocator.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded unchanged to the system allocator.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+fn allocations_during(f: impl FnOnce()) -> u64 {
+    let before = ALLOCATIONS.with(Cell::get);
+    f();
+    ALLOCATIONS.with(Cell::get) - before
+}
+
+#[test]
+fn checking_allocates_nothing() {
+    let limiter = ShardedLimiter::builder()
+        .quota(Quota::per_second(1_000).with_burst(64))
+        .buckets(16)
+        .per_tenant(3)
+        .tenant_cache(64)
+        .build()
+        .unwrap();
+    let keys: Vec<String> = (0..500).map(|t| format!("tenant-{t}")).collect();
+    let long = vec![b'x'; 4096];
+    let _ = limiter.check("warm-up"); // the clock's first reading may set up state
+    let tenant = limiter.tenant("tenant-1");
+    let allocations = allocations_during(|| {
+        for _ in 0..20 {
+            for key in &keys {
+                // Hits and misses of the cache, grants and denials.
+                let _ = limiter.check(key);
+                let _ = limiter.check_n(key, 2);
+                let _ = limiter.check_n(key, 1_000); // never grantable
+                let _ = limiter.remaining(key);
+            }
+            let _ = limiter.check(&long);
+            let _ = tenant.check();
+            let _ = tenant.remaining();
+        }
+    });
+    assert_eq!(allocations, 0);
+    // The counter does count: a snapshot allocates its Vec.
+    assert!(allocations_during(|| drop(limiter.snapshot())) > 0);
+}
