@@ -1,0 +1,135 @@
+//! Observability (feature `metrics`): counters and gauges through the
+//! [`metrics`](https://docs.rs/metrics/0.24) facade, and `tracing` events.
+//!
+//! No exporter is bundled: install the recorder of your choice (Prometheus,
+//! StatsD, ...) **before** building the limiter, because each limiter
+//! registers its handles once, when it is built, and the hot path only
+//! increments them.
+//!
+//! | name | kind | labels | when |
+//! | --- | --- | --- | --- |
+//! | [`GRANTS`] | counter | `limiter`, `bucket` | a request is granted; `bucket` paid for it |
+//! | [`DENIALS`] | counter | `limiter`, `bucket` | a request is denied; `bucket` is the one that will have room first |
+//! | [`AVAILABLE`] | gauge | `limiter`, `bucket` | [`ShardedLimiter::snapshot`](crate::ShardedLimiter::snapshot): tokens the bucket holds now |
+//!
+//! Cardinality is bounded by the configuration: three series per bucket per
+//! limiter. Nothing is ever labelled with a tenant id, whose values are
+//! unbounded; the `bucket` label already tells which shard is hot.
+//!
+//! `tracing` events come only at debug level (a limiter was built, with its
+//! name, quota, N and k) and trace level (a denial, with its bucket and
+//! `retry_after`; a wait before retrying), so they cost nothing unless a
+//! subscriber asks for them. They never carry a tenant id either.
+//!
+//! ```
+//! use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+//! use shuffle_limiter::{Quota, ShardedLimiter};
+//!
+//! let recorder = DebuggingRecorder::new();
+//! let snapshotter = recorder.snapshotter();
+//! metrics::with_local_recorder(&recorder, || -> Result<(), shuffle_limiter::ConfigError> {
+//!     let limiter = ShardedLimiter::builder()
+//!         .quota(Quota::per_second(2))
+//!         .buckets(2)
+//!         .per_tenant(1)
+//!         .name("amazon")
+//!         .build()?;
+//!     let bucket = limiter.check("t").unwrap().bucket();
+//!     limiter.check("t").unwrap_err();
+//!     Ok(())
+//! })?;
+//! let grants: u64 = snapshotter
+//!     .snapshot()
+//!     .into_vec()
+//!     .into_iter()
+//!     .filter(|(key, ..)| key.key().name() == shuffle_limiter::metrics::GRANTS)
+//!     .map(|(.., value)| match value {
+//!         DebugValue::Counter(n) => n,
+//!         _ => 0,
+//!     })
+//!     .sum();
+//! assert_eq!(grants, 1);
+//! # Ok::<(), shuffle_limiter::ConfigError>(())
+//! ```
+
+use std::time::Duration;
+
+use ::metrics::{Counter, Gauge, Unit, counter, describe_counter, describe_gauge, gauge};
+
+use crate::quota::Quota;
+
+/// Counter of granted requests, labelled `limiter` and `bucket`.
+pub const GRANTS: &str = "shuffle_limiter_grants_total";
+
+/// Counter of denied requests, labelled `limiter` and `bucket`.
+pub const DENIALS: &str = "shuffle_limiter_denials_total";
+
+/// Gauge of the tokens a bucket holds, set by each snapshot; labelled
+/// `limiter` and `bucket`.
+pub const AVAILABLE: &str = "shuffle_limiter_available_tokens";
+
+/// One limiter's handles, registered once at build time so that a decision
+/// only increments an existing counter.
+pub(crate) struct Metrics {
+    limiter: String,
+    grants: Box<[Counter]>,
+    denials: Box<[Counter]>,
+    available: Box<[Gauge]>,
+}
+
+impl Metrics {
+    /// Registers the series of every bucket of the limiter `name`.
+    pub(crate) fn new(name: &str, quota: Quota, buckets: u32, per_tenant: u32) -> Self {
+        describe_counter!(GRANTS, Unit::Count, "Requests granted, by paying bucket");
+        describe_counter!(
+            DENIALS,
+            Unit::Count,
+            "Requests denied, by the bucket to free up first"
+        );
+        describe_gauge!(
+            AVAILABLE,
+            Unit::Count,
+            "Tokens a bucket holds, as of the last snapshot"
+        );
+        let labels = |b: u32| [("limiter", name.to_owned()), ("bucket", b.to_string())];
+        tracing::debug!(
+            limiter = name,
+            count = quota.count(),
+            period_ms = quota.period().as_millis() as u64,
+            burst = quota.burst(),
+            buckets,
+            per_tenant,
+            "rate limiter built"
+        );
+        Metrics {
+            limiter: name.to_owned(),
+            grants: (0..buckets).map(|b| counter!(GRANTS, &labels(b))).collect(),
+            denials: (0..buckets)
+                .map(|b| counter!(DENIALS, &labels(b)))
+                .collect(),
+            available: (0..buckets)
+                .map(|b| gauge!(AVAILABLE, &labels(b)))
+                .collect(),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn granted(&self, bucket: u32) {
+        self.grants[bucket as usize].increment(1);
+    }
+
+    #[inline]
+    pub(crate) fn denied(&self, bucket: u32, retry_after: Duration) {
+        self.denials[bucket as usize].increment(1);
+        tracing::trace!(
+            limiter = self.limiter.as_str(),
+            bucket,
+            retry_after_us = retry_after.as_micros() as u64,
+            "request denied"
+        );
+    }
+
+    pub(crate) fn available(&self, bucket: u32, tokens: u64) {
+        self.available[bucket as usize].set(tokens as f64);
+    }
+}

@@ -1,0 +1,416 @@
+//! Waiting for a grant before calling a rate-limited upstream (feature
+//! `tokio`).
+//!
+//! An upstream API that allows all of your tenants together 5 requests a
+//! second answers 429 to the sixth. Instead of sending and retrying, take a
+//! token from the limiter first and call only once it is granted:
+//! [`ShardedLimiter::until_ready`] waits as long as it takes,
+//! [`ShardedLimiter::until_ready_within`] gives up as soon as it is clear that
+//! the grant would come after the caller's own deadline, and
+//! [`ShardedLimiter::with_jitter`] spreads the wake-ups of tasks that were
+//! denied at the same moment, so that they do not all come back at once.
+//!
+//! Every wait is cancellation-safe: a token is taken only at the moment a
+//! check succeeds, and the future returns in that same poll, so dropping a
+//! pending wait (a `select!` that lost, a timed-out request) consumes nothing.
+//!
+//! # Calling a rate-limited upstream
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use shuffle_limiter::{Quota, ShardedLimiter};
+//!
+//! # async fn call_upstream(tenant: &str) -> String { format!("hello, {tenant}") }
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // The upstream's own limit, shared by all tenants: 5 requests/s, 5 at once.
+//! let limiter = Arc::new(
+//!     ShardedLimiter::builder()
+//!         .quota(Quota::per_second(5).with_burst(5))
+//!         .buckets(5)
+//!         .per_tenant(2)
+//!         .build()?,
+//! );
+//!
+//! // Wait as long as it takes, then call.
+//! limiter.until_ready("tenant-42").await;
+//! let reply = call_upstream("tenant-42").await;
+//! assert_eq!(reply, "hello, tenant-42");
+//!
+//! // Or give up at once when the grant would come after our own deadline.
+//! match limiter.until_ready_within("tenant-42", Duration::from_millis(250)).await {
+//!     Ok(_grant) => drop(call_upstream("tenant-42").await),
+//!     Err(denied) => println!("busy: retry in {:?}", denied.retry_after()),
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Time
+//! The wait sleeps on tokio's timer for the [`Denied::retry_after`] the
+//! limiter computed with its own clock. With the default
+//! [`MonotonicClock`](crate::MonotonicClock) both run at the rate of real
+//! time. In tests that pause tokio's time
+//! (`#[tokio::test(start_paused = true)]`), give the limiter a [`TokioClock`]
+//! so that it sees the time the test advances.
+
+use std::cell::Cell;
+use std::collections::hash_map::RandomState;
+use std::convert::Infallible;
+use std::fmt;
+use std::hash::BuildHasher;
+use std::time::Duration;
+
+use tokio::time::{Instant, sleep, sleep_until};
+
+use crate::clock::Clock;
+use crate::error::InsufficientCapacity;
+use crate::limiter::{Denied, Grant, ShardedLimiter};
+
+/// A [`Clock`] that reads tokio's time, so that a limiter follows
+/// `tokio::time::pause` and `advance` in tests.
+///
+/// Create it inside the runtime whose time it should follow: its origin is
+/// the tokio instant at which it was created.
+///
+/// ```
+/// use std::time::Duration;
+/// use shuffle_limiter::{Clock, TokioClock};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let clock = TokioClock::new();
+/// tokio::time::sleep(Duration::from_secs(3)).await; // instant while paused
+/// assert_eq!(clock.now_nanos(), 3_000_000_000);
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct TokioClock {
+    origin: Instant,
+}
+
+impl TokioClock {
+    /// A clock whose origin is tokio's now.
+    pub fn new() -> Self {
+        TokioClock {
+            origin: Instant::now(),
+        }
+    }
+}
+
+impl Default for TokioClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Clock for TokioClock {
+    #[inline]
+    fn now_nanos(&self) -> u64 {
+        let elapsed = Instant::now().saturating_duration_since(self.origin);
+        u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX)
+    }
+}
+
+/// A random extra delay added to each wake-up of a waiting task, uniform
+/// between zero and a maximum, so that tasks denied together do not all
+/// retry at the same instant.
+///
+/// Jitter only ever delays: a task never wakes before its `retry_after`. A
+/// bounded wait never sleeps past its deadline because of jitter; it wakes at
+/// the deadline instead.
+///
+/// ```
+/// use std::time::Duration;
+/// use shuffle_limiter::Jitter;
+///
+/// let jitter = Jitter::up_to(Duration::from_millis(20));
+/// for _ in 0..100 {
+///     assert!(jitter.sample() <= Duration::from_millis(20));
+/// }
+/// assert_eq!(Jitter::NONE.sample(), Duration::ZERO);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Jitter {
+    max: Duration,
+}
+
+impl Jitter {
+    /// No jitter: wake exactly when the grant is due.
+    pub const NONE: Jitter = Jitter {
+        max: Duration::ZERO,
+    };
+
+    /// An extra delay drawn uniformly from `0..=max` at each wake-up.
+    pub const fn up_to(max: Duration) -> Self {
+        Jitter { max }
+    }
+
+    /// The largest extra delay.
+    pub const fn max(&self) -> Duration {
+        self.max
+    }
+
+    /// One extra delay, uniform in `0..=max` (at nanosecond resolution).
+    pub fn sample(&self) -> Duration {
+        let max = u64::try_from(self.max.as_nanos()).unwrap_or(u64::MAX);
+        if max == 0 {
+            return Duration::ZERO;
+        }
+        // Multiply-shift maps 64 random bits onto 0..=max without a modulo bias
+        // worth speaking of.
+        let nanos = (u128::from(next_random()) * (u128::from(max) + 1)) >> 64;
+        Duration::from_nanos(nanos as u64)
+    }
+}
+
+/// xorshift64*, one state per thread, seeded from the standard library's
+/// per-process random keys: unpredictable enough to spread wake-ups, with no
+/// dependency.
+fn next_random() -> u64 {
+    thread_local! {
+        static STATE: Cell<u64> = const { Cell::new(0) };
+    }
+    STATE.with(|state| {
+        let mut x = state.get();
+        if x == 0 {
+            // A zero state would stay zero; `| 1` keeps the seed non-zero.
+            x = RandomState::new().hash_one(std::thread::current().id()) | 1;
+        }
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        state.set(x);
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    })
+}
+
+/// Waits on a limiter with a [`Jitter`] on every wake-up; made by
+/// [`ShardedLimiter::with_jitter`].
+///
+/// Its methods are those of the limiter, with the jitter added.
+#[must_use = "a waiter does nothing until one of its methods is awaited"]
+pub struct Waiter<'a, C> {
+    limiter: &'a ShardedLimiter<C>,
+    jitter: Jitter,
+}
+
+impl<C> fmt::Debug for Waiter<'_, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Waiter")
+            .field("jitter", &self.jitter)
+            .finish_non_exhaustive()
+    }
+}
+
+/// # Waiting (feature `tokio`)
+impl<C: Clock> ShardedLimiter<C> {
+    /// Waits until `tenant` is granted one token, and takes it.
+    ///
+    /// Cancellation-safe: dropping the future before it completes takes
+    /// nothing.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use shuffle_limiter::{Quota, ShardedLimiter, TokioClock};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), shuffle_limiter::ConfigError> {
+    /// let limiter = ShardedLimiter::builder()
+    ///     .quota(Quota::per_second(4))
+    ///     .buckets(4)
+    ///     .per_tenant(2)
+    ///     .clock(TokioClock::new())
+    ///     .build()?;
+    /// let start = tokio::time::Instant::now();
+    /// for _ in 0..3 {
+    ///     limiter.until_ready("t").await; // two at once, the third after 1 s
+    /// }
+    /// assert_eq!(start.elapsed(), Duration::from_secs(1));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn until_ready(&self, tenant: impl AsRef<[u8]>) -> Grant {
+        self.with_jitter(Jitter::NONE).until_ready(tenant).await
+    }
+
+    /// Waits until `tenant` is granted `n` tokens at once, all from one of its
+    /// buckets, and takes them.
+    ///
+    /// # Errors
+    /// [`InsufficientCapacity`], at once and without waiting, when none of the
+    /// tenant's buckets can ever hold `n` tokens.
+    pub async fn until_n_ready(
+        &self,
+        tenant: impl AsRef<[u8]>,
+        n: u32,
+    ) -> Result<Grant, InsufficientCapacity> {
+        self.with_jitter(Jitter::NONE)
+            .until_n_ready(tenant, n)
+            .await
+    }
+
+    /// Waits at most `max_wait` for one token for `tenant`.
+    ///
+    /// When a denial says the token will come later than `max_wait` from the
+    /// start, the wait ends at once with that denial rather than sleeping
+    /// for nothing; the caller never waits longer than its deadline (to the
+    /// timer's millisecond).
+    ///
+    /// # Errors
+    /// The last [`Denied`] when the grant cannot come within `max_wait`.
+    pub async fn until_ready_within(
+        &self,
+        tenant: impl AsRef<[u8]>,
+        max_wait: Duration,
+    ) -> Result<Grant, Denied> {
+        self.with_jitter(Jitter::NONE)
+            .until_ready_within(tenant, max_wait)
+            .await
+    }
+
+    /// Waits at most `max_wait` for `n` tokens at once for `tenant`.
+    ///
+    /// # Errors
+    /// As [`until_n_ready`](Self::until_n_ready) (outer) and
+    /// [`until_ready_within`](Self::until_ready_within) (inner).
+    pub async fn until_n_ready_within(
+        &self,
+        tenant: impl AsRef<[u8]>,
+        n: u32,
+        max_wait: Duration,
+    ) -> Result<Result<Grant, Denied>, InsufficientCapacity> {
+        self.with_jitter(Jitter::NONE)
+            .until_n_ready_within(tenant, n, max_wait)
+            .await
+    }
+
+    /// The same waits, with `jitter` added to every wake-up.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use shuffle_limiter::{Jitter, Quota, ShardedLimiter};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), shuffle_limiter::ConfigError> {
+    /// let limiter = ShardedLimiter::builder().quota(Quota::per_second(100)).build()?;
+    /// let jittered = limiter.with_jitter(Jitter::up_to(Duration::from_millis(50)));
+    /// let grant = jittered.until_ready("tenant-42").await;
+    /// assert!(limiter.shard("tenant-42").contains(grant.bucket()));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn with_jitter(&self, jitter: Jitter) -> Waiter<'_, C> {
+        Waiter {
+            limiter: self,
+            jitter,
+        }
+    }
+}
+
+impl<C: Clock> Waiter<'_, C> {
+    /// As [`ShardedLimiter::until_ready`], with jitter.
+    pub async fn until_ready(&self, tenant: impl AsRef<[u8]>) -> Grant {
+        let tenant = self.limiter.tenant(tenant);
+        loop {
+            // Without a deadline a wait only ends with a grant; the loop just
+            // spares an impossible case a panic.
+            let attempt = || Ok::<_, Infallible>(tenant.check());
+            if let Ok(Ok(grant)) = self.wait(attempt, None).await {
+                return grant;
+            }
+        }
+    }
+
+    /// As [`ShardedLimiter::until_n_ready`], with jitter.
+    ///
+    /// # Errors
+    /// As [`ShardedLimiter::until_n_ready`].
+    pub async fn until_n_ready(
+        &self,
+        tenant: impl AsRef<[u8]>,
+        n: u32,
+    ) -> Result<Grant, InsufficientCapacity> {
+        let tenant = self.limiter.tenant(tenant);
+        loop {
+            if let Ok(grant) = self.wait(|| tenant.check_n(n), None).await? {
+                return Ok(grant);
+            }
+        }
+    }
+
+    /// As [`ShardedLimiter::until_ready_within`], with jitter (a wake-up
+    /// never goes past the deadline because of it).
+    ///
+    /// # Errors
+    /// As [`ShardedLimiter::until_ready_within`].
+    pub async fn until_ready_within(
+        &self,
+        tenant: impl AsRef<[u8]>,
+        max_wait: Duration,
+    ) -> Result<Grant, Denied> {
+        let tenant = self.limiter.tenant(tenant);
+        let attempt = || Ok::<_, Infallible>(tenant.check());
+        match self.wait(attempt, Some(max_wait)).await {
+            Ok(decision) => decision,
+            Err(never) => match never {},
+        }
+    }
+
+    /// As [`ShardedLimiter::until_n_ready_within`], with jitter.
+    ///
+    /// # Errors
+    /// As [`ShardedLimiter::until_n_ready_within`].
+    pub async fn until_n_ready_within(
+        &self,
+        tenant: impl AsRef<[u8]>,
+        n: u32,
+        max_wait: Duration,
+    ) -> Result<Result<Grant, Denied>, InsufficientCapacity> {
+        let tenant = self.limiter.tenant(tenant);
+        self.wait(|| tenant.check_n(n), Some(max_wait)).await
+    }
+
+    /// The one wait loop: try; on a denial, decide whether the grant can come
+    /// in time, sleep until it is due (plus jitter), and try again.
+    ///
+    /// Only `attempt` takes tokens, and the loop returns in the poll in which
+    /// it succeeds, which is what makes dropping the future safe.
+    async fn wait<E>(
+        &self,
+        attempt: impl Fn() -> Result<Result<Grant, Denied>, E>,
+        max_wait: Option<Duration>,
+    ) -> Result<Result<Grant, Denied>, E> {
+        // A deadline too far to represent is no deadline.
+        let deadline = max_wait.and_then(|d| Instant::now().checked_add(d));
+        loop {
+            let denied = match attempt()? {
+                Ok(grant) => return Ok(Ok(grant)),
+                Err(denied) => denied,
+            };
+            let retry_after = denied.retry_after();
+            let nap = retry_after.saturating_add(self.jitter.sample());
+            #[cfg(feature = "metrics")]
+            tracing::trace!(
+                limiter = self.limiter.name(),
+                bucket = denied.bucket(),
+                wait_ms = nap.as_millis() as u64,
+                "waiting for a grant"
+            );
+            match deadline {
+                None => sleep(nap).await,
+                Some(deadline) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if retry_after > left {
+                        return Ok(Err(denied));
+                    }
+                    if nap >= left {
+                        sleep_until(deadline).await;
+                    } else {
+                        sleep(nap).await;
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,400 @@
+//! Per-upstream limiter sets from TOML and JSON configs: rate strings, every
+//! malformed input reported with its place, and lookups.
+#![cfg(feature = "serde")]
+
+use std::time::Duration;
+
+use shuffle_limiter::set::{LimiterConfig, LimiterSet, Rate, RateErrorKind, SetConfig};
+use shuffle_limiter::{ConfigError, ManualClock, Quota, ShardedLimiter};
+
+const EXAMPLE: &str = r#"
+[limiters.amazon]
+rate = "5/s"
+burst = 5
+buckets = 5
+per_tenant = 2
+
+[limiters.walmart]
+rate = "600/m"
+burst = 40
+buckets = 16
+per_tenant = 3
+salt = "s3cret"
+tenant_cache = 128
+
+[limiters.etsy]
+rate = "1000/h"
+"#;
+
+fn toml_err(text: &str) -> String {
+    toml::from_str::<SetConfig>(text).unwrap_err().to_string()
+}
+
+fn json_err(text: &str) -> String {
+    serde_json::from_str::<SetConfig>(text)
+        .unwrap_err()
+        .to_string()
+}
+
+#[test]
+fn rates_in_seconds_minutes_and_hours_parse() {
+    for (text, count, secs) in [
+        ("5/s", 5, 1),
+        ("300/m", 300, 60),
+        ("1000/h", 1000, 3600),
+        ("1/h", 1, 3600),
+        ("4294967295/s", u32::MAX, 1),
+        ("007/s", 7, 1),
+    ] {
+        let rate: Rate = text.parse().unwrap();
+        assert_eq!(rate.count(), count, "{text}");
+        assert_eq!(rate.period(), Duration::from_secs(secs), "{text}");
+        assert_eq!(rate.quota(), Quota::new(count, Duration::from_secs(secs)));
+    }
+    assert_eq!("300/m".parse::<Rate>().unwrap().to_string(), "300/m");
+    assert_eq!("007/s".parse::<Rate>().unwrap().to_string(), "7/s");
+}
+
+#[test]
+fn every_malformed_rate_gets_its_own_error_saying_what_to_write() {
+    use RateErrorKind::*;
+    let cases = [
+        ("", Empty, "the rate is empty: write COUNT/UNIT"),
+        ("5", NoUnit, "rate \"5\" has no unit"),
+        ("five", NoUnit, "has no unit"),
+        ("5/", UnknownUnit, "the unknown unit \"\""),
+        (
+            "5/d",
+            UnknownUnit,
+            "the unknown unit \"d\": use s (per second)",
+        ),
+        ("5/sec", UnknownUnit, "the unknown unit \"sec\""),
+        ("5/S", UnknownUnit, "the unknown unit \"S\""),
+        ("5/ s", UnknownUnit, "the unknown unit \" s\""),
+        ("5/s ", UnknownUnit, "the unknown unit \"s \""),
+        ("5/s/", UnknownUnit, "the unknown unit \"s/\""),
+        ("5//s", UnknownUnit, "the unknown unit \"/s\""),
+        ("/s", NotACount, "the count \"\" is not a whole number"),
+        (
+            "five/s",
+            NotACount,
+            "the count \"five\" is not a whole number",
+        ),
+        ("5.5/s", NotACount, "the count \"5.5\""),
+        ("-5/s", NotACount, "the count \"-5\""),
+        ("+5/s", NotACount, "the count \"+5\""),
+        (" 5/s", NotACount, "the count \" 5\""),
+        ("5 /s", NotACount, "the count \"5 \""),
+        ("1e3/s", NotACount, "the count \"1e3\""),
+        (
+            "4294967296/s",
+            CountTooLarge,
+            "the count is more than 4294967295",
+        ),
+        (
+            "0/s",
+            ZeroCount,
+            "rate \"0/s\" allows no requests: use a count of at least 1",
+        ),
+        ("000/m", ZeroCount, "allows no requests"),
+    ];
+    for (text, kind, message) in cases {
+        let err = text.parse::<Rate>().unwrap_err();
+        assert_eq!(err.kind(), kind, "{text:?}");
+        assert_eq!(err.input(), text);
+        assert!(
+            err.to_string().contains(message),
+            "{text:?}: {err} should contain {message:?}"
+        );
+    }
+}
+
+#[test]
+fn the_issue_example_builds_from_toml() {
+    let config: SetConfig = toml::from_str(EXAMPLE).unwrap();
+    let amazon = &config.limiters["amazon"];
+    assert_eq!(amazon.rate, "5/s".parse().unwrap());
+    assert_eq!(
+        (amazon.burst, amazon.buckets, amazon.per_tenant),
+        (Some(5), Some(5), Some(2))
+    );
+    let etsy = &config.limiters["etsy"];
+    let mut expected = LimiterConfig::new("1000/h".parse().unwrap());
+    expected.burst = None;
+    assert_eq!(etsy, &expected);
+
+    let set = LimiterSet::from_config(&config).unwrap();
+    assert_eq!(set.len(), 3);
+    assert_eq!(
+        set.names().collect::<Vec<_>>(),
+        ["amazon", "etsy", "walmart"]
+    );
+    let amazon = set.get("amazon").unwrap();
+    assert_eq!(amazon.name(), "amazon");
+    assert_eq!(amazon.quota(), Quota::per_second(5).with_burst(5));
+    assert_eq!((amazon.buckets(), amazon.per_tenant()), (5, 2));
+
+    let walmart = set.get("walmart").unwrap();
+    assert_eq!(walmart.quota(), Quota::per_minute(600).with_burst(40));
+    assert_eq!((walmart.buckets(), walmart.per_tenant()), (16, 3));
+    // The salt reached the assignment: the same tenant lands elsewhere
+    // than without it (checked over many tenants, as one may coincide).
+    let unsalted = ShardedLimiter::builder()
+        .quota(Quota::per_minute(600).with_burst(40))
+        .buckets(16)
+        .per_tenant(3)
+        .tenant_cache(128)
+        .build()
+        .unwrap();
+    // The cache size reached the builder too (it rounds it up its own way).
+    assert_eq!(
+        walmart.tenant_cache_capacity(),
+        unsalted.tenant_cache_capacity()
+    );
+    assert!(walmart.tenant_cache_capacity() >= 128);
+    assert_ne!(
+        walmart.tenant_cache_capacity(),
+        set.get("etsy").unwrap().tenant_cache_capacity()
+    );
+    assert!((0..50).any(|t| {
+        let key = format!("tenant-{t}");
+        !walmart.shard(&key).same_set(&unsalted.shard(&key))
+    }));
+
+    // Unset settings keep the builder's defaults: 8 buckets, 2 per tenant,
+    // burst = count.
+    let etsy = set.get("etsy").unwrap();
+    assert_eq!(etsy.quota(), Quota::per_hour(1000));
+    assert_eq!((etsy.buckets(), etsy.per_tenant()), (8, 2));
+    assert!(set.get("ebay").is_none());
+}
+
+#[test]
+fn json_gives_the_same_set_as_toml() {
+    let json = r#"{
+        "limiters": {
+            "amazon": { "rate": "5/s", "burst": 5, "buckets": 5, "per_tenant": 2 },
+            "walmart": { "rate": "600/m", "burst": 40, "buckets": 16, "per_tenant": 3,
+                         "salt": "s3cret", "tenant_cache": 128 },
+            "etsy": { "rate": "1000/h" }
+        }
+    }"#;
+    let from_json: SetConfig = serde_json::from_str(json).unwrap();
+    let from_toml: SetConfig = toml::from_str(EXAMPLE).unwrap();
+    assert_eq!(from_json, from_toml);
+
+    let set: LimiterSet = serde_json::from_str(json).unwrap();
+    assert_eq!(set.len(), 3);
+    assert_eq!(set.get("amazon").unwrap().buckets(), 5);
+}
+
+#[test]
+fn a_missing_rate_or_limiters_table_is_named() {
+    let e = toml_err("[limiters.amazon]\nburst = 5\n");
+    assert!(
+        e.contains("limiters.amazon.rate: missing: every limiter needs a rate"),
+        "{e}"
+    );
+    let e = json_err(r#"{"limiters": {"amazon": {"burst": 5}}}"#);
+    assert!(e.contains("limiters.amazon.rate: missing"), "{e}");
+
+    for e in [toml_err(""), json_err("{}")] {
+        assert!(
+            e.contains("limiters: missing: add a table per limiter"),
+            "{e}"
+        );
+    }
+    for e in [toml_err("[limiters]\n"), json_err(r#"{"limiters": {}}"#)] {
+        assert!(e.contains("limiters: empty"), "{e}");
+    }
+}
+
+#[test]
+fn a_malformed_rate_in_a_config_names_limiter_field_and_fix() {
+    for (rate, message) in [
+        ("5/d", "has the unknown unit \"d\""),
+        ("5", "has no unit"),
+        ("", "the rate is empty"),
+        ("0/s", "allows no requests"),
+        ("x/s", "is not a whole number"),
+        ("99999999999/s", "the count is more than"),
+    ] {
+        let e = toml_err(&format!("[limiters.amazon]\nrate = \"{rate}\"\n"));
+        assert!(e.contains("limiters.amazon.rate: "), "{e}");
+        assert!(e.contains(message), "{rate}: {e}");
+        let e = json_err(&format!(
+            r#"{{"limiters": {{"amazon": {{"rate": "{rate}"}}}}}}"#
+        ));
+        assert!(e.contains("limiters.amazon.rate: "), "{e}");
+        assert!(e.contains(message), "{rate}: {e}");
+    }
+    let e = toml_err("[limiters.amazon]\nrate = 5\n");
+    assert!(
+        e.contains("limiters.amazon.rate: invalid type: integer `5`, expected a rate such as"),
+        "{e}"
+    );
+}
+
+#[test]
+fn wrong_types_unknown_keys_and_duplicates_are_named() {
+    let cases = [
+        (
+            "[limiters.amazon]\nrate = \"5/s\"\nburst = \"five\"\n",
+            "limiters.amazon.burst: invalid type: string \"five\"",
+        ),
+        (
+            "[limiters.amazon]\nrate = \"5/s\"\nbuckets = -1\n",
+            "limiters.amazon.buckets: invalid value: integer `-1`",
+        ),
+        (
+            "[limiters.amazon]\nrate = \"5/s\"\nper_tenant = 2.5\n",
+            "limiters.amazon.per_tenant: invalid type: floating point `2.5`",
+        ),
+        (
+            "[limiters.amazon]\nrate = \"5/s\"\nsalt = 7\n",
+            "limiters.amazon.salt: invalid type: integer `7`",
+        ),
+        (
+            "[limiters.amazon]\nrate = \"5/s\"\nbukets = 5\n",
+            "limiters.amazon.bukets: unknown key: use rate, burst, buckets, per_tenant, salt or tenant_cache",
+        ),
+        (
+            "[limiter.amazon]\nrate = \"5/s\"\n",
+            "limiter: unknown key: the config holds only `limiters` tables",
+        ),
+        (
+            "[limiters]\namazon = 5\n",
+            "expected a table of settings for limiters.amazon",
+        ),
+    ];
+    for (text, message) in cases {
+        let e = toml_err(text);
+        assert!(e.contains(message), "{text}\n{e}");
+    }
+    let e = json_err(r#"{"limiters": {"amazon": {"rate": "5/s", "rate": "6/s"}}}"#);
+    assert!(e.contains("limiters.amazon.rate: given twice"), "{e}");
+    let e = json_err(r#"{"limiters": {"a": {"rate": "5/s"}, "a": {"rate": "6/s"}}}"#);
+    assert!(e.contains("limiters.a: given twice"), "{e}");
+}
+
+#[test]
+fn settings_that_cannot_work_together_name_the_setting_to_change() {
+    let cases = [
+        (
+            "buckets = 8",
+            "burst",
+            "a burst of 5 cannot give each of the 8 buckets a token",
+        ),
+        (
+            "buckets = 0",
+            "buckets",
+            "a limiter needs at least 1 bucket",
+        ),
+        (
+            "buckets = 5\nper_tenant = 6",
+            "per_tenant",
+            "per_tenant(6) is more than the 5 buckets",
+        ),
+        (
+            "buckets = 5\nper_tenant = 0",
+            "per_tenant",
+            "each tenant needs at least 1 bucket",
+        ),
+        (
+            "buckets = 5\ntenant_cache = 1000000000",
+            "tenant_cache",
+            "tenant_cache(1000000000)",
+        ),
+    ];
+    for (extra, field, message) in cases {
+        let text = format!("[limiters.amazon]\nrate = \"5/s\"\n{extra}\n");
+        let config: SetConfig = toml::from_str(&text).unwrap();
+        let err = LimiterSet::from_config(&config).unwrap_err();
+        assert_eq!(err.limiter(), "amazon");
+        assert_eq!(err.field(), Some(field), "{extra}");
+        let shown = err.to_string();
+        assert!(
+            shown.starts_with(&format!("limiters.amazon.{field}: ")),
+            "{shown}"
+        );
+        assert!(shown.contains(message), "{shown}");
+        assert!(err.config_error().is_some());
+
+        // Straight into a set, the same message comes through the format's
+        // error.
+        let e = toml::from_str::<LimiterSet>(&text).unwrap_err().to_string();
+        assert!(e.contains(&format!("limiters.amazon.{field}: ")), "{e}");
+    }
+    let config: SetConfig = toml::from_str("[limiters.x]\nrate = \"5/s\"\nbuckets = 8\n").unwrap();
+    assert_eq!(
+        LimiterSet::from_config(&config)
+            .unwrap_err()
+            .config_error()
+            .cloned(),
+        Some(ConfigError::BurstTooSmall {
+            burst: 5,
+            buckets: 8
+        })
+    );
+}
+
+#[test]
+fn limiters_built_in_code_need_distinct_names() {
+    let build = |name: &str| {
+        ShardedLimiter::builder()
+            .quota(Quota::per_second(8))
+            .name(name)
+            .build()
+            .unwrap()
+    };
+    let set = LimiterSet::from_limiters([build("a"), build("b")]).unwrap();
+    assert_eq!(set.len(), 2);
+    assert!(!set.is_empty());
+    let err = LimiterSet::from_limiters([build("a"), build("a")]).unwrap_err();
+    assert_eq!((err.limiter(), err.field()), ("a", None));
+    assert_eq!(
+        err.to_string(),
+        "limiters.a: two limiters have this name: give each limiter its own name"
+    );
+}
+
+#[test]
+fn each_limiter_keeps_its_own_budget_and_clones_share_them() {
+    let clock = ManualClock::new();
+    let config: SetConfig = toml::from_str(EXAMPLE).unwrap();
+    let set = LimiterSet::from_config_with_clock(&config, clock.clone()).unwrap();
+    let copy = set.clone();
+
+    // amazon: 5 buckets of 1 token; a tenant holds 2.
+    let amazon = set.get("amazon").unwrap();
+    assert!(amazon.check("t").is_ok());
+    assert!(copy.get("amazon").unwrap().check("t").is_ok());
+    let denied = amazon.check("t").unwrap_err();
+    assert_eq!(denied.retry_after(), Duration::from_secs(1));
+
+    // Draining amazon leaves the same tenant untouched at walmart.
+    let walmart = copy.get("walmart").unwrap();
+    assert_eq!(walmart.remaining("t"), walmart.remaining("someone-else"));
+    assert!(walmart.check("t").is_ok());
+
+    // The clock handed to the set drives every limiter in it.
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(amazon.remaining("t"), 2);
+
+    // Lookups from many threads at once need no lock and see one set.
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            let set = set.clone();
+            s.spawn(move || {
+                for _ in 0..1000 {
+                    assert!(set.get("etsy").is_some());
+                    assert!(set.get("nope").is_none());
+                }
+            });
+        }
+    });
+    assert_eq!(
+        format!("{set:?}"),
+        r#"LimiterSet(["amazon", "etsy", "walmart"])"#
+    );
+}

@@ -1,0 +1,276 @@
+//! Waiting for a grant, under tokio's paused time: no real sleeps.
+#![cfg(feature = "tokio")]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use shuffle_limiter::{Clock, Jitter, Quota, ShardedLimiter, TokioClock};
+use tokio::time::{Instant, advance, timeout};
+
+/// 4 buckets of one token each, one token a second each; a tenant holds
+/// `per_tenant` of them.
+fn with_buckets_per_tenant(per_tenant: u32) -> ShardedLimiter<TokioClock> {
+    ShardedLimiter::builder()
+        .quota(Quota::per_second(4))
+        .buckets(4)
+        .per_tenant(per_tenant)
+        .clock(TokioClock::new())
+        .build()
+        .unwrap()
+}
+
+/// A tenant holds 2 tokens and gains 2 a second.
+fn limiter() -> ShardedLimiter<TokioClock> {
+    with_buckets_per_tenant(2)
+}
+
+/// A tenant holds 1 token and gains 1 a second.
+fn single_bucket() -> ShardedLimiter<TokioClock> {
+    with_buckets_per_tenant(1)
+}
+
+fn drain<C: Clock>(limiter: &ShardedLimiter<C>, tenant: &str) {
+    while limiter.check(tenant).is_ok() {}
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_tokio_clock_follows_paused_time() {
+    let clock = TokioClock::new();
+    assert_eq!(clock.now_nanos(), 0);
+    advance(Duration::from_millis(1500)).await;
+    assert_eq!(clock.now_nanos(), 1_500_000_000);
+}
+
+#[tokio::test(start_paused = true)]
+async fn until_ready_grants_at_once_then_waits_exactly_the_retry_time() {
+    let limiter = limiter();
+    let start = Instant::now();
+    limiter.until_ready("t").await;
+    limiter.until_ready("t").await;
+    assert_eq!(start.elapsed(), Duration::ZERO);
+    let retry = limiter.check("t").unwrap_err().retry_after();
+    assert_eq!(retry, Duration::from_secs(1));
+    let grant = limiter.until_ready("t").await;
+    assert_eq!(start.elapsed(), retry);
+    assert!(limiter.shard("t").contains(grant.bucket()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn many_waiters_on_one_tenant_get_exactly_its_rate() {
+    let limiter = Arc::new(limiter());
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..12)
+        .map(|_| {
+            let limiter = Arc::clone(&limiter);
+            tokio::spawn(async move { limiter.until_ready("t").await })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    // 2 at once, then 2 a second: the 12th grant comes after 5 s, not before
+    // (the budget holds) and not much later (nobody oversleeps).
+    let elapsed = start.elapsed();
+    assert!(elapsed >= Duration::from_secs(5), "{elapsed:?}");
+    assert!(elapsed <= Duration::from_millis(5010), "{elapsed:?}");
+    assert_eq!(limiter.remaining("t"), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn until_n_ready_waits_for_n_tokens_in_one_bucket_or_refuses_at_once() {
+    let limiter = ShardedLimiter::builder()
+        .quota(Quota::per_second(2).with_burst(8))
+        .buckets(2)
+        .per_tenant(1)
+        .clock(TokioClock::new())
+        .build()
+        .unwrap();
+    // One bucket of 4 tokens, one token a second.
+    let start = Instant::now();
+    let err = limiter.until_n_ready("t", 5).await.unwrap_err();
+    assert_eq!((err.requested(), err.max()), (5, 4));
+    assert_eq!(start.elapsed(), Duration::ZERO);
+    assert_eq!(limiter.remaining("t"), 4, "a refusal takes nothing");
+
+    limiter.until_n_ready("t", 3).await.unwrap();
+    limiter.until_n_ready("t", 3).await.unwrap(); // 1 left: 2 more seconds
+    assert_eq!(start.elapsed(), Duration::from_secs(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_a_pending_wait_consumes_nothing() {
+    let limiter = single_bucket();
+    let start = Instant::now();
+    drain(&limiter, "t");
+    // Give up on the wait half-way; the future is dropped while sleeping.
+    let gave_up = timeout(Duration::from_millis(500), limiter.until_ready("t")).await;
+    assert!(gave_up.is_err());
+    // More abandoned waits, the last dropped 1 ms before the token is due.
+    for ms in [100, 200, 199] {
+        let _ = timeout(Duration::from_millis(ms), limiter.until_ready("t")).await;
+    }
+    assert_eq!(start.elapsed(), Duration::from_millis(999));
+    assert_eq!(limiter.remaining("t"), 0);
+    // The token that came due at 1 s is still there for the next caller.
+    advance(Duration::from_millis(1)).await;
+    assert_eq!(limiter.remaining("t"), 1);
+    assert!(limiter.check("t").is_ok());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_wait_dropped_by_select_leaves_the_token_to_the_winner() {
+    let limiter = single_bucket();
+    drain(&limiter, "t");
+    let grant = tokio::select! {
+        g = limiter.until_ready("t") => Some(g),
+        _ = tokio::time::sleep(Duration::from_millis(999)) => None,
+    };
+    assert!(grant.is_none());
+    advance(Duration::from_millis(1)).await;
+    assert_eq!(limiter.remaining("t"), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_bounded_wait_gives_up_at_once_when_the_grant_would_be_late() {
+    let limiter = single_bucket();
+    drain(&limiter, "t");
+    let start = Instant::now();
+    let denied = limiter
+        .until_ready_within("t", Duration::from_millis(999))
+        .await
+        .unwrap_err();
+    // Decided up front: no time spent sleeping for nothing.
+    assert_eq!(start.elapsed(), Duration::ZERO);
+    assert_eq!(denied.retry_after(), Duration::from_secs(1));
+    assert_eq!(limiter.remaining("t"), 0);
+
+    // With enough time it waits, exactly as long as needed.
+    let grant = limiter
+        .until_ready_within("t", Duration::from_secs(1))
+        .await;
+    assert!(grant.is_ok());
+    assert_eq!(start.elapsed(), Duration::from_secs(1));
+
+    // Weighted: the outer error for an impossible weight, at once.
+    let err = limiter
+        .until_n_ready_within("t", 2, Duration::from_secs(60))
+        .await
+        .unwrap_err();
+    assert_eq!(err.max(), 1);
+    let late = limiter
+        .until_n_ready_within("t", 1, Duration::from_millis(10))
+        .await
+        .unwrap();
+    assert!(late.is_err());
+    assert_eq!(start.elapsed(), Duration::from_secs(1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_bounded_waiter_that_loses_the_race_never_waits_past_its_deadline() {
+    let limiter = Arc::new(single_bucket());
+    drain(&limiter, "t");
+    let start = Instant::now();
+    let max_wait = Duration::from_millis(1500);
+    let tasks: Vec<_> = (0..2)
+        .map(|_| {
+            let limiter = Arc::clone(&limiter);
+            tokio::spawn(async move {
+                let outcome = limiter.until_ready_within("t", max_wait).await;
+                (outcome, start.elapsed())
+            })
+        })
+        .collect();
+    let mut granted = 0;
+    for task in tasks {
+        let (outcome, elapsed) = task.await.unwrap();
+        // Both wake at 1 s; one takes the token, the other sees that the next
+        // one (at 2 s) is past its deadline and returns at once.
+        assert_eq!(elapsed, Duration::from_secs(1));
+        assert!(elapsed <= max_wait);
+        match outcome {
+            Ok(_) => granted += 1,
+            Err(denied) => assert_eq!(denied.retry_after(), Duration::from_secs(1)),
+        }
+    }
+    assert_eq!(granted, 1);
+}
+
+#[test]
+fn jitter_samples_stay_within_bounds_and_spread() {
+    let jitter = Jitter::up_to(Duration::from_millis(100));
+    assert_eq!(jitter.max(), Duration::from_millis(100));
+    let samples: Vec<Duration> = (0..2000).map(|_| jitter.sample()).collect();
+    assert!(samples.iter().all(|&d| d <= Duration::from_millis(100)));
+    // Spread over the range: both halves are hit, and values differ.
+    let low = samples
+        .iter()
+        .filter(|&&d| d < Duration::from_millis(50))
+        .count();
+    assert!(
+        (800..1200).contains(&low),
+        "{low} of 2000 in the lower half"
+    );
+    let mut distinct = samples.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert!(distinct.len() > 1900);
+    assert_eq!(Jitter::NONE.sample(), Duration::ZERO);
+    assert_eq!(Jitter::default(), Jitter::NONE);
+    assert!(Jitter::up_to(Duration::MAX).sample() <= Duration::MAX);
+}
+
+#[tokio::test(start_paused = true)]
+async fn jittered_wakeups_are_late_by_at_most_the_jitter_and_spread_apart() {
+    let jitter = Jitter::up_to(Duration::from_millis(200));
+    let mut waits = Vec::new();
+    for _ in 0..30 {
+        let limiter = single_bucket();
+        drain(&limiter, "t");
+        let start = Instant::now();
+        limiter.with_jitter(jitter).until_ready("t").await;
+        let waited = start.elapsed();
+        assert!(waited >= Duration::from_secs(1), "{waited:?}");
+        // The timer rounds a wake-up up to the next millisecond.
+        assert!(waited <= Duration::from_millis(1201), "{waited:?}");
+        waits.push(waited);
+    }
+    waits.sort();
+    waits.dedup();
+    assert!(waits.len() > 10, "wake-ups should spread: {waits:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn jitter_never_pushes_a_bounded_wait_past_its_deadline() {
+    for _ in 0..20 {
+        let limiter = single_bucket();
+        drain(&limiter, "t");
+        let start = Instant::now();
+        let max_wait = Duration::from_millis(1050);
+        let outcome = limiter
+            .with_jitter(Jitter::up_to(Duration::from_secs(5)))
+            .until_ready_within("t", max_wait)
+            .await;
+        assert!(start.elapsed() <= max_wait, "{:?}", start.elapsed());
+        assert!(
+            outcome.is_ok(),
+            "the token is due at 1 s, before the deadline"
+        );
+    }
+}
+
+#[tokio::test]
+async fn waiting_works_with_the_default_clock_and_real_time() {
+    // No sleeping here: the tenant has tokens. This checks that the default
+    // clock's futures are Send and usable from spawned tasks.
+    let limiter = Arc::new(
+        ShardedLimiter::builder()
+            .quota(Quota::per_second(100))
+            .build()
+            .unwrap(),
+    );
+    let l = Arc::clone(&limiter);
+    let grant = tokio::spawn(async move { l.until_ready("t").await })
+        .await
+        .unwrap();
+    assert!(limiter.shard("t").contains(grant.bucket()));
+}
