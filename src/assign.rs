@@ -282,7 +282,10 @@ impl Set {
         let mut found = None;
         for way in &self.ways {
             if way[0].load(Ordering::Relaxed) == hi && way[1].load(Ordering::Relaxed) == lo {
-                found = Some([way[2].load(Ordering::Relaxed), way[3].load(Ordering::Relaxed)]);
+                found = Some([
+                    way[2].load(Ordering::Relaxed),
+                    way[3].load(Ordering::Relaxed),
+                ]);
                 break;
             }
         }
