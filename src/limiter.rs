@@ -410,8 +410,9 @@ impl<C: Clock> ShardedLimiter<C> {
             let bucket = ids[best];
             let cell = self.split.cell(bucket);
             let Ok(new_tat) = cell.decide(best_tat, now, cost) else {
-                // Unreachable: `room >= cost` is exactly when `decide` grants.
-                continue;
+                // `room >= cost` is exactly when `decide` grants, so this
+                // never happens; if it did, a denial is the safe answer.
+                return Err(self.denial(ids, now, cost));
             };
             if self.buckets[bucket as usize]
                 .compare_exchange_weak(best_tat, new_tat, Ordering::Relaxed, Ordering::Relaxed)
