@@ -109,10 +109,11 @@ impl std::error::Error for BlastError {}
 /// ```
 /// use shuffle_limiter::blast::Fraction;
 ///
-/// let f = Fraction::new(14u32, 60u32);
+/// let f = Fraction::new(14u32, 60u32).unwrap();
 /// assert_eq!(f.to_string(), "7/30");
-/// assert_eq!(f.clone() + Fraction::new(23u32, 30u32), Fraction::new(1u32, 1u32));
+/// assert_eq!(f.clone() + Fraction::new(23u32, 30u32).unwrap(), Fraction::new(1u32, 1u32).unwrap());
 /// assert_eq!(f.to_f64(), 7.0 / 30.0);
+/// assert_eq!(Fraction::new(1u32, 0u32), None);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Fraction {
@@ -121,14 +122,16 @@ pub struct Fraction {
 }
 
 impl Fraction {
-    /// Builds `numer / denom` and reduces it.
-    ///
-    /// # Panics
-    ///
-    /// If `denom` is zero.
-    pub fn new(numer: impl Into<BigUint>, denom: impl Into<BigUint>) -> Fraction {
-        let (numer, denom) = (numer.into(), denom.into());
-        assert!(!denom.is_zero(), "Fraction::new: the denominator is zero");
+    /// `numer / denom` in lowest terms, or `None` when `denom` is zero.
+    pub fn new(numer: impl Into<BigUint>, denom: impl Into<BigUint>) -> Option<Fraction> {
+        let denom = denom.into();
+        (!denom.is_zero()).then(|| Fraction::reduced(numer.into(), denom))
+    }
+
+    /// `numer / denom` in lowest terms; `denom` is never zero here (every
+    /// caller divides by a count of shards, groups or nodes, all at least 1).
+    fn reduced(numer: BigUint, denom: BigUint) -> Fraction {
+        debug_assert!(!denom.is_zero());
         let g = numer.gcd(&denom);
         if g.is_one() {
             Fraction { numer, denom }
@@ -170,10 +173,10 @@ impl Fraction {
     /// use shuffle_limiter::blast::Fraction;
     ///
     /// // 1 / 10^400 is below f64's range: it comes out as 0.0, not NaN.
-    /// let tiny = Fraction::new(1u32, BigUint::from(10u32).pow(400));
+    /// let tiny = Fraction::new(1u32, BigUint::from(10u32).pow(400)).unwrap();
     /// assert_eq!(tiny.to_f64(), 0.0);
     /// // 1 / 10^300 keeps full precision, although 10^300 is near f64::MAX.
-    /// let small = Fraction::new(1u32, BigUint::from(10u32).pow(300));
+    /// let small = Fraction::new(1u32, BigUint::from(10u32).pow(300)).unwrap();
     /// assert_eq!(small.to_f64(), 1e-300);
     /// ```
     pub fn to_f64(&self) -> f64 {
@@ -229,7 +232,7 @@ impl Fraction {
 
     /// `1 - self` for a value in `[0, 1]`.
     fn one_minus(&self) -> Fraction {
-        Fraction::new(&self.denom - &self.numer, self.denom.clone())
+        Fraction::reduced(&self.denom - &self.numer, self.denom.clone())
     }
 }
 
@@ -261,7 +264,7 @@ impl Add for Fraction {
     type Output = Fraction;
 
     fn add(self, rhs: Fraction) -> Fraction {
-        Fraction::new(
+        Fraction::reduced(
             self.numer * &rhs.denom + rhs.numer * &self.denom,
             self.denom * rhs.denom,
         )
@@ -270,7 +273,7 @@ impl Add for Fraction {
 
 impl Sum for Fraction {
     fn sum<I: Iterator<Item = Fraction>>(iter: I) -> Fraction {
-        iter.fold(Fraction::new(0u32, 1u32), Add::add)
+        iter.fold(Fraction::reduced(BigUint::zero(), BigUint::one()), Add::add)
     }
 }
 
@@ -413,7 +416,7 @@ impl BlastRadius {
 
     /// `x / C(N, k)`, reduced.
     fn over_shards(&self, x: BigUint) -> Fraction {
-        Fraction::new(x, self.shards.clone())
+        Fraction::reduced(x, self.shards.clone())
     }
 }
 
@@ -428,7 +431,9 @@ impl BlastRadius {
         let (n, k) = (self.nodes, self.per_tenant);
         // Shares below 2k - N are impossible: the two shards cannot both fit otherwise.
         let first = (2 * u64::from(k)).saturating_sub(u64::from(n)) as u32;
-        let mut pmf: Vec<Fraction> = (0..first).map(|_| Fraction::new(0u32, 1u32)).collect();
+        let mut pmf: Vec<Fraction> = (0..first)
+            .map(|_| Fraction::reduced(BigUint::zero(), BigUint::one()))
+            .collect();
         // a = C(k, j) and b = C(N - k, k - j), stepped exactly from j to j + 1.
         let mut a = binomial(k, first);
         let mut b = binomial(n - k, k - first);
@@ -501,7 +506,7 @@ impl BlastRadius {
 impl BlastRadius {
     /// `k / N`, exactly; see [`node_blast_radius`](Self::node_blast_radius).
     pub fn node_blast_radius_exact(&self) -> Fraction {
-        Fraction::new(self.per_tenant, self.nodes)
+        Fraction::reduced(self.per_tenant.into(), self.nodes.into())
     }
 
     /// `k / N`: the share of all tenants whose shard contains one given bucket,
@@ -519,7 +524,7 @@ impl BlastRadius {
     /// For `T = 0` every number is zero.
     pub fn tenants(&self, tenants: u64) -> TenantImpact {
         let others = tenants.saturating_sub(1);
-        let total = |x: BigUint| Fraction::new(x * others, self.shards.clone()).to_f64();
+        let total = |x: BigUint| Fraction::reduced(x * others, self.shards.clone()).to_f64();
         let disjoint = binomial(self.nodes - self.per_tenant, self.per_tenant);
         // Every share 1..k-1: all shards but the identical one and the disjoint ones.
         let degraded = &self.shards - &disjoint - 1u32;
@@ -530,7 +535,7 @@ impl BlastRadius {
         };
         let fixed_shards = self.nodes.is_multiple_of(self.per_tenant).then(|| {
             let groups = u64::from(self.nodes / self.per_tenant);
-            let per = |x: u64| Fraction::new(BigUint::from(x) * others, groups).to_f64();
+            let per = |x: u64| Fraction::reduced(BigUint::from(x) * others, groups.into()).to_f64();
             Impact {
                 fully_down: per(1),
                 degraded: 0.0,

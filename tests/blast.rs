@@ -5,7 +5,7 @@ use num_traits::{One, Zero};
 use shuffle_limiter::blast::{BlastError, BlastRadius, Fraction};
 
 fn frac(n: u64, d: u64) -> Fraction {
-    Fraction::new(n, d)
+    Fraction::new(n, d).unwrap()
 }
 
 fn strings(v: &[Fraction]) -> Vec<String> {
@@ -134,7 +134,7 @@ fn pmf_sums_to_exactly_one_and_matches_the_formula() {
             assert_eq!(pmf.len(), k as usize + 1);
             for (j, p) in pmf.iter().enumerate() {
                 let j = j as u32;
-                let want = Fraction::new(c(k, j) * c(n - k, k - j), c(n, k));
+                let want = Fraction::new(c(k, j) * c(n - k, k - j), c(n, k)).unwrap();
                 assert_eq!(*p, want, "N={n} k={k} j={j}");
             }
             assert_eq!(
@@ -172,9 +172,9 @@ fn exact(x: f64) -> Fraction {
         (frac_bits | (1 << 52), exp - 1075)
     };
     if e >= 0 {
-        Fraction::new(BigUint::from(mant) << e as u64, 1u32)
+        Fraction::new(BigUint::from(mant) << e as u64, 1u32).unwrap()
     } else {
-        Fraction::new(mant, BigUint::one() << (-e) as u64)
+        Fraction::new(mant, BigUint::one() << (-e) as u64).unwrap()
     }
 }
 
@@ -184,9 +184,9 @@ fn dist(a: &Fraction, b: &Fraction) -> Fraction {
     let y = b.numer() * a.denom();
     let d = a.denom() * b.denom();
     if x >= y {
-        Fraction::new(x - y, d)
+        Fraction::new(x - y, d).unwrap()
     } else {
-        Fraction::new(y - x, d)
+        Fraction::new(y - x, d).unwrap()
     }
 }
 
@@ -281,23 +281,38 @@ fn below_f64_range_rounds_to_nearest() {
     // Subnormals: exact powers of two, and rounding at the bottom of the range.
     let two = |e: u64| BigUint::one() << e;
     assert_eq!(
-        Fraction::new(1u32, two(1060)).to_f64(),
+        Fraction::new(1u32, two(1060)).unwrap().to_f64(),
         f64::from_bits(1 << 14)
     );
-    assert_eq!(Fraction::new(1u32, two(1074)).to_f64(), f64::from_bits(1));
-    assert_eq!(Fraction::new(3u32, two(1076)).to_f64(), f64::from_bits(1));
-    assert_eq!(Fraction::new(1u32, two(1075)).to_f64(), 0.0); // a tie: to even
-    assert_eq!(Fraction::new(3u32, two(1075)).to_f64(), f64::from_bits(2)); // a tie: to even
-    assert_eq!(Fraction::new(1u32, two(1076)).to_f64(), 0.0);
-    let f = Fraction::new(1u32, BigUint::from(3u32).pow(670));
+    assert_eq!(
+        Fraction::new(1u32, two(1074)).unwrap().to_f64(),
+        f64::from_bits(1)
+    );
+    assert_eq!(
+        Fraction::new(3u32, two(1076)).unwrap().to_f64(),
+        f64::from_bits(1)
+    );
+    assert_eq!(Fraction::new(1u32, two(1075)).unwrap().to_f64(), 0.0); // a tie: to even
+    assert_eq!(
+        Fraction::new(3u32, two(1075)).unwrap().to_f64(),
+        f64::from_bits(2)
+    ); // a tie: to even
+    assert_eq!(Fraction::new(1u32, two(1076)).unwrap().to_f64(), 0.0);
+    let f = Fraction::new(1u32, BigUint::from(3u32).pow(670)).unwrap();
     assert_nearest(&f, f.to_f64());
     assert!(f.to_f64() > 0.0 && !f.to_f64().is_normal());
     // Large values: exact, and overflow to infinity.
-    assert_eq!(Fraction::new(two(1023), 1u32).to_f64(), 2f64.powi(1023));
-    assert_eq!(exact(f64::MAX).to_f64(), f64::MAX);
-    assert_eq!(Fraction::new(two(1024), 1u32).to_f64(), f64::INFINITY);
     assert_eq!(
-        Fraction::new(b.shards().clone(), 1u32).to_f64(),
+        Fraction::new(two(1023), 1u32).unwrap().to_f64(),
+        2f64.powi(1023)
+    );
+    assert_eq!(exact(f64::MAX).to_f64(), f64::MAX);
+    assert_eq!(
+        Fraction::new(two(1024), 1u32).unwrap().to_f64(),
+        f64::INFINITY
+    );
+    assert_eq!(
+        Fraction::new(b.shards().clone(), 1u32).unwrap().to_f64(),
         f64::INFINITY
     );
     assert_eq!(frac(0, 5).to_f64(), 0.0);
@@ -379,7 +394,10 @@ fn failed_buckets() {
     assert_eq!((f.p_all_failed, f.p_touched), (1.0, 1.0));
     let f = b.failed(5).unwrap();
     assert_eq!(f.p_all_failed_exact, frac(10, 120));
-    assert_eq!(f.p_touched_exact, Fraction::new(120u32 - 55, 120u32));
+    assert_eq!(
+        f.p_touched_exact,
+        Fraction::new(120u32 - 55, 120u32).unwrap()
+    );
 }
 
 // ---------------------------------------------------------------- errors
@@ -427,7 +445,7 @@ fn every_error() {
 
 #[test]
 fn fractions_are_reduced_and_ordered() {
-    let f = Fraction::new(84u32, 360u32);
+    let f = Fraction::new(84u32, 360u32).unwrap();
     assert_eq!(f.to_string(), "7/30");
     assert_eq!(*f.numer(), BigUint::from(7u32));
     assert_eq!(*f.denom(), BigUint::from(30u32));
@@ -441,7 +459,8 @@ fn fractions_are_reduced_and_ordered() {
 }
 
 #[test]
-#[should_panic(expected = "denominator is zero")]
-fn fraction_with_zero_denominator_panics() {
-    let _ = frac(1, 0);
+fn a_zero_denominator_is_refused_not_a_panic() {
+    assert_eq!(Fraction::new(1u32, 0u32), None);
+    assert_eq!(Fraction::new(0u32, 0u32), None);
+    assert_eq!(Fraction::new(0u32, 5u32), Some(frac(0, 1)));
 }
