@@ -9,9 +9,9 @@
 use std::fmt;
 use std::hash::BuildHasher;
 
-use std::sync::atomic::{AtomicU64, Ordering, fence};
-
 use sha2::{Digest, Sha256};
+
+use crate::sync::{AtomicU64, Ordering, fence};
 
 /// The most buckets a limiter may have.
 pub const MAX_BUCKETS: u32 = 1 << 16;
@@ -241,7 +241,7 @@ impl ShardCache {
             sets: (0..sets)
                 .map(|_| Set {
                     version: AtomicU64::new(0),
-                    ways: Default::default(),
+                    ways: std::array::from_fn(|_| std::array::from_fn(|_| AtomicU64::new(0))),
                 })
                 .collect(),
             hashers: Default::default(),

@@ -83,6 +83,7 @@ mod quota;
 pub mod redis;
 #[cfg(feature = "serde")]
 pub mod set;
+mod sync;
 #[cfg(feature = "tower")]
 pub mod tower;
 #[cfg(feature = "tokio")]

@@ -3,7 +3,6 @@
 
 use std::cell::Cell as StdCell;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
@@ -14,6 +13,7 @@ use crate::clock::{Clock, MonotonicClock};
 use crate::error::{ConfigError, InsufficientCapacity};
 use crate::gcra::Cell;
 use crate::quota::Quota;
+use crate::sync::{AtomicU64, Ordering};
 
 /// Entries in the tenant cache unless [`Builder::tenant_cache`] says otherwise.
 pub const DEFAULT_TENANT_CACHE: usize = 4096;
