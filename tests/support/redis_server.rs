@@ -23,10 +23,11 @@ impl RedisServer {
 
     /// A server with extra command-line arguments, e.g. `--requirepass x`.
     pub(crate) fn start_with(extra: &[&str]) -> RedisServer {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port on 127.0.0.1")
-            .port();
+        RedisServer::start_on(free_port(), extra)
+    }
+
+    /// A server on `port`, for arguments that must name the port.
+    pub(crate) fn start_on(port: u16, extra: &[&str]) -> RedisServer {
         let mut server = RedisServer {
             child: None,
             port,
@@ -132,6 +133,14 @@ impl RedisServer {
             .await
             .unwrap()
     }
+}
+
+/// A port nobody listens on at the moment of asking.
+pub(crate) fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port on 127.0.0.1")
+        .port()
 }
 
 impl Drop for RedisServer {

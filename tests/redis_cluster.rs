@@ -1,0 +1,517 @@
+//! The Redis backend against a real Redis Cluster: three masters without
+//! replicas, started by each test on free 127.0.0.1 ports, joined with
+//! `redis-cli --cluster create`, and killed when the test ends.
+//!
+//! The limiter talks to the cluster through the `redis` crate's async cluster
+//! client, which routes each `EVALSHA` by its first key. The tests need
+//! `redis-server` 7 or later (for `--cluster-port`) and `redis-cli` (Debian:
+//! `apt-get install redis-server`, which pulls in `redis-tools`), or their
+//! paths in `REDIS_SERVER` and `REDIS_CLI`. They run one cluster at a time.
+#![cfg(feature = "redis")]
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use redis::aio::MultiplexedConnection;
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use shuffle_limiter::redis::{FailurePolicy, RedisLimiter, RedisOptions, Source};
+use shuffle_limiter::{Builder, ManualClock, Quota, ShardedLimiter};
+
+#[path = "support/redis_server.rs"]
+mod redis_server;
+use redis_server::{RedisServer, free_port};
+
+/// The script the limiter loads, to ask the nodes whether they hold it.
+const GCRA_LUA: &str = include_str!("../src/redis/gcra.lua");
+
+/// How long the cluster may take to form before the test gives up.
+const FORM_WITHIN: Duration = Duration::from_secs(20);
+
+/// Three masters on free ports, each in a directory of its own, killed (and
+/// the directories removed) on drop.
+struct RedisCluster {
+    nodes: Vec<RedisServer>,
+    dirs: Vec<PathBuf>,
+    /// `(first slot, last slot, index into nodes)`, read once the cluster is
+    /// up: nothing reshards it during a test.
+    slots: Vec<(u16, u16, usize)>,
+}
+
+impl RedisCluster {
+    fn start() -> RedisCluster {
+        // Filled as the nodes start, so that a failure half-way still kills
+        // the ones already running.
+        let mut cluster = RedisCluster {
+            nodes: Vec::new(),
+            dirs: Vec::new(),
+            slots: Vec::new(),
+        };
+        let mut taken = Vec::new();
+        let mut fresh_port = || loop {
+            let port = free_port();
+            if !taken.contains(&port) {
+                taken.push(port);
+                return port;
+            }
+        };
+        for _ in 0..3 {
+            // The cluster bus gets a port of its own: the default, the
+            // client port + 10000, may be taken or past 65535.
+            let (port, bus) = (fresh_port(), fresh_port());
+            let dir = std::env::temp_dir().join(format!(
+                "shuffle-limiter-cluster-{}-{port}",
+                std::process::id()
+            ));
+            std::fs::create_dir_all(&dir).expect("a temporary directory");
+            cluster.dirs.push(dir.clone());
+            let config = dir.join(format!("nodes-{port}.conf"));
+            let (config, dir, bus) = (
+                config.to_str().expect("a UTF-8 temporary path").to_owned(),
+                dir.to_str().expect("a UTF-8 temporary path").to_owned(),
+                bus.to_string(),
+            );
+            cluster.nodes.push(RedisServer::start_on(
+                port,
+                &[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    &config,
+                    "--cluster-port",
+                    &bus,
+                    "--dir",
+                    &dir,
+                ],
+            ));
+        }
+        cluster.create();
+        cluster.wait_until_ok();
+        cluster.slots = cluster.read_slots();
+        cluster
+    }
+
+    /// `redis-cli --cluster create`, bounded in time.
+    fn create(&self) {
+        let binary = std::env::var("REDIS_CLI").unwrap_or_else(|_| "redis-cli".into());
+        let mut child = Command::new(&binary)
+            .args(["--cluster", "create"])
+            .args(self.nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)))
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot start {binary:?} ({e}): install it (apt-get install redis-tools, \
+                     which redis-server pulls in) or set REDIS_CLI to its path"
+                )
+            });
+        let started = Instant::now();
+        // Its few kilobytes of output fit in the pipes while it runs.
+        while child.try_wait().expect("wait for redis-cli").is_none() {
+            if started.elapsed() > FORM_WITHIN {
+                let _ = child.kill();
+                let output = child.wait_with_output().expect("redis-cli output");
+                panic!(
+                    "redis-cli --cluster create ran longer than {FORM_WITHIN:?}: {}",
+                    String::from_utf8_lossy(&output.stdout)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let output = child.wait_with_output().expect("redis-cli output");
+        assert!(
+            output.status.success(),
+            "redis-cli --cluster create failed ({}): {}{}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
+    /// Polls `CLUSTER INFO` until every node says `cluster_state:ok`.
+    fn wait_until_ok(&self) {
+        let started = Instant::now();
+        let mut last = String::new();
+        while started.elapsed() < FORM_WITHIN {
+            let mut ok = 0;
+            for node in &self.nodes {
+                match cluster_command(node, "INFO") {
+                    Ok(info) if info.contains("cluster_state:ok") => ok += 1,
+                    Ok(info) => last = format!("port {}: {info}", node.port),
+                    Err(e) => last = format!("port {}: {e}", node.port),
+                }
+            }
+            if ok == self.nodes.len() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("the cluster was not ok within {FORM_WITHIN:?}; last seen {last}");
+    }
+
+    /// The slot ranges of each node, from `CLUSTER NODES`.
+    fn read_slots(&self) -> Vec<(u16, u16, usize)> {
+        let nodes = cluster_command(&self.nodes[0], "NODES").expect("CLUSTER NODES");
+        let mut slots = Vec::new();
+        // <id> <ip:port@bus> <flags> <master> <ping> <pong> <epoch> <link> <slot>...
+        for line in nodes.lines() {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let Some(address) = fields.get(1) else {
+                continue;
+            };
+            let port: u16 = address
+                .split('@')
+                .next()
+                .and_then(|a| a.rsplit(':').next())
+                .and_then(|p| p.parse().ok())
+                .unwrap_or_else(|| panic!("no port in {line:?}"));
+            let node = self
+                .nodes
+                .iter()
+                .position(|n| n.port == port)
+                .unwrap_or_else(|| panic!("an unknown node in {line:?}"));
+            // Migrating slots ("[slot->-id]") do not occur in a fresh cluster.
+            for range in fields.iter().skip(8).filter(|r| !r.starts_with('[')) {
+                let (first, last) = range.split_once('-').unwrap_or((range, range));
+                slots.push((first.parse().unwrap(), last.parse().unwrap(), node));
+            }
+        }
+        let covered: usize = slots
+            .iter()
+            .map(|(first, last, _)| usize::from(last - first) + 1)
+            .sum();
+        assert_eq!(covered, 16384, "every slot has a node: {nodes}");
+        slots
+    }
+
+    /// The node serving `slot`.
+    fn owner(&self, slot: u16) -> &RedisServer {
+        let &(_, _, node) = self
+            .slots
+            .iter()
+            .find(|(first, last, _)| (*first..=*last).contains(&slot))
+            .expect("every slot has a node");
+        &self.nodes[node]
+    }
+
+    /// A cluster connection through the `redis` crate's cluster client.
+    async fn connect(&self) -> ClusterConnection {
+        ClusterClient::builder(self.nodes.iter().map(RedisServer::url))
+            .connection_timeout(Duration::from_secs(2))
+            .response_timeout(Duration::from_secs(2))
+            .build()
+            .unwrap()
+            .get_async_connection()
+            .await
+            .unwrap()
+    }
+}
+
+impl Drop for RedisCluster {
+    fn drop(&mut self) {
+        // Dropping a node kills it; then its files can go.
+        self.nodes.clear();
+        for dir in &self.dirs {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// `CLUSTER <sub>` on one node, on a blocking connection with timeouts.
+fn cluster_command(node: &RedisServer, sub: &str) -> redis::RedisResult<String> {
+    let wait = Duration::from_secs(1);
+    let mut connection = redis::Client::open(node.url())?.get_connection_with_timeout(wait)?;
+    connection.set_read_timeout(Some(wait))?;
+    redis::cmd("CLUSTER").arg(sub).query(&mut connection)
+}
+
+/// Holds off the other tests while the guard lives: one cluster at a time.
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// The slot of `key`, as the cluster computes it.
+async fn keyslot(admin: &mut MultiplexedConnection, key: &str) -> u16 {
+    redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(key)
+        .query_async(admin)
+        .await
+        .unwrap()
+}
+
+/// Checks that all of the limiter's keys share the slot of its name (the
+/// hash tag), and returns it.
+async fn one_slot(
+    admin: &mut MultiplexedConnection,
+    limiter: &RedisLimiter<ClusterConnection>,
+) -> u16 {
+    let slot = keyslot(admin, limiter.name()).await;
+    for b in 0..limiter.buckets() {
+        let key = limiter.key(b).unwrap();
+        assert_eq!(
+            keyslot(admin, key).await,
+            slot,
+            "{key} left the slot of {}",
+            limiter.name()
+        );
+    }
+    slot
+}
+
+/// Builds on a clone of the cluster connection, with a deadline a busy
+/// machine cannot miss: these tests are about decisions, not latency.
+async fn on_cluster(
+    builder: Builder,
+    connection: &ClusterConnection,
+    options: RedisOptions,
+) -> RedisLimiter<ClusterConnection> {
+    builder
+        .build_redis_with(connection.clone(), options.deadline(Duration::from_secs(2)))
+        .await
+        .unwrap()
+}
+
+/// Whether `node` holds the limiter's script.
+async fn holds_script(node: &RedisServer) -> bool {
+    let sha = redis::Script::new(GCRA_LUA).get_hash().to_owned();
+    let [exists]: [bool; 1] = redis::cmd("SCRIPT")
+        .arg("EXISTS")
+        .arg(sha)
+        .query_async(&mut node.connection().await)
+        .await
+        .unwrap();
+    exists
+}
+
+fn fail_closed() -> RedisOptions {
+    RedisOptions::new(FailurePolicy::FailClosed)
+}
+
+// ---------------------------------------------------------------------------
+
+#[test]
+fn the_cluster_decides_exactly_as_the_in_process_limiter() {
+    let _serial = one_at_a_time();
+    let cluster = RedisCluster::start();
+    runtime().block_on(async {
+        // 6·10⁹/300 ns = 20 ms per token, whole microseconds; a burst of 33
+        // over 6 buckets: three hold 6 tokens, three hold 5.
+        let builder = ShardedLimiter::builder()
+            .quota(Quota::per_second(300).with_burst(33))
+            .buckets(6)
+            .per_tenant(2)
+            .salt(b"cluster")
+            .name("cluster-differential");
+        let clock = ManualClock::new();
+        let local = builder.clone().clock(clock.clone()).build().unwrap();
+        let connection = cluster.connect().await;
+        let remote = on_cluster(builder, &connection, fail_closed().cache_denials(false)).await;
+        let mut admin = cluster.nodes[0].connection().await;
+        one_slot(&mut admin, &remote).await;
+
+        // A fixed walk over tenants, weights and time: every fourth request
+        // moves the clock by 10 ms, about a third of the tokens the requests
+        // ask for, so buckets empty and refill in turn.
+        let weights = [1, 1, 2, 1, 3, 7, 1, 5];
+        let (mut grants, mut denials, mut too_heavy) = (0, 0, 0);
+        for step in 0u64..600 {
+            if step % 4 == 0 {
+                clock.advance(Duration::from_millis(10));
+            }
+            let tenant = format!("tenant-{}", (step * 7 + step / 11) % 9);
+            let n = weights[(step * 5 % 8) as usize];
+            let want = local.check_n(&tenant, n);
+            // The script scans from the bucket the limiter granted from, so
+            // that equally roomy buckets break the same way; a denial is the
+            // same from any start.
+            let start = match want {
+                Ok(Ok(grant)) => {
+                    let shard = local.shard(&tenant);
+                    shard
+                        .buckets()
+                        .iter()
+                        .position(|&b| b == grant.bucket())
+                        .unwrap()
+                }
+                _ => (step % 2) as usize,
+            };
+            let got = remote.check_at(&tenant, n, clock.elapsed(), start).await;
+            assert_eq!(got.unwrap(), want, "step {step}: {tenant} asks {n}");
+            match want {
+                Ok(Ok(_)) => grants += 1,
+                Ok(Err(_)) => denials += 1,
+                Err(_) => too_heavy += 1,
+            }
+        }
+        assert!(
+            grants > 200 && denials > 100 && too_heavy > 50,
+            "{grants} grants, {denials} denials, {too_heavy} too heavy"
+        );
+        assert_eq!(remote.stats().errors(), 0);
+    });
+}
+
+#[test]
+fn limiters_on_different_nodes_keep_their_keys_and_their_tenants_apart() {
+    let _serial = one_at_a_time();
+    let cluster = RedisCluster::start();
+    runtime().block_on(async {
+        let mut admin = cluster.nodes[0].connection().await;
+        // Two names whose hash tags fall on different nodes.
+        let mut names: Vec<(String, u16)> = Vec::new();
+        for i in 0..100 {
+            let name = format!("api-{i}");
+            let port = cluster.owner(keyslot(&mut admin, &name).await).port;
+            if names.iter().all(|(_, p)| *p != port) {
+                names.push((name, port));
+            }
+            if names.len() == 2 {
+                break;
+            }
+        }
+        let [(a_name, a_port), (b_name, b_port)] = <[_; 2]>::try_from(names).unwrap();
+
+        // 10 tokens per bucket, one more every 6 minutes: nothing refills
+        // while the test runs.
+        let builder = |name: &str| {
+            ShardedLimiter::builder()
+                .quota(Quota::new(160, Duration::from_secs(3600)))
+                .buckets(16)
+                .per_tenant(2)
+                .name(name)
+        };
+        let connection = cluster.connect().await;
+        let a = on_cluster(builder(&a_name), &connection, fail_closed()).await;
+        let b = on_cluster(builder(&b_name), &connection, fail_closed()).await;
+        for (limiter, port) in [(&a, a_port), (&b, b_port)] {
+            let slot = one_slot(&mut admin, limiter).await;
+            assert_eq!(cluster.owner(slot).port, port, "{}", limiter.name());
+        }
+
+        // A noisy tenant on A takes all that its two buckets hold, ten tokens
+        // at a time, and then nothing.
+        let noisy = a.shard("noisy");
+        let mut drained = Vec::new();
+        for _ in 0..2 {
+            let took = a.check_n("noisy", 10).await.unwrap();
+            drained.push(took.expect("a full bucket of ten").bucket());
+        }
+        drained.sort_unstable();
+        let mut own = noisy.buckets().to_vec();
+        own.sort_unstable();
+        assert_eq!(drained, own, "one grant from each of its buckets");
+        assert!(a.check("noisy").await.is_err());
+        // Tenants of A that share none, one or both of its buckets keep what
+        // they do not share.
+        for shared in 0..=2 {
+            let tenant = (0..2000)
+                .map(|t| format!("tenant-{t}"))
+                .find(|t| a.shard(t).overlap(&noisy) == shared)
+                .expect("a tenant for every overlap");
+            let decision = a.decide(&tenant, 0).await.unwrap();
+            assert_eq!(decision.source(), Source::Redis, "{:?}", decision.error());
+            let left = decision.result().unwrap().remaining();
+            assert_eq!(left, 10 * (2 - shared as u64), "{tenant} shares {shared}");
+            assert_eq!(a.check(&tenant).await.is_ok(), shared < 2, "{tenant}");
+        }
+        // The same tenant on B, another limiter on another node, is untouched.
+        let decision = b.decide("noisy", 3).await.unwrap();
+        assert_eq!(decision.source(), Source::Redis, "{:?}", decision.error());
+        assert_eq!(decision.result().unwrap().remaining(), 17);
+
+        // Each limiter's buckets live on the node of its slot, and only there.
+        for node in &cluster.nodes {
+            let mut direct = node.connection().await;
+            let keys: Vec<String> = redis::cmd("KEYS")
+                .arg("*")
+                .query_async(&mut direct)
+                .await
+                .unwrap();
+            let expected = match node.port {
+                p if p == a_port => Some(&a_name),
+                p if p == b_port => Some(&b_name),
+                _ => None,
+            };
+            match expected {
+                Some(name) => {
+                    assert!(!keys.is_empty(), "no buckets of {name} on its node");
+                    let tag = format!("{{{name}}}:b");
+                    assert!(
+                        keys.iter().all(|k| k.starts_with(&tag)),
+                        "{name}'s node holds {keys:?}"
+                    );
+                }
+                None => assert!(keys.is_empty(), "the third node holds {keys:?}"),
+            }
+        }
+        assert_eq!(a.stats().errors() + b.stats().errors(), 0);
+    });
+}
+
+#[test]
+fn a_script_flushed_on_the_node_of_the_slot_reloads_itself() {
+    let _serial = one_at_a_time();
+    let cluster = RedisCluster::start();
+    runtime().block_on(async {
+        let connection = cluster.connect().await;
+        let limiter = on_cluster(
+            ShardedLimiter::builder()
+                .quota(Quota::per_second(1000))
+                .name("cluster-flush"),
+            &connection,
+            fail_closed(),
+        )
+        .await;
+        // Building loaded the script on every node.
+        for node in &cluster.nodes {
+            assert!(holds_script(node).await, "no script on port {}", node.port);
+        }
+        let decision = limiter.decide("before-flush", 1).await.unwrap();
+        assert_eq!(decision.source(), Source::Redis, "{:?}", decision.error());
+
+        let mut admin = cluster.nodes[0].connection().await;
+        let owner = cluster.owner(one_slot(&mut admin, &limiter).await);
+        let () = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query_async(&mut owner.connection().await)
+            .await
+            .unwrap();
+        for node in &cluster.nodes {
+            assert_eq!(
+                holds_script(node).await,
+                node.port != owner.port,
+                "port {}",
+                node.port
+            );
+        }
+
+        // NOSCRIPT from the node of the slot: SCRIPT LOAD, and EVALSHA again.
+        for t in 0..3 {
+            let decision = limiter.decide(format!("after-flush-{t}"), 1).await.unwrap();
+            assert_eq!(decision.source(), Source::Redis, "{:?}", decision.error());
+            assert!(decision.is_granted());
+        }
+        assert!(
+            holds_script(owner).await,
+            "the script is back on port {}",
+            owner.port
+        );
+        assert_eq!(limiter.stats().errors(), 0);
+        assert_eq!(limiter.stats().from_redis(), 4);
+    });
+}
