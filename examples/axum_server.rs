@@ -24,14 +24,25 @@ use shuffle_limiter::{Grant, Quota, ShardedLimiter};
 /// The handler sees which bucket paid, through the request extensions.
 async fn hello(Extension(grant): Extension<Grant>) -> String {
     format!(
-        "hello: paid by bucket {}, {} tokens left for you\n",
+        "hello: paid by bucket {}, tokens left for you: {}\n",
         grant.bucket(),
         grant.remaining()
     )
 }
 
+/// Prints an error the way the library words it (`Display`), not `Debug`.
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn Error>> {
+async fn main() -> std::process::ExitCode {
+    match run().await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> Result<(), Box<dyn Error>> {
     let port: u16 = match std::env::var("PORT") {
         Ok(text) => text
             .parse()

@@ -25,7 +25,18 @@ const RATE: u32 = 200;
 const BURST: u32 = 20;
 const TENANTS: usize = 16;
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// Prints an error the way the library words it (`Display`), not `Debug`.
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
     let args: Vec<String> = std::env::args().collect();
     match args.get(1).map(String::as_str) {
@@ -65,9 +76,14 @@ fn coordinator() -> Result<(), Box<dyn std::error::Error>> {
                 .spawn()
         })
         .collect::<Result<Vec<_>, _>>()?;
+    // Reap every worker before judging any, so none is left running.
+    let outputs: Vec<_> = children
+        .into_iter()
+        .map(|child| child.wait_with_output())
+        .collect();
     let (mut admitted, mut first, mut last) = (0u64, u64::MAX, 0u64);
-    for child in children {
-        let output = child.wait_with_output()?;
+    for output in outputs {
+        let output = output?;
         if !output.status.success() {
             return Err(format!("a worker failed: {}", output.status).into());
         }

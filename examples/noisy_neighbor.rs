@@ -31,7 +31,7 @@ struct Outcome {
     unaffected: u32,
 }
 
-fn run(limiter: &ShardedLimiter<ManualClock>) -> Outcome {
+fn simulate(limiter: &ShardedLimiter<ManualClock>) -> Outcome {
     let clock = limiter.clock();
     let names: Vec<String> = (0..TENANTS).map(|t| format!("tenant-{t}")).collect();
     let tenants: Vec<_> = names.iter().map(|n| limiter.tenant(n)).collect();
@@ -83,7 +83,18 @@ fn limiter(buckets: u32, per_tenant: u32) -> Result<ShardedLimiter<ManualClock>,
         .build()
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// Prints an error the way the library words it (`Display`), not `Debug`.
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let math = BlastRadius::new(8, 2)?.tenants(TENANTS as u64);
     let fixed = math
         .fixed_shards
@@ -108,7 +119,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "", "seen (predicted)", "seen (predicted)", "seen (predicted)"
     );
     for (name, limiter, predicted) in &designs {
-        let seen = run(limiter);
+        let seen = simulate(limiter);
         let Impact {
             fully_down,
             degraded,

@@ -35,7 +35,18 @@ buckets = 8
 per_tenant = 3
 "#;
 
-fn main() -> Result<(), Box<dyn Error>> {
+/// Prints an error the way the library words it (`Display`), not `Debug`.
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), Box<dyn Error>> {
     let text = match std::env::args().nth(1) {
         Some(path) => std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?,
         None => CONFIG.to_owned(),

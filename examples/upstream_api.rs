@@ -154,7 +154,7 @@ async fn tenant(
 
 /// Runs every tenant against a fresh upstream, prints a table, and returns
 /// how many requests the upstream refused.
-async fn run(
+async fn call_all(
     tenants: &[(String, Load)],
     limiter: Option<Arc<ShardedLimiter>>,
 ) -> Result<u64, Box<dyn Error>> {
@@ -213,8 +213,19 @@ async fn run(
     Ok(refused)
 }
 
+/// Prints an error the way the library words it (`Display`), not `Debug`.
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn Error>> {
+async fn main() -> std::process::ExitCode {
+    match run().await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> Result<(), Box<dyn Error>> {
     // The upstream's budget, shared by every tenant.
     let limiter = Arc::new(
         ShardedLimiter::builder()
@@ -271,13 +282,13 @@ async fn main() -> Result<(), Box<dyn Error>> {
         }
     }
     println!("\nthrough the limiter ({} s):", RUN.as_secs());
-    let refused_with = run(&tenants, Some(limiter.clone())).await?;
+    let refused_with = call_all(&tenants, Some(limiter.clone())).await?;
 
     println!(
         "without the limiter, the same callers ({} s):",
         RUN.as_secs()
     );
-    let refused_without = run(&tenants, None).await?;
+    let refused_without = call_all(&tenants, None).await?;
 
     println!("429s from the upstream: {refused_with} with the limiter, {refused_without} without");
     if refused_with > 0 {
