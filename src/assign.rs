@@ -199,11 +199,11 @@ fn score(seed: u64, bucket: u32) -> u64 {
 /// The most tenants the cache may hold.
 pub(crate) const MAX_CACHE_ENTRIES: usize = 1 << 24;
 
-/// Entries per set: a set with its version is two cache lines.
-const WAYS: usize = 3;
+/// Entries per set: with its version, a set fills two cache lines exactly.
+const WAYS: usize = 5;
 
-/// One set of a [`ShardCache`]: a sequence lock over three entries, each a
-/// 128-bit tenant fingerprint (zero when empty) and a packed shard.
+/// One set of a [`ShardCache`]: a sequence lock over five entries, each a
+/// 64-bit tenant fingerprint (zero when empty) and a packed shard.
 ///
 /// Everything is an atomic, so readers never write: they read the version,
 /// the entries, and the version again, and trust what they read only if the
@@ -212,17 +212,23 @@ const WAYS: usize = 3;
 #[repr(align(128))]
 struct Set {
     version: AtomicU64,
-    /// `[fingerprint high, fingerprint low, shard low, shard high]` per way.
-    ways: [[AtomicU64; 4]; WAYS],
+    /// `[fingerprint, shard low, shard high]` per way.
+    ways: [[AtomicU64; 3]; WAYS],
 }
+
+// Two cache lines exactly: one miss (and its adjacent-line prefetch) per lookup.
+#[cfg(not(shuffle_limiter_loom))]
+const _: () = assert!(std::mem::size_of::<Set>() == 128);
 
 /// A fixed-size, set-associative cache of tenant → shard, allocated once.
 ///
-/// A tenant is known by a 128-bit fingerprint from two hashers seeded at
-/// random for each cache: a false hit (two tenants with the same fingerprint
-/// in the same set) is far less likely than two tenants sharing a 64-bit
-/// seed, which the assignment itself accepts. Memory is fixed at build time
-/// and never grows with the number of distinct tenants.
+/// A tenant is known by a 64-bit fingerprint from a hasher seeded at random
+/// for each cache, independent of the hash that picks its set. A false hit
+/// needs two tenants in one set with equal fingerprints: about 5 in 2⁶⁴ per
+/// lookup, no likelier than two tenants sharing a 64-bit seed, which the
+/// assignment itself accepts, and not something a tenant can aim for without
+/// the random seeds. Memory is fixed at build time and never grows with the
+/// number of distinct tenants.
 pub(crate) struct ShardCache {
     sets: Box<[Set]>,
     hashers: [foldhash::fast::RandomState; 2],
@@ -230,7 +236,7 @@ pub(crate) struct ShardCache {
 
 impl ShardCache {
     /// A cache of at least `entries` tenants (rounded up to a power of two
-    /// sets of three), or none for 0.
+    /// sets of five), or none for 0.
     pub(crate) fn new(entries: usize) -> Self {
         let sets = if entries == 0 {
             0
@@ -259,32 +265,31 @@ impl ShardCache {
         if self.sets.is_empty() {
             return assignment.shard(key);
         }
-        let hi = self.hashers[0].hash_one(key);
-        // The low half is never zero, so an empty way never matches.
-        let lo = self.hashers[1].hash_one(key) | 1;
-        let set = &self.sets[hi as usize & (self.sets.len() - 1)];
-        if let Some(packed) = set.find(hi, lo) {
+        let set = &self.sets[self.hashers[0].hash_one(key) as usize & (self.sets.len() - 1)];
+        // Never zero, so an empty way never matches.
+        let fingerprint = self.hashers[1].hash_one(key) | 1;
+        if let Some(packed) = set.find(fingerprint) {
             return unpack(packed, assignment.per_tenant);
         }
         let shard = assignment.shard(key);
-        set.insert(hi, lo, pack(&shard));
+        set.insert(fingerprint, pack(&shard));
         shard
     }
 }
 
 impl Set {
     #[inline]
-    fn find(&self, hi: u64, lo: u64) -> Option<[u64; 2]> {
+    fn find(&self, fingerprint: u64) -> Option<[u64; 2]> {
         let before = self.version.load(Ordering::Acquire);
         if before & 1 == 1 {
             return None; // being written: treat as a miss
         }
         let mut found = None;
         for way in &self.ways {
-            if way[0].load(Ordering::Relaxed) == hi && way[1].load(Ordering::Relaxed) == lo {
+            if way[0].load(Ordering::Relaxed) == fingerprint {
                 found = Some([
+                    way[1].load(Ordering::Relaxed),
                     way[2].load(Ordering::Relaxed),
-                    way[3].load(Ordering::Relaxed),
                 ]);
                 break;
             }
@@ -295,7 +300,7 @@ impl Set {
             .flatten()
     }
 
-    fn insert(&self, hi: u64, lo: u64, packed: [u64; 2]) {
+    fn insert(&self, fingerprint: u64, packed: [u64; 2]) {
         let version = self.version.load(Ordering::Relaxed);
         if version & 1 == 1
             || self
@@ -308,7 +313,7 @@ impl Set {
         fence(Ordering::Release);
         // Round robin over the ways, by the number of writes so far.
         let way = &self.ways[(version / 2) as usize % WAYS];
-        for (word, value) in way.iter().zip([hi, lo, packed[0], packed[1]]) {
+        for (word, value) in way.iter().zip([fingerprint, packed[0], packed[1]]) {
             word.store(value, Ordering::Relaxed);
         }
         self.version.store(version + 2, Ordering::Release);
@@ -364,7 +369,7 @@ mod tests {
     fn the_cache_returns_exactly_what_the_assignment_computes() {
         let a = Assignment::new(MAX_BUCKETS, 8, b"salt").unwrap();
         let cache = ShardCache::new(8);
-        assert_eq!(cache.capacity(), 12); // 3 sets, rounded up to 4
+        assert_eq!(cache.capacity(), 10); // 2 sets of 5
         for round in 0..3 {
             for t in 0..100u32 {
                 let key = format!("tenant-{t}");
@@ -392,7 +397,7 @@ mod tests {
     #[test]
     fn readers_racing_a_writer_see_whole_entries_or_miss() {
         let a = Assignment::new(64, 4, b"").unwrap();
-        let cache = ShardCache::new(3); // one set: constant eviction
+        let cache = ShardCache::new(5); // one set: constant eviction
         let keys: Vec<[u8; 4]> = (0..16u32).map(|t| t.to_le_bytes()).collect();
         let want: Vec<Shard> = keys.iter().map(|k| a.shard(k)).collect();
         std::thread::scope(|s| {

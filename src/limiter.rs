@@ -143,7 +143,7 @@ impl<C: Clock> Builder<C> {
 
     /// How many tenants' shards to keep, so that a recently seen tenant does
     /// not pay a SHA-256 per check. The memory is allocated once by
-    /// [`build`](Self::build) (128 bytes per 3 entries, the number of sets
+    /// [`build`](Self::build) (128 bytes per 5 entries, the number of sets
     /// rounded up to a power of two) and never grows; 0 turns the cache off.
     /// Size it to the tenants active at once: a tenant that misses pays the
     /// SHA-256 and the rendezvous over all N buckets.

@@ -9,8 +9,13 @@ use loom::thread;
 use shuffle_limiter::{Assignment, ManualClock, Quota, ShardedLimiter};
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
+    model_bounded(3, f);
+}
+
+/// Explores every interleaving with at most `preemptions` forced switches.
+fn model_bounded(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
     let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(3);
+    builder.preemption_bound = Some(preemptions);
     builder.check(f);
 }
 
@@ -56,11 +61,13 @@ fn two_buckets_pay_two_racing_checks_once_each() {
 
 #[test]
 fn the_shard_cache_never_returns_a_torn_or_foreign_shard() {
-    model(|| {
-        // One set of three ways for four tenants: writers evict each other
-        // while the other thread reads.
+    model_bounded(2, || {
+        // One set of five ways. "a" is cached first, in way 0; while another
+        // thread reads it (and "b" from a possibly half-written way), five
+        // more tenants are written, the fifth of them over "a".
         let limiter = loom::sync::Arc::new(limiter(Quota::per_second(64), 64, 4, 3));
         let reference = Assignment::new(64, 4, b"").unwrap();
+        assert_eq!(limiter.shard("a"), reference.shard("a"));
         let other = limiter.clone();
         let reference2 = reference.clone();
         let t = thread::spawn(move || {
@@ -68,7 +75,7 @@ fn the_shard_cache_never_returns_a_torn_or_foreign_shard() {
                 assert_eq!(other.shard(key), reference2.shard(key));
             }
         });
-        for key in ["c", "a", "d"] {
+        for key in ["b", "c", "d", "e", "f"] {
             assert_eq!(limiter.shard(key), reference.shard(key));
         }
         t.join().unwrap();
