@@ -54,6 +54,9 @@
 //!   (`docs/assignment.md` is the contract, with known-answer vectors).
 //! - [`ShardedLimiter`], [`Tenant`], [`Grant`], [`Denied`]: the decision.
 //! - [`Clock`], [`MonotonicClock`], [`ManualClock`]: time.
+//! - [`blast`]: the exact blast-radius math for choosing N and k
+//!   ([`ShardedLimiter::blast_radius`] gives it for a built limiter); the
+//!   `cli` feature builds the `shuffle-lab` command on it.
 //!
 //! # Integrations (cargo features)
 //! - `tokio`: wait for a grant before calling a rate-limited upstream
