@@ -83,18 +83,7 @@ fn limiter(buckets: u32, per_tenant: u32) -> Result<ShardedLimiter<ManualClock>,
         .build()
 }
 
-/// Prints an error the way the library words it (`Display`), not `Debug`.
-fn main() -> std::process::ExitCode {
-    match run() {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            std::process::ExitCode::FAILURE
-        }
-    }
-}
-
-fn run() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> Result<(), Box<dyn std::error::Error>> {
     let math = BlastRadius::new(8, 2)?.tenants(TENANTS as u64);
     let fixed = math
         .fixed_shards
