@@ -96,7 +96,8 @@ pub use assign::{Assignment, MAX_BUCKETS, MAX_PER_TENANT, Shard};
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use error::{ConfigError, InsufficientCapacity};
 pub use limiter::{
-    BucketState, Builder, DEFAULT_TENANT_CACHE, Denied, Grant, ShardedLimiter, Tenant,
+    BucketState, Builder, DEFAULT_BUCKETS, DEFAULT_PER_TENANT, DEFAULT_TENANT_CACHE, Denied, Grant,
+    ShardedLimiter, Tenant,
 };
 pub use quota::Quota;
 #[cfg(feature = "tokio")]

@@ -15,6 +15,14 @@ use crate::gcra::Cell;
 use crate::quota::Quota;
 use crate::sync::{AtomicU64, Ordering};
 
+/// Buckets (N) unless [`Builder::buckets`] says otherwise or the burst is
+/// smaller.
+pub const DEFAULT_BUCKETS: u32 = 8;
+
+/// Buckets per tenant (k) unless [`Builder::per_tenant`] says otherwise or
+/// there are fewer buckets.
+pub const DEFAULT_PER_TENANT: u32 = 2;
+
 /// Entries in the tenant cache unless [`Builder::tenant_cache`] says otherwise.
 pub const DEFAULT_TENANT_CACHE: usize = 4096;
 
@@ -99,15 +107,26 @@ impl Split {
 
 /// Builds a [`ShardedLimiter`]; start from [`ShardedLimiter::builder`].
 ///
-/// The defaults are 8 buckets, 2 per tenant, no salt, the
-/// [`MonotonicClock`] and a cache of [`DEFAULT_TENANT_CACHE`] tenants; the
-/// quota has no default.
+/// The defaults are [`DEFAULT_BUCKETS`] buckets (fewer when the burst has
+/// fewer tokens, since every bucket needs one), [`DEFAULT_PER_TENANT`] per
+/// tenant (no more than there are buckets), no salt, the [`MonotonicClock`]
+/// and a cache of [`DEFAULT_TENANT_CACHE`] tenants; the quota has no default.
+///
+/// ```
+/// use shuffle_limiter::{Quota, ShardedLimiter};
+///
+/// let small = ShardedLimiter::builder().quota(Quota::per_second(5)).build()?;
+/// assert_eq!((small.buckets(), small.per_tenant()), (5, 2));
+/// let large = ShardedLimiter::builder().quota(Quota::per_second(100)).build()?;
+/// assert_eq!((large.buckets(), large.per_tenant()), (8, 2));
+/// # Ok::<(), shuffle_limiter::ConfigError>(())
+/// ```
 #[derive(Debug, Clone)]
 #[must_use = "a builder does nothing until .build()"]
 pub struct Builder<C = MonotonicClock> {
     pub(crate) quota: Option<Quota>,
-    pub(crate) buckets: u32,
-    pub(crate) per_tenant: u32,
+    pub(crate) buckets: Option<u32>,
+    pub(crate) per_tenant: Option<u32>,
     pub(crate) salt: Vec<u8>,
     pub(crate) cache: usize,
     pub(crate) name: String,
@@ -123,13 +142,13 @@ impl<C: Clock> Builder<C> {
 
     /// N: how many buckets the budget is split into.
     pub fn buckets(mut self, buckets: u32) -> Self {
-        self.buckets = buckets;
+        self.buckets = Some(buckets);
         self
     }
 
     /// k: how many of the N buckets each tenant may draw from.
     pub fn per_tenant(mut self, per_tenant: u32) -> Self {
-        self.per_tenant = per_tenant;
+        self.per_tenant = Some(per_tenant);
         self
     }
 
@@ -203,10 +222,23 @@ impl<C: Clock> Builder<C> {
         })
     }
 
+    /// N and k as set, or their defaults: 8 buckets, but no more than the
+    /// burst has tokens (each bucket needs one), and 2 per tenant, but no
+    /// more than there are buckets. Values set explicitly are kept as they
+    /// are, and checked by [`build`](Self::build).
+    pub(crate) fn shape(&self) -> (u32, u32) {
+        let burst = self.quota.map_or(u32::MAX, |q| q.burst());
+        let buckets = self.buckets.unwrap_or(DEFAULT_BUCKETS.min(burst.max(1)));
+        let per_tenant = self
+            .per_tenant
+            .unwrap_or(DEFAULT_PER_TENANT.min(buckets.max(1)));
+        (buckets, per_tenant)
+    }
+
     /// Validates everything but the storage: what every backend builds on.
     pub(crate) fn plan(&self) -> Result<Plan, ConfigError> {
         let quota = self.quota.ok_or(ConfigError::MissingQuota)?;
-        let (buckets, per_tenant) = (self.buckets, self.per_tenant);
+        let (buckets, per_tenant) = self.shape();
         if buckets == 0 {
             return Err(ConfigError::ZeroBuckets);
         }
@@ -289,8 +321,8 @@ impl ShardedLimiter<MonotonicClock> {
     pub fn builder() -> Builder<MonotonicClock> {
         Builder {
             quota: None,
-            buckets: 8,
-            per_tenant: 2,
+            buckets: None,
+            per_tenant: None,
             salt: Vec::new(),
             cache: DEFAULT_TENANT_CACHE,
             name: "default".to_owned(),

@@ -415,12 +415,15 @@ impl<C: Clock> Builder<C> {
         if replicas == 0 {
             return Err(Error::ZeroReplicas);
         }
+        // The fallback must keep the shards: pin N and k as resolved for
+        // the whole budget, whatever the defaults would pick for a share.
+        let (buckets, per_tenant) = self.shape();
         let burst = quota.burst() / replicas;
-        if burst < self.buckets {
+        if burst < buckets {
             return Err(Error::FallbackBurstTooSmall {
                 burst: quota.burst(),
                 replicas,
-                buckets: self.buckets,
+                buckets,
             });
         }
         // R / replicas exactly: the same count over a period `replicas` times longer.
@@ -434,6 +437,8 @@ impl<C: Clock> Builder<C> {
         let share = Quota::new(quota.count(), period).with_burst(burst);
         Builder {
             quota: Some(share),
+            buckets: Some(buckets),
+            per_tenant: Some(per_tenant),
             ..self
         }
         .build()

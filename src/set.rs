@@ -14,7 +14,7 @@
 //! | --- | --- | --- |
 //! | `rate` | yes | the upstream's budget: `"N/s"`, `"N/m"` or `"N/h"` (see [`Rate`]) |
 //! | `burst` | no | how many at once (default: N of the rate) |
-//! | `buckets` | no | N, buckets the budget is split into (default 8) |
+//! | `buckets` | no | N, buckets the budget is split into (default 8, or the burst if smaller) |
 //! | `per_tenant` | no | k, buckets per tenant (default 2) |
 //! | `salt` | no | a deployment secret mixed into the assignment |
 //! | `tenant_cache` | no | entries of the tenant → shard cache |

@@ -465,6 +465,38 @@ fn every_bad_configuration_is_a_typed_error_that_says_what_to_change() {
 }
 
 #[test]
+fn defaults_fit_the_burst_but_explicit_settings_are_kept() {
+    let build = |b: shuffle_limiter::Builder| b.build().map(|l| (l.buckets(), l.per_tenant()));
+    let q = |count| ShardedLimiter::builder().quota(Quota::per_second(count));
+    assert_eq!(build(q(100)), Ok((8, 2)));
+    assert_eq!(build(q(5)), Ok((5, 2)));
+    assert_eq!(build(q(1)), Ok((1, 1)));
+    assert_eq!(build(q(5).per_tenant(3)), Ok((5, 3)));
+    // What the caller set is never adjusted behind their back.
+    assert_eq!(
+        build(q(5).buckets(8)),
+        Err(ConfigError::BurstTooSmall {
+            burst: 5,
+            buckets: 8
+        })
+    );
+    assert_eq!(
+        build(q(1).per_tenant(2)),
+        Err(ConfigError::PerTenantExceedsBuckets {
+            per_tenant: 2,
+            buckets: 1
+        })
+    );
+    assert_eq!(
+        build(ShardedLimiter::builder().quota(Quota::per_second(5).with_burst(0))),
+        Err(ConfigError::BurstTooSmall {
+            burst: 0,
+            buckets: 1
+        })
+    );
+}
+
+#[test]
 fn tenant_ids_may_be_any_bytes() {
     let (limiter, _clock) = make(Quota::per_second(100), 8, 3);
     let huge = vec![0xFFu8; 1 << 20];
