@@ -496,11 +496,32 @@ where
             "limiters.{limiter}.{field}: given twice"
         )));
     }
-    let value = map
-        .next_value()
-        .map_err(|e| de::Error::custom(format_args!("limiters.{limiter}.{field}: {e}")))?;
+    let value = map.next_value_seed(Placed {
+        limiter,
+        field,
+        value: std::marker::PhantomData,
+    })?;
     *slot = Some(value);
     Ok(())
+}
+
+/// Deserializes one setting and prefixes any error with its place. The error
+/// is made inside the value's own deserializer, so a format that knows
+/// positions (TOML) points at the value, not at the table around it.
+struct Placed<'a, T> {
+    limiter: &'a str,
+    field: &'a str,
+    value: std::marker::PhantomData<T>,
+}
+
+impl<'de, T: Deserialize<'de>> DeserializeSeed<'de> for Placed<'_, T> {
+    type Value = T;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<T, D::Error> {
+        let (limiter, field) = (self.limiter, self.field);
+        T::deserialize(deserializer)
+            .map_err(|e| de::Error::custom(format_args!("limiters.{limiter}.{field}: {e}")))
+    }
 }
 
 /// Why a [`LimiterSet`] could not be built; the message names the limiter

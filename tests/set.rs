@@ -219,9 +219,13 @@ fn a_malformed_rate_in_a_config_names_limiter_field_and_fix() {
         ("x/s", "is not a whole number"),
         ("99999999999/s", "the count is more than"),
     ] {
-        let e = toml_err(&format!("[limiters.amazon]\nrate = \"{rate}\"\n"));
+        let e = toml_err(&format!(
+            "[limiters.amazon]\nburst = 5\nrate = \"{rate}\"\n"
+        ));
         assert!(e.contains("limiters.amazon.rate: "), "{e}");
         assert!(e.contains(message), "{rate}: {e}");
+        // TOML points at the bad value itself, not at the table header.
+        assert!(e.contains("at line 3, column 8"), "{e}");
         let e = json_err(&format!(
             r#"{{"limiters": {{"amazon": {{"rate": "{rate}"}}}}}}"#
         ));
