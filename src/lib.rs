@@ -82,6 +82,7 @@ mod limiter;
 #[cfg(feature = "metrics")]
 pub mod metrics;
 mod quota;
+mod random;
 #[cfg(feature = "redis")]
 pub mod redis;
 #[cfg(feature = "serde")]

@@ -1,7 +1,6 @@
 //! The limiter: its builder, the decision, the tenant handle, and what a
 //! decision returns.
 
-use std::cell::Cell as StdCell;
 use std::fmt;
 use std::time::Duration;
 
@@ -630,22 +629,10 @@ impl<C> fmt::Debug for ShardedLimiter<C> {
 /// starting point keeps any one of them from being favoured.
 #[inline]
 pub(crate) fn tie_break(k: usize) -> usize {
-    thread_local! {
-        static STATE: StdCell<u32> = const { StdCell::new(0x9E37_79B9) };
-    }
     if k == 1 {
         return 0;
     }
-    STATE.with(|s| {
-        // xorshift32: cheap, and good enough to spread ties.
-        let mut x = s.get();
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        s.set(x);
-        // Multiply-shift maps x onto 0..k without a division.
-        ((u64::from(x) * k as u64) >> 32) as usize
-    })
+    crate::random::below(k as u64) as usize
 }
 
 /// One tenant of a limiter, with its shard resolved once.

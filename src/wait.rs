@@ -54,11 +54,8 @@
 //! (`#[tokio::test(start_paused = true)]`), give the limiter a [`TokioClock`]
 //! so that it sees the time the test advances.
 
-use std::cell::Cell;
-use std::collections::hash_map::RandomState;
 use std::convert::Infallible;
 use std::fmt;
-use std::hash::BuildHasher;
 use std::time::Duration;
 
 use tokio::time::{Instant, sleep, sleep_until};
@@ -157,32 +154,8 @@ impl Jitter {
         if max == 0 {
             return Duration::ZERO;
         }
-        // Multiply-shift maps 64 random bits onto 0..=max without a modulo bias
-        // worth speaking of.
-        let nanos = (u128::from(next_random()) * (u128::from(max) + 1)) >> 64;
-        Duration::from_nanos(nanos as u64)
+        Duration::from_nanos(crate::random::below(max.saturating_add(1)))
     }
-}
-
-/// xorshift64*, one state per thread, seeded from the standard library's
-/// per-process random keys: unpredictable enough to spread wake-ups, with no
-/// dependency.
-fn next_random() -> u64 {
-    thread_local! {
-        static STATE: Cell<u64> = const { Cell::new(0) };
-    }
-    STATE.with(|state| {
-        let mut x = state.get();
-        if x == 0 {
-            // A zero state would stay zero; `| 1` keeps the seed non-zero.
-            x = RandomState::new().hash_one(std::thread::current().id()) | 1;
-        }
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        state.set(x);
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    })
 }
 
 /// Waits on a limiter with a [`Jitter`] on every wake-up; made by
