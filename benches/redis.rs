@@ -47,7 +47,7 @@ return { 1, 0 }
 "#;
 
 /// The limiter's script, for calling it without the limiter.
-const K_BUCKET_GCRA: &str = include_str!("../src/redis/gcra.lua");
+const K_BUCKET_DRAW: &str = include_str!("../src/redis/draw.lua");
 
 const OURS: &str = "RedisLimiter::decide, k = 2 of N = 8";
 const SCRIPT_ONLY: &str = "its script alone (EVALSHA)";
@@ -119,7 +119,7 @@ fn main() {
         // The same script called directly: what the limiter's own work
         // (deadline timer, shard cache, denial cache, policy) adds.
         let script_only = {
-            let script = Arc::new(Script::new(K_BUCKET_GCRA));
+            let script = Arc::new(Script::new(K_BUCKET_DRAW));
             let interval = limiter.bucket_interval().as_micros() as u64;
             let shards: Arc<Vec<(Vec<String>, Vec<u32>)>> = Arc::new(
                 tenants

@@ -51,12 +51,26 @@ pub enum ConfigError {
         /// The largest number supported.
         max: u32,
     },
+    /// The quota's burst is zero: it could never grant anything.
+    ZeroBurst {
+        /// Buckets in all (N).
+        buckets: u32,
+    },
     /// The burst cannot give every bucket at least one token.
     BurstTooSmall {
         /// The quota's burst (B).
         burst: u32,
         /// Buckets in all (N).
         buckets: u32,
+    },
+    /// Each bucket would have to emit more than one token per nanosecond,
+    /// which its clock cannot time: the real rate would fall short of R.
+    RateTooHigh {
+        /// Buckets in all (N).
+        buckets: u32,
+        /// The fewest buckets that keep each at one token per nanosecond or
+        /// slower.
+        min_buckets: u32,
     },
     /// The period is so long (or the rate so low) that a bucket's state would
     /// overflow 64-bit nanoseconds.
@@ -107,6 +121,20 @@ impl fmt::Display for ConfigError {
                 f,
                 "per_tenant({per_tenant}) is more than the {max} supported: \
                  use per_tenant of at most {max}"
+            ),
+            ConfigError::ZeroBurst { buckets } => write!(
+                f,
+                "a burst of 0 could never grant a request: use .with_burst(n) with n of at \
+                 least {buckets}, one token for each of the {buckets} buckets"
+            ),
+            ConfigError::RateTooHigh {
+                buckets,
+                min_buckets,
+            } => write!(
+                f,
+                "the quota gives each of the {buckets} buckets more than one token per \
+                 nanosecond, faster than a bucket can be timed: use at least {min_buckets} \
+                 buckets (with a burst at least as large), or a lower count per period"
             ),
             ConfigError::BurstTooSmall { burst, buckets } => write!(
                 f,

@@ -71,35 +71,46 @@
 //!   Redis, one round trip per decision and an explicit failure policy (the
 //!   `redis` module).
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![doc(html_root_url = "https://docs.rs/shuffle-limiter/0.1.0")]
 
 mod assign;
 pub mod blast;
 mod clock;
+mod draw;
 mod error;
-mod gcra;
 mod limiter;
 #[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub mod metrics;
+#[cfg(not(feature = "metrics"))]
+#[path = "metrics_off.rs"]
+mod metrics;
 mod quota;
 mod random;
 #[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub mod redis;
 #[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 pub mod set;
+pub mod store;
 mod sync;
 #[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod tower;
 #[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub mod wait;
 
 pub use assign::{Assignment, MAX_BUCKETS, MAX_PER_TENANT, Shard};
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use error::{ConfigError, InsufficientCapacity};
-pub use limiter::{
-    BucketState, Builder, DEFAULT_BUCKETS, DEFAULT_PER_TENANT, DEFAULT_TENANT_CACHE, Denied, Grant,
-    ShardedLimiter, Tenant,
-};
+pub use limiter::builder::{Builder, DEFAULT_BUCKETS, DEFAULT_PER_TENANT, DEFAULT_TENANT_CACHE};
+pub use limiter::decision::{BucketState, Denied, Grant};
+pub use limiter::memory::Tenant;
+pub use limiter::{Limiter, ShardedLimiter};
 pub use quota::Quota;
 #[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use wait::{Jitter, TokioClock};

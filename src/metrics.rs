@@ -57,6 +57,7 @@ use std::time::Duration;
 use ::metrics::{Counter, Gauge, Unit, counter, describe_counter, describe_gauge, gauge};
 
 use crate::quota::Quota;
+use crate::{Denied, Grant};
 
 /// Counter of granted requests, labelled `limiter` and `bucket`.
 pub const GRANTS: &str = "shuffle_limiter_grants_total";
@@ -69,7 +70,8 @@ pub const DENIALS: &str = "shuffle_limiter_denials_total";
 pub const AVAILABLE: &str = "shuffle_limiter_available_tokens";
 
 /// One limiter's handles, registered once at build time so that a decision
-/// only increments an existing counter.
+/// only increments an existing counter. Clones share the handles.
+#[derive(Clone)]
 pub(crate) struct Metrics {
     limiter: String,
     grants: Box<[Counter]>,
@@ -113,23 +115,46 @@ impl Metrics {
         }
     }
 
+    /// Counts one decision: a grant for the bucket that paid, a denial for
+    /// the bucket that will have room first.
     #[inline]
-    pub(crate) fn granted(&self, bucket: u32) {
-        self.grants[bucket as usize].increment(1);
+    pub(crate) fn record(&self, result: &Result<Grant, Denied>) {
+        match result {
+            Ok(grant) => self.grants[grant.bucket() as usize].increment(1),
+            Err(denied) => self.denied(denied),
+        }
     }
 
-    #[inline]
-    pub(crate) fn denied(&self, bucket: u32, retry_after: Duration) {
-        self.denials[bucket as usize].increment(1);
+    #[cold]
+    fn denied(&self, denied: &Denied) {
+        self.denials[denied.bucket() as usize].increment(1);
         tracing::trace!(
             limiter = self.limiter.as_str(),
-            bucket,
-            retry_after_us = retry_after.as_micros() as u64,
+            bucket = denied.bucket(),
+            retry_after_us = denied.retry_after().as_micros() as u64,
             "request denied"
+        );
+    }
+
+    /// A wait before retrying, at trace level.
+    pub(crate) fn waiting(&self, denied: &Denied, nap: Duration) {
+        tracing::trace!(
+            limiter = self.limiter.as_str(),
+            bucket = denied.bucket(),
+            wait_ms = nap.as_millis() as u64,
+            "waiting for a grant"
         );
     }
 
     pub(crate) fn available(&self, bucket: u32, tokens: u64) {
         self.available[bucket as usize].set(tokens as f64);
+    }
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics")
+            .field("limiter", &self.limiter)
+            .finish_non_exhaustive()
     }
 }

@@ -4,10 +4,10 @@
 //! An upstream API that allows all of your tenants together 5 requests a
 //! second answers 429 to the sixth. Instead of sending and retrying, take a
 //! token from the limiter first and call only once it is granted:
-//! [`ShardedLimiter::until_ready`] waits as long as it takes,
-//! [`ShardedLimiter::until_ready_within`] gives up as soon as it is clear that
+//! [`Limiter::until_ready`] waits as long as it takes,
+//! [`Limiter::until_ready_within`] gives up as soon as it is clear that
 //! the grant would come after the caller's own deadline, and
-//! [`ShardedLimiter::with_jitter`] spreads the wake-ups of tasks that were
+//! [`Limiter::with_jitter`] spreads the wake-ups of tasks that were
 //! denied at the same moment, so that they do not all come back at once.
 //!
 //! Every wait is cancellation-safe: a token is taken only at the moment a
@@ -54,7 +54,6 @@
 //! (`#[tokio::test(start_paused = true)]`), give the limiter a [`TokioClock`]
 //! so that it sees the time the test advances.
 
-use std::convert::Infallible;
 use std::fmt;
 use std::time::Duration;
 
@@ -62,7 +61,8 @@ use tokio::time::{Instant, sleep, sleep_until};
 
 use crate::clock::Clock;
 use crate::error::InsufficientCapacity;
-use crate::limiter::{Denied, Grant, ShardedLimiter};
+use crate::store::Store;
+use crate::{Denied, Grant, Limiter, Shard};
 
 /// A [`Clock`] that reads tokio's time, so that a limiter follows
 /// `tokio::time::pause` and `advance` in tests.
@@ -159,16 +159,16 @@ impl Jitter {
 }
 
 /// Waits on a limiter with a [`Jitter`] on every wake-up; made by
-/// [`ShardedLimiter::with_jitter`].
+/// [`Limiter::with_jitter`].
 ///
 /// Its methods are those of the limiter, with the jitter added.
 #[must_use = "a waiter does nothing until one of its methods is awaited"]
-pub struct Waiter<'a, C> {
-    limiter: &'a ShardedLimiter<C>,
+pub struct Waiter<'a, S> {
+    limiter: &'a Limiter<S>,
     jitter: Jitter,
 }
 
-impl<C> fmt::Debug for Waiter<'_, C> {
+impl<S> fmt::Debug for Waiter<'_, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Waiter")
             .field("jitter", &self.jitter)
@@ -177,7 +177,12 @@ impl<C> fmt::Debug for Waiter<'_, C> {
 }
 
 /// # Waiting (feature `tokio`)
-impl<C: Clock> ShardedLimiter<C> {
+///
+/// The same over every store: in process the checks answer at once, over
+/// Redis each is one round trip. Over Redis, dropping a wait while its
+/// request is in flight may still take a token that nobody uses (never one
+/// too many).
+impl<S: Store> Limiter<S> {
     /// Waits until `tenant` is granted one token, and takes it.
     ///
     /// Cancellation-safe: dropping the future before it completes takes
@@ -273,7 +278,7 @@ impl<C: Clock> ShardedLimiter<C> {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn with_jitter(&self, jitter: Jitter) -> Waiter<'_, C> {
+    pub fn with_jitter(&self, jitter: Jitter) -> Waiter<'_, S> {
         Waiter {
             limiter: self,
             jitter,
@@ -281,101 +286,99 @@ impl<C: Clock> ShardedLimiter<C> {
     }
 }
 
-impl<C: Clock> Waiter<'_, C> {
-    /// As [`ShardedLimiter::until_ready`], with jitter.
+impl<S: Store> Waiter<'_, S> {
+    /// As [`Limiter::until_ready`], with jitter.
     pub async fn until_ready(&self, tenant: impl AsRef<[u8]>) -> Grant {
-        let tenant = self.limiter.tenant(tenant);
+        let shard = self.limiter.shard(tenant);
         loop {
             // Without a deadline a wait only ends with a grant; the loop just
             // spares an impossible case a panic.
-            let attempt = || Ok::<_, Infallible>(tenant.check());
-            if let Ok(Ok(grant)) = self.wait(attempt, None).await {
+            if let Ok(grant) = self.wait(shard, 1, None).await {
                 return grant;
             }
         }
     }
 
-    /// As [`ShardedLimiter::until_n_ready`], with jitter.
+    /// As [`Limiter::until_n_ready`], with jitter.
     ///
     /// # Errors
-    /// As [`ShardedLimiter::until_n_ready`].
+    /// As [`Limiter::until_n_ready`].
     pub async fn until_n_ready(
         &self,
         tenant: impl AsRef<[u8]>,
         n: u32,
     ) -> Result<Grant, InsufficientCapacity> {
-        let tenant = self.limiter.tenant(tenant);
+        let shard = self.weighed(tenant, n)?;
         loop {
-            if let Ok(grant) = self.wait(|| tenant.check_n(n), None).await? {
+            if let Ok(grant) = self.wait(shard, n, None).await {
                 return Ok(grant);
             }
         }
     }
 
-    /// As [`ShardedLimiter::until_ready_within`], with jitter (a wake-up
-    /// never goes past the deadline because of it).
+    /// As [`Limiter::until_ready_within`], with jitter (a wake-up never goes
+    /// past the deadline because of it).
     ///
     /// # Errors
-    /// As [`ShardedLimiter::until_ready_within`].
+    /// As [`Limiter::until_ready_within`].
     pub async fn until_ready_within(
         &self,
         tenant: impl AsRef<[u8]>,
         max_wait: Duration,
     ) -> Result<Grant, Denied> {
-        let tenant = self.limiter.tenant(tenant);
-        let attempt = || Ok::<_, Infallible>(tenant.check());
-        match self.wait(attempt, Some(max_wait)).await {
-            Ok(decision) => decision,
-            Err(never) => match never {},
-        }
+        let shard = self.limiter.shard(tenant);
+        self.wait(shard, 1, Some(max_wait)).await
     }
 
-    /// As [`ShardedLimiter::until_n_ready_within`], with jitter.
+    /// As [`Limiter::until_n_ready_within`], with jitter.
     ///
     /// # Errors
-    /// As [`ShardedLimiter::until_n_ready_within`].
+    /// As [`Limiter::until_n_ready_within`].
     pub async fn until_n_ready_within(
         &self,
         tenant: impl AsRef<[u8]>,
         n: u32,
         max_wait: Duration,
     ) -> Result<Result<Grant, Denied>, InsufficientCapacity> {
-        let tenant = self.limiter.tenant(tenant);
-        self.wait(|| tenant.check_n(n), Some(max_wait)).await
+        let shard = self.weighed(tenant, n)?;
+        Ok(self.wait(shard, n, Some(max_wait)).await)
+    }
+
+    /// The tenant's shard, once it is known to hold `n` tokens at all.
+    fn weighed(&self, tenant: impl AsRef<[u8]>, n: u32) -> Result<Shard, InsufficientCapacity> {
+        let shard = self.limiter.shard(tenant);
+        self.limiter.core.split.check_weight(&shard, n)?;
+        Ok(shard)
     }
 
     /// The one wait loop: try; on a denial, decide whether the grant can come
     /// in time, sleep until it is due (plus jitter), and try again.
     ///
-    /// Only `attempt` takes tokens, and the loop returns in the poll in which
-    /// it succeeds, which is what makes dropping the future safe.
-    async fn wait<E>(
+    /// Only the store's draw takes tokens, and the loop returns in the poll
+    /// in which it succeeds, which is what makes dropping the future safe.
+    async fn wait(
         &self,
-        attempt: impl Fn() -> Result<Result<Grant, Denied>, E>,
+        shard: Shard,
+        n: u32,
         max_wait: Option<Duration>,
-    ) -> Result<Result<Grant, Denied>, E> {
+    ) -> Result<Grant, Denied> {
+        let limiter = self.limiter;
         // A deadline too far to represent is no deadline.
         let deadline = max_wait.and_then(|d| Instant::now().checked_add(d));
         loop {
-            let denied = match attempt()? {
-                Ok(grant) => return Ok(Ok(grant)),
+            let denied = match limiter.store.apply(&limiter.core, shard, n).await {
+                Ok(grant) => return Ok(grant),
                 Err(denied) => denied,
             };
             let retry_after = denied.retry_after();
             let nap = retry_after.saturating_add(self.jitter.sample());
-            #[cfg(feature = "metrics")]
-            tracing::trace!(
-                limiter = self.limiter.name(),
-                bucket = denied.bucket(),
-                wait_ms = nap.as_millis() as u64,
-                "waiting for a grant"
-            );
+            limiter.core.metrics.waiting(&denied, nap);
             match deadline {
                 None => sleep(nap).await,
                 Some(deadline) => {
                     let left = deadline.saturating_duration_since(Instant::now());
                     if retry_after > left {
-                        return Ok(Err(denied));
+                        return Err(denied);
                     }
                     if nap >= left {
                         sleep_until(deadline).await;

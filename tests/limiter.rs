@@ -489,10 +489,7 @@ fn defaults_fit_the_burst_but_explicit_settings_are_kept() {
     );
     assert_eq!(
         build(ShardedLimiter::builder().quota(Quota::per_second(5).with_burst(0))),
-        Err(ConfigError::BurstTooSmall {
-            burst: 0,
-            buckets: 1
-        })
+        Err(ConfigError::ZeroBurst { buckets: 1 })
     );
 }
 
@@ -521,4 +518,80 @@ fn the_limiter_is_shared_across_threads() {
     assert_send_sync::<ShardedLimiter>();
     assert_send_sync::<ShardedLimiter<ManualClock>>();
     assert_send_sync::<shuffle_limiter::Tenant<'static>>();
+}
+
+// ---------------------------------------------------------------------------
+// Defects found by outside testing, each pinned.
+
+#[test]
+fn a_clock_at_the_end_of_time_grants_a_burst_then_nothing() {
+    for end in [u64::MAX, u64::MAX - 1, u64::MAX - (1 << 62)] {
+        let (limiter, clock) = make(Quota::per_second(8).with_burst(8), 4, 2);
+        clock.set_nanos(end);
+        let granted = (0..100_000).filter(|_| limiter.check("t").is_ok()).count();
+        assert_eq!(granted, 4, "a tenant's two buckets hold 4, at {end}");
+        assert!(limiter.check("t").unwrap_err().retry_after() > Duration::ZERO);
+    }
+    let (limiter, clock) = make(Quota::per_second(8).with_burst(8), 4, 2);
+    clock.advance(Duration::MAX);
+    let granted = (0..100_000).filter(|_| limiter.check("t").is_ok()).count();
+    assert_eq!(granted, 4);
+}
+
+#[test]
+fn a_weight_of_zero_is_granted_and_moves_nothing_even_after_the_clock_went_back() {
+    let (limiter, clock) = make(Quota::per_second(4).with_burst(4), 4, 2);
+    clock.set_nanos(10_000_000_000);
+    limiter.check("t").unwrap();
+    limiter.check("t").unwrap();
+    let before = limiter.snapshot();
+    clock.set_nanos(0); // ten seconds back: the buckets look deeply in debt
+    let grant = limiter.check_n("t", 0).unwrap().unwrap();
+    assert_eq!(grant.remaining(), 0);
+    clock.set_nanos(10_000_000_000);
+    assert_eq!(limiter.snapshot(), before, "a weight of 0 moved a bucket");
+    assert_eq!(limiter.check_n("t", 0).unwrap().unwrap().remaining(), 0);
+}
+
+#[test]
+fn a_rate_faster_than_one_token_per_nanosecond_per_bucket_is_refused() {
+    for buckets in 1..=4 {
+        let err = ShardedLimiter::builder()
+            .quota(Quota::per_second(u32::MAX))
+            .buckets(buckets)
+            .build()
+            .unwrap_err();
+        assert_eq!(
+            err,
+            ConfigError::RateTooHigh {
+                buckets,
+                min_buckets: 5
+            }
+        );
+        assert!(err.to_string().contains("use at least 5 buckets"), "{err}");
+    }
+    // Five buckets: one token per 1.16 ns each, rounded up to 2 ns; the
+    // limiter is exact about it.
+    let limiter = ShardedLimiter::builder()
+        .quota(Quota::per_second(u32::MAX))
+        .buckets(5)
+        .build()
+        .unwrap();
+    assert_eq!(limiter.bucket_interval(), Duration::from_nanos(2));
+}
+
+#[test]
+fn a_burst_of_zero_says_what_to_change() {
+    let err = ShardedLimiter::builder()
+        .quota(Quota::per_second(5).with_burst(0))
+        .buckets(4)
+        .build()
+        .unwrap_err();
+    assert_eq!(err, ConfigError::ZeroBurst { buckets: 4 });
+    let message = err.to_string();
+    assert!(
+        message.contains("with_burst(n) with n of at least 4"),
+        "{message}"
+    );
+    assert!(!message.contains("at most 0"), "{message}");
 }

@@ -1,0 +1,197 @@
+//! The builder: the settings every limiter shares, checked once.
+
+use crate::assign::{Assignment, MAX_BUCKETS, MAX_CACHE_ENTRIES, MAX_PER_TENANT, ShardCache};
+use crate::clock::{Clock, MonotonicClock};
+use crate::error::ConfigError;
+use crate::metrics::Metrics;
+use crate::quota::Quota;
+
+use super::core::{Core, Split};
+use super::memory::InProcess;
+use super::{Limiter, ShardedLimiter};
+
+/// Buckets (N) unless [`Builder::buckets`] says otherwise or the burst is
+/// smaller.
+pub const DEFAULT_BUCKETS: u32 = 8;
+
+/// Buckets per tenant (k) unless [`Builder::per_tenant`] says otherwise or
+/// there are fewer buckets.
+pub const DEFAULT_PER_TENANT: u32 = 2;
+
+/// Entries in the tenant cache unless [`Builder::tenant_cache`] says otherwise.
+pub const DEFAULT_TENANT_CACHE: usize = 4096;
+
+/// Builds a limiter; start from [`ShardedLimiter::builder`], then
+/// [`build`](Builder::build) it in process or, with the `redis` feature,
+/// `build_redis` it in Redis.
+///
+/// The defaults are [`DEFAULT_BUCKETS`] buckets (fewer when the burst has
+/// fewer tokens, since every bucket needs one), [`DEFAULT_PER_TENANT`] per
+/// tenant (no more than there are buckets), no salt, the [`MonotonicClock`]
+/// and a cache of [`DEFAULT_TENANT_CACHE`] tenants; the quota has no default.
+///
+/// ```
+/// use shuffle_limiter::{Quota, ShardedLimiter};
+///
+/// let small = ShardedLimiter::builder().quota(Quota::per_second(5)).build()?;
+/// assert_eq!((small.buckets(), small.per_tenant()), (5, 2));
+/// let large = ShardedLimiter::builder().quota(Quota::per_second(100)).build()?;
+/// assert_eq!((large.buckets(), large.per_tenant()), (8, 2));
+/// # Ok::<(), shuffle_limiter::ConfigError>(())
+/// ```
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until .build()"]
+pub struct Builder<C = MonotonicClock> {
+    pub(crate) quota: Option<Quota>,
+    pub(crate) buckets: Option<u32>,
+    pub(crate) per_tenant: Option<u32>,
+    pub(crate) salt: Vec<u8>,
+    pub(crate) cache: usize,
+    pub(crate) name: String,
+    pub(crate) clock: C,
+}
+
+impl<C: Clock> Builder<C> {
+    /// The global budget, over all buckets together.
+    pub fn quota(mut self, quota: Quota) -> Self {
+        self.quota = Some(quota);
+        self
+    }
+
+    /// N: how many buckets the budget is split into.
+    pub fn buckets(mut self, buckets: u32) -> Self {
+        self.buckets = Some(buckets);
+        self
+    }
+
+    /// k: how many of the N buckets each tenant may draw from.
+    pub fn per_tenant(mut self, per_tenant: u32) -> Self {
+        self.per_tenant = Some(per_tenant);
+        self
+    }
+
+    /// A deployment secret mixed into the assignment, so that nobody without
+    /// it can tell which tenants share buckets. Every process that shares
+    /// bucket state must use the same salt.
+    pub fn salt(mut self, salt: impl AsRef<[u8]>) -> Self {
+        self.salt = salt.as_ref().to_vec();
+        self
+    }
+
+    /// How many tenants' shards to keep, so that a recently seen tenant does
+    /// not pay a SHA-256 per check. The memory is allocated once by
+    /// [`build`](Self::build) (128 bytes per 5 entries, the number of sets
+    /// rounded up to a power of two) and never grows; 0 turns the cache off.
+    /// Size it to the tenants active at once: a tenant that misses pays the
+    /// SHA-256 and the rendezvous over all N buckets.
+    pub fn tenant_cache(mut self, entries: usize) -> Self {
+        self.cache = entries;
+        self
+    }
+
+    /// The time source; [`ManualClock`](crate::ManualClock) for tests.
+    pub fn clock<D: Clock>(self, clock: D) -> Builder<D> {
+        Builder {
+            quota: self.quota,
+            buckets: self.buckets,
+            per_tenant: self.per_tenant,
+            salt: self.salt,
+            cache: self.cache,
+            name: self.name,
+            clock,
+        }
+    }
+
+    /// A name for the limiter, used where several limiters meet: metric
+    /// labels, shared storage keys, an entry of a set of limiters. Defaults to
+    /// `"default"`.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Checks the configuration and builds the limiter.
+    ///
+    /// # Errors
+    /// A [`ConfigError`] naming the first setting that cannot work.
+    pub fn build(self) -> Result<ShardedLimiter<C>, ConfigError> {
+        let core = self.plan()?;
+        let store = InProcess::new(core.assignment.buckets(), self.clock);
+        Ok(Limiter::new(core, store))
+    }
+
+    /// N and k as set, or their defaults: 8 buckets, but no more than the
+    /// burst has tokens (each bucket needs one), and 2 per tenant, but no
+    /// more than there are buckets. Values set explicitly are kept as they
+    /// are, and checked by [`build`](Self::build).
+    pub(crate) fn shape(&self) -> (u32, u32) {
+        let burst = self.quota.map_or(u32::MAX, |q| q.burst());
+        let buckets = self.buckets.unwrap_or(DEFAULT_BUCKETS.min(burst.max(1)));
+        let per_tenant = self
+            .per_tenant
+            .unwrap_or(DEFAULT_PER_TENANT.min(buckets.max(1)));
+        (buckets, per_tenant)
+    }
+
+    /// Validates everything but the storage: the core every store builds on.
+    pub(crate) fn plan(&self) -> Result<Core, ConfigError> {
+        let quota = self.quota.ok_or(ConfigError::MissingQuota)?;
+        let (buckets, per_tenant) = self.shape();
+        if buckets == 0 {
+            return Err(ConfigError::ZeroBuckets);
+        }
+        if buckets > MAX_BUCKETS {
+            return Err(ConfigError::TooManyBuckets {
+                buckets,
+                max: MAX_BUCKETS,
+            });
+        }
+        if per_tenant == 0 {
+            return Err(ConfigError::ZeroPerTenant);
+        }
+        if per_tenant > buckets {
+            return Err(ConfigError::PerTenantExceedsBuckets {
+                per_tenant,
+                buckets,
+            });
+        }
+        if per_tenant > MAX_PER_TENANT {
+            return Err(ConfigError::TooManyPerTenant {
+                per_tenant,
+                max: MAX_PER_TENANT,
+            });
+        }
+        if self.cache > MAX_CACHE_ENTRIES {
+            return Err(ConfigError::CacheTooLarge {
+                entries: self.cache,
+                max: MAX_CACHE_ENTRIES,
+            });
+        }
+        let split = Split::new(quota, buckets)?;
+        let assignment = Assignment::new(buckets, per_tenant, &self.salt)
+            .expect("bucket and shard counts were checked above");
+        Ok(Core {
+            metrics: Metrics::new(&self.name, quota, buckets, per_tenant),
+            quota,
+            split,
+            assignment,
+            cache: ShardCache::new(self.cache),
+            name: self.name.clone(),
+        })
+    }
+}
+
+impl ShardedLimiter<MonotonicClock> {
+    /// A builder with the default clock; see [`Builder`] for the defaults.
+    pub fn builder() -> Builder<MonotonicClock> {
+        Builder {
+            quota: None,
+            buckets: None,
+            per_tenant: None,
+            salt: Vec::new(),
+            cache: DEFAULT_TENANT_CACHE,
+            name: "default".to_owned(),
+            clock: MonotonicClock::new(),
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! The validated plan every limiter embeds, whatever its store: the quota and
+//! how it is split over the buckets, the assignment, the tenant cache, the
+//! name and the metrics handles.
+
+use crate::assign::{Assignment, MAX_PER_TENANT, ShardCache};
+use crate::draw::Pace;
+use crate::error::{ConfigError, InsufficientCapacity};
+use crate::metrics::Metrics;
+use crate::quota::Quota;
+use crate::{Denied, Grant, Shard};
+
+/// The longest a bucket may take to refill: 2^62 ns, about 146 years, which
+/// leaves room for the clock itself in 64-bit nanoseconds.
+pub(crate) const MAX_SPAN: u64 = 1 << 62;
+
+/// The latest clock reading a store uses, in nanoseconds: later readings
+/// count as this one, so that an arrival time (at most a reading plus one
+/// bucket's capacity, itself at most [`MAX_SPAN`]) never overflows 64 bits.
+/// A clock stuck there is a stopped clock: it grants a burst, then nothing.
+pub(crate) const MAX_NOW: u64 = u64::MAX - MAX_SPAN;
+
+/// How a quota is divided over the buckets: every bucket gets the same pace,
+/// and the burst is split in whole tokens, the first `B mod N` buckets holding
+/// one more than the rest.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Split {
+    /// One token per ⌈period · N / count⌉ ns, per bucket.
+    pub(crate) pace: Pace,
+    /// Every bucket holds at least this many tokens (⌊B / N⌋).
+    pub(crate) burst: u32,
+    /// This many buckets, the lowest-numbered, hold one token more.
+    pub(crate) larger: u32,
+}
+
+impl Split {
+    pub(crate) fn new(quota: Quota, buckets: u32) -> Result<Split, ConfigError> {
+        if quota.count() == 0 {
+            return Err(ConfigError::ZeroCount);
+        }
+        if quota.period().is_zero() {
+            return Err(ConfigError::ZeroPeriod);
+        }
+        if quota.burst() == 0 {
+            return Err(ConfigError::ZeroBurst { buckets });
+        }
+        if quota.burst() < buckets {
+            return Err(ConfigError::BurstTooSmall {
+                burst: quota.burst(),
+                buckets,
+            });
+        }
+        let period = quota.period().as_nanos();
+        let count = u128::from(quota.count());
+        let exact = period * u128::from(buckets);
+        // Below one token per nanosecond per bucket, rounding the interval
+        // up to 1 ns would silently cut the rate (to 23 % of R for
+        // u32::MAX per second on one bucket).
+        if exact < count {
+            return Err(ConfigError::RateTooHigh {
+                buckets,
+                min_buckets: u32::try_from(count.div_ceil(period)).unwrap_or(u32::MAX),
+            });
+        }
+        let interval = exact.div_ceil(count);
+        let burst = quota.burst() / buckets;
+        let larger = quota.burst() % buckets;
+        let span = interval * u128::from(burst + u32::from(larger > 0));
+        if span > u128::from(MAX_SPAN) {
+            return Err(ConfigError::Overflow {
+                refill_secs: span / 1_000_000_000,
+            });
+        }
+        Ok(Split {
+            pace: Pace::new(interval as u64),
+            burst,
+            larger,
+        })
+    }
+
+    /// The same split with the interval rounded up to a whole multiple of
+    /// `unit` nanoseconds, for a store that counts time in coarser units:
+    /// each bucket's rate can only go down.
+    pub(crate) fn coarsened(self, unit: u64) -> Split {
+        Split {
+            pace: Pace::new(self.interval().div_ceil(unit) * unit),
+            ..self
+        }
+    }
+
+    /// Nanoseconds between two tokens of one bucket.
+    #[inline]
+    pub(crate) fn interval(&self) -> u64 {
+        self.pace.interval()
+    }
+
+    /// The tokens bucket `i` holds when full.
+    #[inline]
+    pub(crate) fn burst_of(&self, bucket: u32) -> u32 {
+        self.burst + u32::from(bucket < self.larger)
+    }
+
+    /// The full bursts of the shard's buckets, in shard order (the first
+    /// k entries).
+    #[inline]
+    pub(crate) fn bursts(&self, shard: &Shard) -> [u32; MAX_PER_TENANT as usize] {
+        let mut bursts = [0; MAX_PER_TENANT as usize];
+        for (burst, &b) in bursts.iter_mut().zip(shard.buckets()) {
+            *burst = self.burst_of(b);
+        }
+        bursts
+    }
+
+    /// Whether one of the shard's buckets could ever pay for `n` tokens.
+    pub(crate) fn check_weight(&self, shard: &Shard, n: u32) -> Result<(), InsufficientCapacity> {
+        let max = shard
+            .buckets()
+            .iter()
+            .map(|&b| self.burst_of(b))
+            .max()
+            .unwrap_or(0);
+        if n > max {
+            return Err(InsufficientCapacity { requested: n, max });
+        }
+        Ok(())
+    }
+}
+
+/// Everything a limiter is apart from where its buckets live.
+#[derive(Debug)]
+pub(crate) struct Core {
+    pub(crate) quota: Quota,
+    pub(crate) split: Split,
+    pub(crate) assignment: Assignment,
+    pub(crate) cache: ShardCache,
+    pub(crate) name: String,
+    pub(crate) metrics: Metrics,
+}
+
+impl Core {
+    /// The tenant's shard, from the cache when it was seen recently.
+    #[inline]
+    pub(crate) fn shard(&self, tenant: &[u8]) -> Shard {
+        self.cache.get_or_assign(tenant, &self.assignment)
+    }
+
+    /// Counts a decision in the metrics (nothing without the feature).
+    #[inline]
+    pub(crate) fn record(&self, result: &Result<Grant, Denied>) {
+        self.metrics.record(result);
+    }
+}

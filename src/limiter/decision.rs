@@ -1,0 +1,136 @@
+//! What a decision returns, whatever the store: a [`Grant`] or a [`Denied`];
+//! and what a snapshot of the buckets shows.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::draw::Outcome;
+
+/// A granted request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grant {
+    pub(crate) bucket: u32,
+    pub(crate) remaining: u64,
+    pub(crate) full_in: Duration,
+}
+
+impl Grant {
+    /// The bucket that paid for the request.
+    pub fn bucket(&self) -> u32 {
+        self.bucket
+    }
+
+    /// Tokens the tenant could still take right after this grant, over all
+    /// its buckets, as read during the decision.
+    pub fn remaining(&self) -> u64 {
+        self.remaining
+    }
+
+    /// How long until all of the tenant's buckets are full again if nothing
+    /// more is taken, as read during the decision.
+    pub fn full_in(&self) -> Duration {
+        self.full_in
+    }
+}
+
+/// A denied request, and when to try again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Denied {
+    pub(crate) retry_after: Duration,
+    pub(crate) bucket: u32,
+}
+
+impl Denied {
+    /// How long until one of the tenant's buckets could grant the same
+    /// request; never zero.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use shuffle_limiter::{ManualClock, Quota, ShardedLimiter};
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = ShardedLimiter::builder()
+    ///     .quota(Quota::per_second(2))
+    ///     .buckets(2)
+    ///     .per_tenant(1)
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// limiter.check("t").unwrap(); // its one bucket: 1 token, 1 per second
+    /// let denied = limiter.check("t").unwrap_err();
+    /// assert_eq!(denied.retry_after(), Duration::from_secs(1));
+    /// clock.advance(denied.retry_after());
+    /// assert!(limiter.check("t").is_ok());
+    /// # Ok::<(), shuffle_limiter::ConfigError>(())
+    /// ```
+    pub fn retry_after(&self) -> Duration {
+        self.retry_after
+    }
+
+    /// The bucket that will have room first.
+    pub fn bucket(&self) -> u32 {
+        self.bucket
+    }
+}
+
+impl fmt::Display for Denied {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "rate limited: retry in {:?}", self.retry_after)
+    }
+}
+
+impl std::error::Error for Denied {}
+
+/// The draw's outcome as the public answer: `ids` are the shard's buckets,
+/// `now` the reading it was drawn at and `unit` the nanoseconds in one unit
+/// of the store's time.
+#[inline]
+pub(crate) fn answer(outcome: Outcome, ids: &[u32], now: u64, unit: u64) -> Result<Grant, Denied> {
+    let duration = |units: u64| Duration::from_nanos(units.saturating_mul(unit));
+    match outcome {
+        Outcome::Grant {
+            index,
+            remaining,
+            full_in,
+            ..
+        } => Ok(Grant {
+            bucket: ids[index],
+            remaining,
+            full_in: duration(full_in),
+        }),
+        Outcome::Deny { index, at } => Err(Denied {
+            retry_after: duration(at.saturating_sub(now).max(1)),
+            bucket: ids[index],
+        }),
+    }
+}
+
+/// One bucket's state in a [`ShardedLimiter::snapshot`](crate::ShardedLimiter::snapshot).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BucketState {
+    pub(crate) bucket: u32,
+    pub(crate) available: u64,
+    pub(crate) burst: u32,
+    pub(crate) full_in: Duration,
+}
+
+impl BucketState {
+    /// The bucket's index.
+    pub fn bucket(&self) -> u32 {
+        self.bucket
+    }
+
+    /// Tokens that could be taken now.
+    pub fn available(&self) -> u64 {
+        self.available
+    }
+
+    /// Tokens the bucket holds when full.
+    pub fn burst(&self) -> u32 {
+        self.burst
+    }
+
+    /// How long until the bucket is full again if nothing is taken.
+    pub fn full_in(&self) -> Duration {
+        self.full_in
+    }
+}

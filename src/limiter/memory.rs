@@ -1,0 +1,314 @@
+//! The in-process store: one `AtomicU64` arrival time per bucket, each on
+//! its own cache line, and the limiter's synchronous face.
+
+use std::fmt;
+use std::future::{Ready, ready};
+use std::time::Duration;
+
+use crossbeam_utils::CachePadded;
+
+use crate::Shard;
+use crate::clock::{Clock, MonotonicClock};
+use crate::draw::{Outcome, Pace, draw};
+use crate::error::InsufficientCapacity;
+use crate::store::sealed::Apply;
+use crate::sync::{AtomicU64, Ordering};
+
+use super::core::{Core, MAX_NOW};
+use super::decision::{BucketState, Denied, Grant, answer};
+use super::{Limiter, ShardedLimiter};
+
+/// Buckets kept in this process's memory: lock-free, with the time read from
+/// a [`Clock`]. The store of a [`ShardedLimiter`].
+pub struct InProcess<C = MonotonicClock> {
+    tats: Box<[CachePadded<AtomicU64>]>,
+    clock: C,
+}
+
+impl<C: Clock> InProcess<C> {
+    /// `buckets` full buckets.
+    pub(crate) fn new(buckets: u32, clock: C) -> Self {
+        InProcess {
+            tats: (0..buckets)
+                .map(|_| CachePadded::new(AtomicU64::new(0)))
+                .collect(),
+            clock,
+        }
+    }
+
+    /// The clock's reading, capped so that no arrival time can overflow.
+    #[inline]
+    fn now(&self) -> u64 {
+        self.clock.now_nanos().min(MAX_NOW)
+    }
+
+    #[inline]
+    fn tat(&self, bucket: u32) -> u64 {
+        self.tats[bucket as usize].load(Ordering::Relaxed)
+    }
+
+    /// The draw applied to the atomics: load the shard's arrival times,
+    /// draw, and compare-and-swap the winner's; draw again if another thread
+    /// changed it in between.
+    #[inline]
+    pub(crate) fn take(&self, core: &Core, shard: &Shard, n: u32) -> Result<Grant, Denied> {
+        let now = self.now();
+        let ids = shard.buckets();
+        let bursts = core.split.bursts(shard);
+        let start = tie_break(ids.len());
+        let mut tats = [0; crate::MAX_PER_TENANT as usize];
+        loop {
+            for (tat, &b) in tats.iter_mut().zip(ids) {
+                *tat = self.tat(b);
+            }
+            let outcome = draw(core.split.pace, &bursts, &tats[..ids.len()], now, n, start);
+            if let Outcome::Grant { index, tat, .. } = outcome
+                && tat != tats[index]
+                && self.tats[ids[index] as usize]
+                    .compare_exchange_weak(tats[index], tat, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_err()
+            {
+                continue;
+            }
+            let result = answer(outcome, ids, now, 1);
+            core.record(&result);
+            return result;
+        }
+    }
+
+    /// Whole tokens in the shard's buckets now.
+    fn remaining(&self, core: &Core, shard: &Shard) -> u64 {
+        let now = self.now();
+        let pace = core.split.pace;
+        shard
+            .buckets()
+            .iter()
+            .map(|&b| {
+                let capacity = pace.capacity(core.split.burst_of(b));
+                pace.tokens(Pace::room(capacity, self.tat(b), now))
+            })
+            .sum()
+    }
+}
+
+#[allow(private_interfaces)] // see `Apply`
+impl<C: Clock> Apply for InProcess<C> {
+    type Pending = Ready<Result<Grant, Denied>>;
+
+    #[inline]
+    fn apply(&self, core: &Core, shard: Shard, n: u32) -> Self::Pending {
+        ready(self.take(core, &shard, n))
+    }
+}
+
+impl<C: Clock> crate::store::Store for InProcess<C> {}
+
+impl<C> fmt::Debug for InProcess<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InProcess")
+            .field("buckets", &self.tats.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where two or more buckets have equal room, a per-thread pseudo-random
+/// starting point keeps any one of them from being favoured.
+#[inline]
+pub(crate) fn tie_break(k: usize) -> usize {
+    if k == 1 {
+        return 0;
+    }
+    crate::random::below(k as u64) as usize
+}
+
+/// # Deciding, in process
+impl<C: Clock> ShardedLimiter<C> {
+    /// Takes one token for `tenant` from whichever of its buckets has the most
+    /// room.
+    ///
+    /// ```
+    /// use shuffle_limiter::{ManualClock, Quota, ShardedLimiter};
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = ShardedLimiter::builder()
+    ///     .quota(Quota::per_second(4))
+    ///     .buckets(4)
+    ///     .per_tenant(2)
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// // Two buckets of one token each: two grants, then a wait of 1 s.
+    /// assert!(limiter.check("a").is_ok());
+    /// assert!(limiter.check("a").is_ok());
+    /// let denied = limiter.check("a").unwrap_err();
+    /// assert_eq!(denied.retry_after(), std::time::Duration::from_secs(1));
+    /// # Ok::<(), shuffle_limiter::ConfigError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Denied`] when all of the tenant's buckets are empty.
+    #[inline]
+    pub fn check(&self, tenant: impl AsRef<[u8]>) -> Result<Grant, Denied> {
+        let shard = self.core.shard(tenant.as_ref());
+        self.store.take(&self.core, &shard, 1)
+    }
+
+    /// Takes `n` tokens at once for `tenant`, all from one of its buckets.
+    ///
+    /// A weight of 0 is always granted: it takes nothing and moves no
+    /// bucket's state, and its [`Grant::remaining`] reads the tenant's tokens.
+    ///
+    /// ```
+    /// use shuffle_limiter::{ManualClock, Quota, ShardedLimiter};
+    ///
+    /// let limiter = ShardedLimiter::builder()
+    ///     .quota(Quota::per_second(8))
+    ///     .buckets(4)
+    ///     .per_tenant(2)
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// // Each bucket holds 2: a weight of 2 fits, 3 never will.
+    /// let grant = limiter.check_n("t", 2).unwrap().unwrap();
+    /// assert_eq!(grant.remaining(), 2);
+    /// assert!(limiter.check_n("t", 3).is_err());
+    /// assert_eq!(limiter.check_n("t", 0).unwrap().unwrap().remaining(), 2);
+    /// # Ok::<(), shuffle_limiter::ConfigError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// The outer error, [`InsufficientCapacity`], when no bucket of the tenant
+    /// could ever hold `n` tokens; the inner one, [`Denied`], when one could
+    /// but none has them now.
+    pub fn check_n(
+        &self,
+        tenant: impl AsRef<[u8]>,
+        n: u32,
+    ) -> Result<Result<Grant, Denied>, InsufficientCapacity> {
+        self.tenant(tenant).check_n(n)
+    }
+
+    /// Tokens `tenant` could take now, over all its buckets, without taking
+    /// any.
+    pub fn remaining(&self, tenant: impl AsRef<[u8]>) -> u64 {
+        self.tenant(tenant).remaining()
+    }
+
+    /// How long until all of `tenant`'s buckets are full again if nothing
+    /// more is taken from them; zero when they are full.
+    pub fn full_in(&self, tenant: impl AsRef<[u8]>) -> Duration {
+        let now = self.store.now();
+        let shard = self.core.shard(tenant.as_ref());
+        let waits = shard
+            .buckets()
+            .iter()
+            .map(|&b| self.store.tat(b).saturating_sub(now));
+        Duration::from_nanos(waits.max().unwrap_or(0))
+    }
+
+    /// A handle for one tenant with its shard resolved once, for a hot tenant
+    /// or a loop.
+    pub fn tenant(&self, tenant: impl AsRef<[u8]>) -> Tenant<'_, InProcess<C>> {
+        Tenant {
+            limiter: self,
+            shard: self.core.shard(tenant.as_ref()),
+        }
+    }
+
+    /// The clock the limiter reads.
+    pub fn clock(&self) -> &C {
+        &self.store.clock
+    }
+
+    /// The state of every bucket, read now (each bucket read once, not all
+    /// at one instant).
+    ///
+    /// ```
+    /// use shuffle_limiter::{Quota, ShardedLimiter};
+    ///
+    /// let limiter = ShardedLimiter::builder()
+    ///     .quota(Quota::per_second(10))
+    ///     .buckets(4)
+    ///     .build()?;
+    /// let bursts: Vec<u32> = limiter.snapshot().iter().map(|b| b.burst()).collect();
+    /// assert_eq!(bursts, [3, 3, 2, 2]); // 10 split over 4, exactly
+    /// # Ok::<(), shuffle_limiter::ConfigError>(())
+    /// ```
+    pub fn snapshot(&self) -> Vec<BucketState> {
+        let now = self.store.now();
+        let split = &self.core.split;
+        (0..self.buckets())
+            .map(|b| {
+                let tat = self.store.tat(b);
+                let burst = split.burst_of(b);
+                let room = Pace::room(split.pace.capacity(burst), tat, now);
+                let available = split.pace.tokens(room);
+                self.core.metrics.available(b, available);
+                BucketState {
+                    bucket: b,
+                    available,
+                    burst,
+                    full_in: Duration::from_nanos(tat.saturating_sub(now)),
+                }
+            })
+            .collect()
+    }
+}
+
+/// One tenant of a limiter, with its shard resolved once.
+///
+/// ```
+/// use shuffle_limiter::{Quota, ShardedLimiter};
+///
+/// let limiter = ShardedLimiter::builder().quota(Quota::per_second(100)).build()?;
+/// let tenant = limiter.tenant("tenant-42");
+/// assert_eq!(tenant.shard(), limiter.shard("tenant-42"));
+/// assert!(tenant.check().is_ok());
+/// # Ok::<(), shuffle_limiter::ConfigError>(())
+/// ```
+pub struct Tenant<'a, S = InProcess<MonotonicClock>> {
+    pub(crate) limiter: &'a Limiter<S>,
+    pub(crate) shard: Shard,
+}
+
+impl<S> Tenant<'_, S> {
+    /// The tenant's buckets.
+    pub fn shard(&self) -> Shard {
+        self.shard
+    }
+}
+
+impl<C: Clock> Tenant<'_, InProcess<C>> {
+    /// As [`ShardedLimiter::check`], without resolving the shard again.
+    ///
+    /// # Errors
+    /// [`Denied`] when all of the tenant's buckets are empty.
+    #[inline]
+    pub fn check(&self) -> Result<Grant, Denied> {
+        self.limiter.store.take(&self.limiter.core, &self.shard, 1)
+    }
+
+    /// As [`ShardedLimiter::check_n`].
+    ///
+    /// # Errors
+    /// As [`ShardedLimiter::check_n`].
+    pub fn check_n(&self, n: u32) -> Result<Result<Grant, Denied>, InsufficientCapacity> {
+        let core = &self.limiter.core;
+        core.split.check_weight(&self.shard, n)?;
+        Ok(self.limiter.store.take(core, &self.shard, n))
+    }
+
+    /// As [`ShardedLimiter::remaining`].
+    pub fn remaining(&self) -> u64 {
+        self.limiter
+            .store
+            .remaining(&self.limiter.core, &self.shard)
+    }
+}
+
+impl<S> fmt::Debug for Tenant<'_, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tenant")
+            .field("limiter", &self.limiter.core.name)
+            .field("shard", &self.shard)
+            .finish()
+    }
+}

@@ -1,0 +1,154 @@
+//! The limiter: one core over one store.
+//!
+//! - `builder.rs`: the settings, checked once.
+//! - `core.rs`: what every limiter is, whatever its store.
+//! - `memory.rs`: the in-process store and its synchronous face.
+//! - `decision.rs`: what a decision returns.
+
+pub(crate) mod builder;
+pub(crate) mod core;
+pub(crate) mod decision;
+pub(crate) mod memory;
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::Shard;
+use crate::assign::Assignment;
+use crate::clock::MonotonicClock;
+use crate::quota::Quota;
+
+pub(crate) use self::builder::Builder;
+use self::core::Core;
+use self::memory::InProcess;
+
+/// Many tenants, one budget: a quota split over N lock-free GCRA buckets, each
+/// tenant drawing from its own k of them, in this process.
+///
+/// See the [crate documentation](crate) for the model. The limiter is `Send +
+/// Sync`; share it through an `Arc`. It is a [`Limiter`] over the
+/// [`InProcess`] store, so everything documented there applies.
+///
+/// # Budget
+/// Bucket `i` emits one token every `interval = ⌈period · N / count⌉`
+/// nanoseconds and holds `⌊B / N⌋` tokens, plus one for the first `B mod N`
+/// buckets. The bursts therefore add up to exactly B, and the rates to exactly
+/// R whenever `period · N` is a whole multiple of `count` nanoseconds (as for
+/// any per-second count dividing 10⁹·N); otherwise the interval is rounded up
+/// by less than a nanosecond, so the buckets together run at exactly
+/// `N / interval` tokens per nanosecond: short of R by less than one part in
+/// `interval`, never above it. (A quota faster than one token per nanosecond
+/// per bucket is refused.) Over any window of length t, all tenants and
+/// threads together are granted at most `R·t + B`; one tenant at most
+/// `k·R/N` sustained.
+pub type ShardedLimiter<C = MonotonicClock> = Limiter<InProcess<C>>;
+
+/// A limiter over the store `S`: the budget, its split over N buckets, the
+/// assignment of k buckets to each tenant, and where the buckets live.
+///
+/// Use it through its aliases: [`ShardedLimiter`] (buckets in this process)
+/// and, with the `redis` feature, `RedisLimiter` (buckets in Redis, shared by
+/// a fleet). Both have the accessors below and the waits of the `tokio`
+/// feature (`until_ready` and friends); each store adds its own way of
+/// checking — synchronous in process, `async` over Redis.
+pub struct Limiter<S> {
+    pub(crate) core: Core,
+    pub(crate) store: S,
+}
+
+impl<S> Limiter<S> {
+    pub(crate) fn new(core: Core, store: S) -> Self {
+        Limiter { core, store }
+    }
+}
+
+/// # Inspecting
+impl<S> Limiter<S> {
+    /// The tenant's shard, from the cache when it was seen recently.
+    #[inline]
+    pub fn shard(&self, tenant: impl AsRef<[u8]>) -> Shard {
+        self.core.shard(tenant.as_ref())
+    }
+
+    /// The assignment this limiter uses (N, k and its salt).
+    pub fn assignment(&self) -> &Assignment {
+        &self.core.assignment
+    }
+
+    /// The limiter's name (see [`Builder::name`](crate::Builder::name)).
+    pub fn name(&self) -> &str {
+        &self.core.name
+    }
+
+    /// The global budget.
+    pub fn quota(&self) -> Quota {
+        self.core.quota
+    }
+
+    /// N: buckets in all.
+    pub fn buckets(&self) -> u32 {
+        self.core.assignment.buckets()
+    }
+
+    /// k: buckets per tenant.
+    pub fn per_tenant(&self) -> u32 {
+        self.core.assignment.per_tenant()
+    }
+
+    /// The time between two tokens of one bucket (in Redis, rounded up to a
+    /// whole microsecond).
+    pub fn bucket_interval(&self) -> Duration {
+        Duration::from_nanos(self.core.split.interval())
+    }
+
+    /// The tokens bucket `bucket` holds when full, or `None` past the last
+    /// bucket.
+    pub fn bucket_burst(&self, bucket: u32) -> Option<u32> {
+        (bucket < self.buckets()).then(|| self.core.split.burst_of(bucket))
+    }
+
+    /// The blast-radius report for this limiter's N and k: how likely two
+    /// tenants are to share buckets, and what one noisy tenant or one failed
+    /// bucket does to the others.
+    ///
+    /// ```
+    /// use shuffle_limiter::{Quota, ShardedLimiter};
+    ///
+    /// let limiter = ShardedLimiter::builder()
+    ///     .quota(Quota::per_second(160))
+    ///     .buckets(16)
+    ///     .per_tenant(2)
+    ///     .build()?;
+    /// let report = limiter.blast_radius();
+    /// assert_eq!(report.p_identical_exact().to_string(), "1/120");
+    /// assert_eq!(report.p_disjoint_exact().to_string(), "91/120");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn blast_radius(&self) -> crate::blast::BlastRadius {
+        crate::blast::BlastRadius::new(self.buckets(), self.per_tenant())
+            .expect("the builder checked 1 <= k <= N")
+    }
+
+    /// Entries the tenant cache holds.
+    pub fn tenant_cache_capacity(&self) -> usize {
+        self.core.cache.capacity()
+    }
+
+    /// Where the buckets live.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+}
+
+impl<S: fmt::Debug> fmt::Debug for Limiter<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Limiter")
+            .field("name", &self.core.name)
+            .field("quota", &self.core.quota)
+            .field("buckets", &self.buckets())
+            .field("per_tenant", &self.per_tenant())
+            .field("cache", &self.core.cache)
+            .field("store", &self.store)
+            .finish()
+    }
+}

@@ -1,0 +1,26 @@
+//! Without the `metrics` feature: the same hooks, doing nothing, so that the
+//! decision code never needs a `#[cfg]`.
+
+use std::time::Duration;
+
+use crate::quota::Quota;
+use crate::{Denied, Grant};
+
+/// No handles: every hook is empty and compiles away.
+#[derive(Debug, Clone)]
+pub(crate) struct Metrics;
+
+impl Metrics {
+    pub(crate) fn new(_name: &str, _quota: Quota, _buckets: u32, _per_tenant: u32) -> Self {
+        Metrics
+    }
+
+    #[inline(always)]
+    pub(crate) fn record(&self, _result: &Result<Grant, Denied>) {}
+
+    #[inline(always)]
+    pub(crate) fn waiting(&self, _denied: &Denied, _nap: Duration) {}
+
+    #[inline(always)]
+    pub(crate) fn available(&self, _bucket: u32, _tokens: u64) {}
+}

@@ -1,0 +1,258 @@
+//! Building a Redis limiter: everything is checked before any traffic, then
+//! the connection is made and the script loaded.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ::redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use ::redis::{AsyncConnectionConfig, Client, Script};
+use tokio::time::timeout;
+
+use super::RedisLimiter;
+use super::breaker::Breaker;
+use super::denial_cache::DenialCache;
+use super::error::{BuildError, Error};
+use super::options::{FailurePolicy, RedisOptions};
+use super::script::{DrawScript, MICROS};
+use super::store::{RedisStore, Shared};
+use crate::clock::Clock;
+use crate::error::ConfigError;
+use crate::limiter::core::Core;
+use crate::quota::Quota;
+use crate::{Builder, Limiter, ShardedLimiter};
+
+/// The largest bucket capacity, in microseconds (about 35 years): the
+/// script's values stay below 2^53, where doubles are exact.
+const MAX_CAPACITY_MICROS: u64 = 1 << 50;
+
+/// The longest the connection made by [`Builder::build_redis`] waits between
+/// two attempts to reconnect.
+const MAX_RECONNECT_DELAY: Duration = Duration::from_millis(200);
+
+/// # Redis
+impl<C: Clock> Builder<C> {
+    /// Connects to the Redis at `url` and builds a limiter whose buckets live
+    /// there.
+    ///
+    /// The URL is `redis://[[user]:password@]host[:port][/db]`, or
+    /// `rediss://…` for TLS if the `redis` crate's TLS feature is on. The
+    /// connection is a [`ConnectionManager`] that reconnects by itself,
+    /// waiting at most 200 ms between attempts. Building checks that the
+    /// server answers, accepts the credentials and loads the script.
+    ///
+    /// ```no_run
+    /// use shuffle_limiter::{Quota, ShardedLimiter};
+    /// use shuffle_limiter::redis::{FailurePolicy, RedisOptions};
+    ///
+    /// # async fn run() -> Result<(), shuffle_limiter::redis::BuildError> {
+    /// let limiter = ShardedLimiter::builder()
+    ///     .quota(Quota::per_second(5))
+    ///     .buckets(5)
+    ///     .name("upstream")
+    ///     .build_redis("redis://127.0.0.1:6379", RedisOptions::new(FailurePolicy::FailClosed))
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// A configuration that cannot work ([`BuildError::Config`] and its
+    /// neighbours), a URL that is not one ([`BuildError::InvalidUrl`]), or
+    /// a server that cannot be reached, does not answer in time, refuses
+    /// the credentials or the script ([`BuildError::Redis`]).
+    pub async fn build_redis(
+        self,
+        url: &str,
+        options: RedisOptions,
+    ) -> Result<RedisLimiter<ConnectionManager, C>, BuildError> {
+        let parts = self.redis_parts(&options)?;
+        let client = Client::open(url).map_err(|source| BuildError::InvalidUrl { source })?;
+        let wait = options.connect_timeout;
+        let within = |after| Error::Timeout { after };
+        // A plain first connection reports a refused connection or refused
+        // credentials at once; the manager would retry them in the background.
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(wait))
+            .set_response_timeout(Some(wait));
+        let mut first = timeout(
+            wait,
+            client.get_multiplexed_async_connection_with_config(&config),
+        )
+        .await
+        .map_err(|_| within(wait))?
+        .map_err(Error::from_redis)?;
+        load_script(parts.script.script(), &mut first, wait).await?;
+        // The limiter's deadline bounds every request, so the connection
+        // needs no timer of its own per request.
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(wait))
+            .set_response_timeout(None)
+            .set_min_delay(Duration::from_millis(10))
+            .set_max_delay(MAX_RECONNECT_DELAY)
+            .set_number_of_retries(10);
+        let connection = timeout(wait, ConnectionManager::new_with_config(client, config))
+            .await
+            .map_err(|_| within(wait))?
+            .map_err(Error::from_redis)?;
+        Ok(parts.into_limiter(connection, options))
+    }
+
+    /// Builds a limiter on a connection you made: a [`ConnectionManager`], a
+    /// `MultiplexedConnection`, a cluster connection (the `redis` crate's
+    /// `cluster-async` feature), or anything else that is
+    /// [`ConnectionLike`] and cheap to clone.
+    ///
+    /// The limiter clones the connection for each decision. A connection
+    /// that reconnects by itself (as a [`ConnectionManager`] does) lets the
+    /// limiter go back to Redis after an outage; give it a short maximum
+    /// delay between attempts.
+    ///
+    /// ```no_run
+    /// use shuffle_limiter::{Quota, ShardedLimiter};
+    /// use shuffle_limiter::redis::{FailurePolicy, RedisOptions};
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let client = redis::Client::open("redis://127.0.0.1:6379")?;
+    /// let connection = client.get_connection_manager().await?;
+    /// let limiter = ShardedLimiter::builder()
+    ///     .quota(Quota::per_second(100))
+    ///     .name("search")
+    ///     .build_redis_with(connection, RedisOptions::new(FailurePolicy::FailOpen))
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`build_redis`](Self::build_redis), but for the URL.
+    pub async fn build_redis_with<Conn>(
+        self,
+        connection: Conn,
+        options: RedisOptions,
+    ) -> Result<RedisLimiter<Conn, C>, BuildError>
+    where
+        Conn: ConnectionLike + Clone + Send + Sync + 'static,
+    {
+        let parts = self.redis_parts(&options)?;
+        load_script(
+            parts.script.script(),
+            &mut connection.clone(),
+            options.connect_timeout,
+        )
+        .await?;
+        Ok(parts.into_limiter(connection, options))
+    }
+
+    /// Everything but the connection, checked before any network traffic.
+    fn redis_parts(self, options: &RedisOptions) -> Result<Parts<C>, BuildError> {
+        let mut core = self.plan().map_err(BuildError::Config)?;
+        if self.name.is_empty() || self.name.contains(['{', '}']) {
+            return Err(BuildError::InvalidName { name: self.name });
+        }
+        for (option, value) in [
+            ("deadline", options.deadline),
+            ("retry_every", options.retry_every),
+            ("connect_timeout", options.connect_timeout),
+        ] {
+            if value.is_zero() {
+                return Err(BuildError::ZeroDuration { option });
+            }
+        }
+        // The script counts whole microseconds: round each bucket's interval
+        // up to one, which can only slow it down.
+        core.split = core.split.coarsened(MICROS);
+        let capacity = core.split.interval() / MICROS * u64::from(core.split.burst_of(0));
+        if capacity > MAX_CAPACITY_MICROS {
+            return Err(BuildError::RefillTooLong {
+                refill_secs: capacity / 1_000_000,
+            });
+        }
+        let script = DrawScript::new(&self.name, core.assignment.buckets());
+        let fallback = match options.policy {
+            FailurePolicy::LocalFallback { replicas } => {
+                Some(self.local_fallback(core.quota, replicas)?)
+            }
+            FailurePolicy::FailClosed | FailurePolicy::FailOpen => None,
+        };
+        Ok(Parts {
+            core,
+            script,
+            fallback,
+        })
+    }
+
+    /// The in-process limiter with this process's share of the budget.
+    fn local_fallback(self, quota: Quota, replicas: u32) -> Result<ShardedLimiter<C>, BuildError> {
+        if replicas == 0 {
+            return Err(BuildError::ZeroReplicas);
+        }
+        // The fallback must keep the shards: pin N and k as resolved for
+        // the whole budget, whatever the defaults would pick for a share.
+        let (buckets, per_tenant) = self.shape();
+        let burst = quota.burst() / replicas;
+        if burst < buckets {
+            return Err(BuildError::FallbackBurstTooSmall {
+                burst: quota.burst(),
+                replicas,
+                buckets,
+            });
+        }
+        // R / replicas exactly: the same count over a period `replicas` times longer.
+        let period = quota
+            .period()
+            .checked_mul(replicas)
+            .ok_or(BuildError::Config(ConfigError::Overflow {
+                refill_secs: u128::from(u64::MAX),
+            }))?;
+        let share = Quota::new(quota.count(), period).with_burst(burst);
+        Builder {
+            quota: Some(share),
+            buckets: Some(buckets),
+            per_tenant: Some(per_tenant),
+            ..self
+        }
+        .build()
+        .map_err(BuildError::Config)
+    }
+}
+
+/// Loads the script, which also proves the connection and its credentials.
+async fn load_script<Conn: ConnectionLike>(
+    script: &Script,
+    connection: &mut Conn,
+    wait: Duration,
+) -> Result<(), Error> {
+    timeout(wait, script.load_async(connection))
+        .await
+        .map_err(|_| Error::Timeout { after: wait })?
+        .map_err(Error::from_redis)?;
+    Ok(())
+}
+
+/// A limiter before it has a connection.
+struct Parts<C> {
+    core: Core,
+    script: DrawScript,
+    fallback: Option<ShardedLimiter<C>>,
+}
+
+impl<C> Parts<C> {
+    fn into_limiter<Conn>(self, connection: Conn, options: RedisOptions) -> RedisLimiter<Conn, C> {
+        let buckets = self.core.assignment.buckets();
+        let shared = Shared {
+            connection,
+            script: self.script,
+            split: self.core.split,
+            breaker: Breaker::new(options.retry_every),
+            denials: DenialCache::new(buckets),
+            fallback: self.fallback,
+            metrics: self.core.metrics.clone(),
+            options,
+            counts: Default::default(),
+        };
+        let store = RedisStore {
+            shared: Arc::new(shared),
+        };
+        Limiter::new(self.core, store)
+    }
+}

@@ -1,0 +1,121 @@
+-- shuffle-limiter: one decision for one tenant, on the Redis server.
+--
+-- This is `draw` of src/draw.rs, line by line, in integer microseconds
+-- instead of nanoseconds; the differential test in src/redis/script.rs feeds
+-- both the same inputs. Every value stays an integer below 2^53, so Lua's
+-- doubles hold it exactly: the Rust side refuses a bucket capacity above
+-- 2^50 us, and the clock reading is capped at 2^53 - 2^50 (the year 2255).
+--
+-- KEYS[j]     the tenant's bucket keys, "{limiter-name}:b<i>", in shard order.
+--             A bucket is a string key holding its theoretical arrival time
+--             (tat) in microseconds; a missing key is a full bucket (tat = 0).
+-- ARGV[1]     interval: microseconds between two tokens of one bucket.
+-- ARGV[2]     n: tokens asked for.
+-- ARGV[3]     start: 0-based shard position where the scan begins (drawn at
+--             random by the Rust side).
+-- ARGV[3 + j] the burst (tokens when full) of KEYS[j].
+-- ARGV[4 + k] absent in production, where the script reads the server's
+--             clock (TIME); the differential test sends a time in
+--             microseconds.
+--
+-- Reply: { granted (1 or 0), j (0-based shard position of the bucket that
+-- paid, or that has room first), wait (on a grant: microseconds until every
+-- bucket of the shard is full again; on a denial: retry_after, at least 1),
+-- remaining (whole tokens left over the shard after a grant; 0 on a denial) }.
+--
+-- A bucket key holding a string that is not a time (nan, inf, 1e300, -5,
+-- 1.5, "x") is repaired: it is read, and written back, as an empty bucket,
+-- which refills from now on; that can only ever cost grants. A key of
+-- another type is an error (NOTABUCKET) that no write here could fix.
+--
+-- Redis 5 and later replicate a script's effects, so it may write after TIME.
+
+local MAX_NOW = 7881299347898367 -- 2^53 - 2^50 - 1
+local interval = ARGV[1] + 0
+local n = ARGV[2] + 0
+local start = ARGV[3] + 0
+local k = #KEYS
+
+local now = ARGV[4 + k]
+if now then
+  now = now + 0
+else
+  local time = redis.call('TIME')
+  now = time[1] * 1000000 + time[2]
+end
+if now > MAX_NOW then
+  now = MAX_NOW
+end
+
+local function capacity_of(j)
+  return ARGV[3 + j] * interval
+end
+
+-- Reading the buckets (the in-process store's atomic loads).
+local raw = redis.call('MGET', unpack(KEYS))
+local tats = {}
+for j = 1, k do
+  local tat = raw[j]
+  if tat then
+    tat = tonumber(tat)
+    if not tat or tat ~= tat or tat < 0 or tat >= 9007199254740992 or tat % 1 ~= 0 then
+      -- Not a time: an empty bucket, written back so that it refills.
+      tat = now + capacity_of(j)
+      redis.call('SET', KEYS[j], string.format('%d', tat), 'PX',
+        (capacity_of(j) - capacity_of(j) % 1000) / 1000 + 1001)
+    end
+  else
+    -- MGET answers nil for a missing key and for a key of another type
+    -- alike; GET tells them apart.
+    local got = redis.pcall('GET', KEYS[j])
+    if type(got) == 'table' and got.err then
+      return redis.error_reply('NOTABUCKET ' .. KEYS[j] .. ' holds another type: ' .. got.err)
+    end
+    tat = 0
+  end
+  tats[j] = tat
+end
+
+-- draw(pace, bursts, tats, now, n, start)
+local cost = n * interval
+local best, best_room = nil, 0
+local soonest, soonest_at = 1, math.huge
+local tokens, full_in = 0, 0
+local j = start + 1
+for _ = 1, k do
+  local capacity, tat = capacity_of(j), tats[j]
+  -- Pace::room: capacity - max(tat - now, 0), never below 0.
+  local room = capacity
+  if tat > now then
+    room = math.max(capacity - (tat - now), 0)
+  end
+  -- Pace::tokens: floor(room / interval), exact: `%` floors in Lua.
+  tokens = tokens + (room - room % interval) / interval
+  full_in = math.max(full_in, tat - now)
+  if room >= cost then
+    if best == nil or room > best_room then
+      best, best_room = j, room
+    end
+  elseif capacity >= cost then
+    local at = math.max(tat, now) - (capacity - cost)
+    if at < soonest_at or (at == soonest_at and j < soonest) then
+      soonest, soonest_at = j, at
+    end
+  end
+  if j == k then j = 1 else j = j + 1 end
+end
+if best == nil then
+  return { 0, soonest - 1, math.max(soonest_at - now, 1), 0 }
+end
+local tat = tats[best]
+if n > 0 then
+  tat = math.max(tat, now) + cost
+  -- The store's compare-and-swap: the script is atomic, so a SET. The key
+  -- lives until the bucket is full again, plus a second: a missing key
+  -- reads as a full bucket, which by then it is. '%d' because Lua prints a
+  -- number with 14 significant digits; the TTL in ms stays far below.
+  local ttl = tat - now
+  redis.call('SET', KEYS[best], string.format('%d', tat), 'PX',
+    (ttl - ttl % 1000) / 1000 + 1001)
+end
+return { 1, best - 1, math.max(full_in, tat - now), tokens - n }

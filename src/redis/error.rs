@@ -1,0 +1,271 @@
+//! What can go wrong: building a Redis limiter ([`BuildError`]) and asking
+//! Redis for a decision ([`Error`]). Every message says what was wrong and
+//! what to change.
+
+use std::fmt;
+use std::time::Duration;
+
+use ::redis::{ErrorKind, RedisError, ServerErrorKind};
+
+use crate::error::ConfigError;
+
+/// Why a [`RedisLimiter`](super::RedisLimiter) could not be built.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// use shuffle_limiter::{Quota, ShardedLimiter};
+/// use shuffle_limiter::redis::{BuildError, FailurePolicy, RedisOptions};
+///
+/// let err = ShardedLimiter::builder()
+///     .quota(Quota::per_second(10))
+///     .name("a{b}")
+///     .build_redis("redis://127.0.0.1:6379", RedisOptions::new(FailurePolicy::FailClosed))
+///     .await
+///     .unwrap_err();
+/// assert!(matches!(err, BuildError::InvalidName { .. }));
+/// assert!(err.to_string().contains("without '{' or '}'"));
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// The limiter's configuration cannot work.
+    Config(ConfigError),
+    /// The name cannot be a Redis hash tag.
+    InvalidName {
+        /// The name given.
+        name: String,
+    },
+    /// A bucket would take longer to refill than the script can count
+    /// exactly.
+    RefillTooLong {
+        /// The time one bucket takes to refill, in seconds.
+        refill_secs: u64,
+    },
+    /// A [`FailurePolicy::LocalFallback`](super::FailurePolicy::LocalFallback)
+    /// over zero replicas.
+    ZeroReplicas,
+    /// A replica's share of the burst cannot give each bucket a token.
+    FallbackBurstTooSmall {
+        /// The quota's burst (B).
+        burst: u32,
+        /// Replicas sharing it.
+        replicas: u32,
+        /// Buckets in all (N).
+        buckets: u32,
+    },
+    /// One of the [`RedisOptions`](super::RedisOptions) durations is zero.
+    ZeroDuration {
+        /// The option's name.
+        option: &'static str,
+    },
+    /// The URL is not a Redis URL.
+    InvalidUrl {
+        /// The `redis` crate's error.
+        source: RedisError,
+    },
+    /// Redis could not be reached, refused the credentials or the script,
+    /// or did not answer in time.
+    Redis(Error),
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::Config(e) => e.fmt(f),
+            BuildError::InvalidName { name } => write!(
+                f,
+                "the limiter name {name:?} cannot be a Redis hash tag: \
+                 use a non-empty .name(..) without '{{' or '}}'"
+            ),
+            BuildError::RefillTooLong { refill_secs } => write!(
+                f,
+                "a bucket would take {refill_secs} s to refill, beyond the 35 years Redis's \
+                 Lua numbers count exactly: use a shorter period, a higher count or a \
+                 smaller burst"
+            ),
+            BuildError::ZeroReplicas => f.write_str(
+                "LocalFallback { replicas: 0 }: use the number of processes that share \
+                 the budget, at least 1",
+            ),
+            BuildError::FallbackBurstTooSmall {
+                burst,
+                replicas,
+                buckets,
+            } => write!(
+                f,
+                "a burst of {burst} split over {replicas} replicas cannot give each of the \
+                 {buckets} buckets a token: raise the burst to at least {} or count fewer \
+                 replicas",
+                u64::from(*buckets) * u64::from(*replicas)
+            ),
+            BuildError::ZeroDuration { option } => {
+                write!(f, "RedisOptions::{option} is zero: use a positive duration")
+            }
+            BuildError::InvalidUrl { source } => write!(
+                f,
+                "not a Redis URL ({source}): use redis://[[user]:password@]host[:port][/db]"
+            ),
+            BuildError::Redis(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            BuildError::Config(e) => Some(e),
+            BuildError::InvalidUrl { source } => Some(source),
+            BuildError::Redis(e) => e.source(),
+            _ => None,
+        }
+    }
+}
+
+impl From<Error> for BuildError {
+    fn from(e: Error) -> Self {
+        BuildError::Redis(e)
+    }
+}
+
+/// Why Redis could not make a decision (the failure policy made it instead;
+/// see [`Decision::error`](super::Decision::error)), or could not be reached
+/// while building.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum Error {
+    /// The connection could not be opened, or broke.
+    Connection {
+        /// The `redis` crate's error.
+        source: RedisError,
+    },
+    /// Redis refused the credentials, or asked for some.
+    Auth {
+        /// The `redis` crate's error.
+        source: RedisError,
+    },
+    /// The Redis user may not run the commands the limiter needs.
+    NoPermission {
+        /// The `redis` crate's error.
+        source: RedisError,
+    },
+    /// The server is a read-only replica.
+    ReadOnly {
+        /// The `redis` crate's error.
+        source: RedisError,
+    },
+    /// A bucket's key holds another type (a hash, a list, ...). A string
+    /// that is not a time is repaired instead (see the
+    /// [module documentation](super#keys)).
+    NotABucket {
+        /// The key.
+        key: String,
+        /// What the script found.
+        detail: String,
+    },
+    /// Redis did not answer in time.
+    Timeout {
+        /// The time waited.
+        after: Duration,
+    },
+    /// The script answered something this version does not understand.
+    Reply {
+        /// The reply.
+        detail: String,
+    },
+    /// Any other error from Redis.
+    Redis {
+        /// The `redis` crate's error.
+        source: RedisError,
+    },
+}
+
+impl Error {
+    pub(super) fn from_redis(source: RedisError) -> Error {
+        match (source.kind(), source.code()) {
+            (ErrorKind::AuthenticationFailed, _) | (_, Some("NOAUTH" | "WRONGPASS")) => {
+                Error::Auth { source }
+            }
+            (ErrorKind::Server(ServerErrorKind::NoPerm), _) => Error::NoPermission { source },
+            (ErrorKind::Server(ServerErrorKind::ReadOnly), _) => Error::ReadOnly { source },
+            (_, Some("NOTABUCKET")) => {
+                let detail = source.detail().unwrap_or_default();
+                let (key, detail) = detail.split_once(' ').unwrap_or((detail, ""));
+                Error::NotABucket {
+                    key: key.to_owned(),
+                    detail: detail.to_owned(),
+                }
+            }
+            (ErrorKind::Io, _) => Error::Connection { source },
+            _ if source.is_connection_refusal() || source.is_connection_dropped() => {
+                Error::Connection { source }
+            }
+            _ => Error::Redis { source },
+        }
+    }
+
+    /// Whether the error is Redis's as a whole (leave it alone for a while),
+    /// rather than one shard's keys' or one reply's.
+    pub(super) fn is_outage(&self) -> bool {
+        !matches!(self, Error::NotABucket { .. } | Error::Reply { .. })
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Connection { source } => write!(
+                f,
+                "no connection to Redis ({source}): check that the server runs and that \
+                 the URL's host and port are right"
+            ),
+            Error::Auth { source } => write!(
+                f,
+                "Redis refused the credentials ({source}): put the password the server \
+                 expects in the URL, redis://:PASSWORD@host or redis://USER:PASSWORD@host"
+            ),
+            Error::NoPermission { source } => write!(
+                f,
+                "the Redis user may not run the limiter's commands ({source}): grant it \
+                 EVALSHA, SCRIPT LOAD, GET, MGET, SET and TIME on the limiter's keys"
+            ),
+            Error::ReadOnly { source } => write!(
+                f,
+                "Redis is a read-only replica ({source}): connect to the primary"
+            ),
+            Error::NotABucket { key, detail } => write!(
+                f,
+                "the Redis key {key} is not a limiter bucket ({detail}): delete the key, or \
+                 give the limiter a name no other data uses"
+            ),
+            Error::Timeout { after } => write!(
+                f,
+                "Redis did not answer within {after:?}: check that the server is up and not \
+                 overloaded, or raise the deadline"
+            ),
+            Error::Reply { detail } => write!(
+                f,
+                "the limiter script answered {detail}, which this version does not \
+                 understand: run the same version of shuffle-limiter everywhere"
+            ),
+            Error::Redis { source } => write!(
+                f,
+                "Redis could not decide ({source}): see the server's message for what to change"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Connection { source }
+            | Error::Auth { source }
+            | Error::NoPermission { source }
+            | Error::ReadOnly { source }
+            | Error::Redis { source } => Some(source),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,317 @@
+//! Many processes, one budget: the bucket state in Redis.
+//!
+//! An in-process [`ShardedLimiter`] in each of M replicas admits M times the
+//! budget. A [`RedisLimiter`] keeps the same N buckets in Redis (or Valkey, or
+//! a Redis Cluster) instead, so every process that builds it with the same
+//! quota, N, k, salt and name draws from the same buckets. The assignment
+//! needs no coordination — every process computes the same shard — so only
+//! the N bucket states live in Redis, one small string key each.
+//!
+//! # One round trip per decision
+//! [`RedisLimiter::check`] sends one `EVALSHA` of a Lua script with the
+//! tenant's k bucket keys. The script reads
+//! the server's clock (`TIME`), reads the k buckets, takes from the one with
+//! the most room and writes it back, all atomically on the server; the reply
+//! is the grant or the denial. Only when the server has lost the script
+//! (a restart, a failover, `SCRIPT FLUSH`) does the `NOSCRIPT` answer cost a
+//! `SCRIPT LOAD` and a second `EVALSHA`.
+//!
+//! # The same decision as in process
+//! The script is the same draw as the in-process limiter's — the same
+//! roomiest-bucket choice, the same GCRA arithmetic, the same denial — in
+//! integer microseconds (exact in Lua's numbers), written once in Rust and
+//! mirrored line by line in Lua; a differential test runs both on thousands
+//! of generated inputs against a real `redis-server` and compares every
+//! outcome and every value written.
+//!
+//! Each bucket's interval is rounded up to a whole microsecond
+//! ([`bucket_interval`](crate::Limiter::bucket_interval) shows it), which
+//! keeps its rate at or below R/N, and the bursts split exactly as in
+//! process, so over any window of length t all processes together are
+//! granted at most R·t + B.
+//!
+//! # Everything else is the same too
+//! A [`RedisLimiter`] is a [`Limiter`](crate::Limiter) over the
+//! [`RedisStore`]: it has the same accessors as a [`ShardedLimiter`], the
+//! same waits (`until_ready`, `until_ready_within`, … with the `tokio`
+//! feature), works in the same [`RateLimitLayer`] (feature `tower`) and in a
+//! `LimiterSet` (feature `serde`); only its checks are `async`.
+//!
+//! [`RateLimitLayer`]: https://docs.rs/shuffle-limiter/latest/shuffle_limiter/tower/struct.RateLimitLayer.html
+//!
+//! # Keys
+//! Bucket i of a limiter named `name` is the key `{name}:b<i>`, holding its
+//! theoretical arrival time in microseconds of the server's clock. The braces
+//! make the name a hash tag: in a Redis Cluster all of a limiter's keys live
+//! in one slot, so every shard is in one slot and the script never crosses
+//! nodes. (The flip side: one limiter is served by one node; spread load by
+//! using several limiters.) A key expires one second after its bucket is
+//! full again, so idle limiters leave nothing behind; a missing key reads as
+//! a full bucket, which it then is.
+//!
+//! A bucket key holding a string that is not a time (`nan`, `inf`, `1e300`,
+//! a negative or fractional number, text) is repaired: the script reads it,
+//! and writes it back, as an empty bucket, which then refills at its rate —
+//! a stray value can only ever cost grants, never add any. A key of another
+//! type (a hash, a list) cannot be repaired without destroying someone
+//! else's data: the decision fails with [`Error::NotABucket`] for the
+//! tenants of that bucket only (the breaker stays closed for everyone else),
+//! and the failure policy answers it — with a denial, unless it is
+//! [`FailurePolicy::LocalFallback`].
+//!
+//! # When Redis fails: the [`FailurePolicy`]
+//! Every decision returns within the deadline of [`RedisOptions::deadline`]
+//! (5 ms unless set), whether Redis answers, errs, is unreachable or hangs
+//! without a word (a stopped process, a partition). When it does not answer
+//! in time, the limiter's [`FailurePolicy`] decides instead:
+//! - [`FailurePolicy::FailClosed`] denies: for a hard upstream quota, where an
+//!   extra request costs more than a refused one.
+//! - [`FailurePolicy::FailOpen`] grants: where the limit protects nothing
+//!   critical and availability comes first.
+//! - [`FailurePolicy::LocalFallback`] asks an in-process [`ShardedLimiter`]
+//!   with the budget divided by the number of replicas you run, with the same
+//!   N, k and salt (so the same shards and the same isolation).
+//!
+//! After a failure the limiter stops asking Redis for
+//! [`RedisOptions::retry_every`] (100 ms unless set): decisions in between go
+//! straight to the policy, without waiting for the deadline, and only one
+//! request at a time probes Redis again. Once Redis answers, decisions go
+//! back to it, with no restart; with [`Builder::build_redis`] the connection
+//! reconnects on its own within a fifth of a second of Redis coming back.
+//! [`Decision::source`] tells which way each decision was made, and
+//! [`RedisLimiter::stats`] counts them.
+//!
+//! A request that missed its deadline may still run on the server later and
+//! take a token that nobody uses: a hang only ever errs towards fewer grants.
+//! A server that restarts without persistence forgets its buckets, which come
+//! back full: up to B grants beyond the budget, once.
+//!
+//! # Cached denials
+//! A denial of `n` tokens from Redis names the earliest time one of the
+//! tenant's buckets could pay them. Until then, every bucket of the shard
+//! that could ever hold `n` tokens stays short of `n` (or more), whatever
+//! other processes do — they can only move a bucket's arrival time forward —
+//! so the limiter remembers that per bucket and denies a request of `n` or
+//! more tokens whose buckets are all known to be short without asking Redis
+//! ([`Source::CachedDenial`]). A lighter request, or one a smaller bucket
+//! could pay, still goes to Redis.
+//! It measures that time on the local clock from the moment the request was
+//! sent, so a cached denial never outlasts the real one by more than the two
+//! clocks drift apart in that time. Turn it off with
+//! [`RedisOptions::cache_denials`].
+//!
+//! # Example
+//! ```no_run
+//! use shuffle_limiter::{Quota, ShardedLimiter};
+//! use shuffle_limiter::redis::{FailurePolicy, RedisOptions};
+//!
+//! # async fn run() -> Result<(), shuffle_limiter::redis::BuildError> {
+//! let limiter = ShardedLimiter::builder()
+//!     .quota(Quota::per_second(200).with_burst(20))
+//!     .buckets(8)
+//!     .per_tenant(2)
+//!     .name("payments-api")
+//!     .build_redis(
+//!         "redis://127.0.0.1:6379",
+//!         RedisOptions::new(FailurePolicy::LocalFallback { replicas: 4 }),
+//!     )
+//!     .await?;
+//! match limiter.check("tenant-42").await {
+//!     Ok(grant) => println!("paid by bucket {}", grant.bucket()),
+//!     Err(denied) => println!("retry in {:?}", denied.retry_after()),
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The decision needs a tokio runtime with its timer enabled, and Redis 5 or
+//! later (or Valkey): the script writes after reading `TIME`, which needs
+//! the effects replication that Redis 5 made the default.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use ::redis::aio::{ConnectionLike, ConnectionManager};
+
+use crate::clock::{Clock, MonotonicClock};
+use crate::error::InsufficientCapacity;
+use crate::{Denied, Grant, Limiter, ShardedLimiter, Tenant};
+
+mod breaker;
+mod build;
+mod denial_cache;
+mod error;
+mod options;
+mod script;
+mod store;
+
+pub use error::{BuildError, Error};
+pub use options::{
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_DEADLINE, DEFAULT_RETRY_EVERY, FailurePolicy, RedisOptions,
+};
+pub use store::{Decision, RedisStats, RedisStore, Source};
+
+use store::{ERRORS, FROM_CACHE, FROM_POLICY, FROM_REDIS};
+
+/// A limiter whose buckets live in Redis, shared by every process that
+/// builds it with the same quota, N, k, salt and name: a [`Limiter`] over
+/// the [`RedisStore`].
+///
+/// Build it with [`Builder::build_redis`](crate::Builder::build_redis) or
+/// [`Builder::build_redis_with`](crate::Builder::build_redis_with); the
+/// [module documentation](self) explains the script, the keys and the
+/// failure policy. The limiter is `Send + Sync`; share it through an `Arc`.
+pub type RedisLimiter<Conn = ConnectionManager, C = MonotonicClock> = Limiter<RedisStore<Conn, C>>;
+
+/// # Deciding, over Redis
+impl<Conn, C> RedisLimiter<Conn, C>
+where
+    Conn: ConnectionLike + Clone + Send + Sync + 'static,
+    C: Clock + 'static,
+{
+    /// Takes one token for `tenant` from whichever of its buckets has the
+    /// most room, in one round trip to Redis; the failure policy decides if
+    /// Redis does not answer within the deadline.
+    ///
+    /// ```no_run
+    /// use shuffle_limiter::{Quota, ShardedLimiter};
+    /// use shuffle_limiter::redis::{FailurePolicy, RedisOptions};
+    ///
+    /// # async fn run() -> Result<(), shuffle_limiter::redis::BuildError> {
+    /// let limiter = ShardedLimiter::builder()
+    ///     .quota(Quota::per_second(5))
+    ///     .name("upstream")
+    ///     .build_redis("redis://127.0.0.1:6379", RedisOptions::new(FailurePolicy::FailClosed))
+    ///     .await?;
+    /// match limiter.check("tenant-42").await {
+    ///     Ok(grant) => println!("paid by bucket {}", grant.bucket()),
+    ///     Err(denied) => println!("retry in {:?}", denied.retry_after()),
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Denied`] when all of the tenant's buckets are empty (or the policy
+    /// denies).
+    pub async fn check(&self, tenant: impl AsRef<[u8]>) -> Result<Grant, Denied> {
+        self.tenant(tenant).check().await
+    }
+
+    /// Takes `n` tokens at once for `tenant`, all from one of its buckets.
+    ///
+    /// A weight of 0 is always granted (when Redis answers): it takes
+    /// nothing, writes nothing, and its [`Grant::remaining`] reads the
+    /// tenant's tokens left.
+    ///
+    /// # Errors
+    /// As [`ShardedLimiter::check_n`]: the outer [`InsufficientCapacity`]
+    /// when no bucket of the tenant could ever hold `n` tokens (found without
+    /// asking Redis), the inner [`Denied`] when none has them now.
+    pub async fn check_n(
+        &self,
+        tenant: impl AsRef<[u8]>,
+        n: u32,
+    ) -> Result<Result<Grant, Denied>, InsufficientCapacity> {
+        self.tenant(tenant).check_n(n).await
+    }
+
+    /// As [`check_n`](Self::check_n), and how the decision was made: by
+    /// Redis, from a cached denial, or by the failure policy, with the error
+    /// that made the policy step in.
+    ///
+    /// ```no_run
+    /// # use shuffle_limiter::redis::{RedisLimiter, Source};
+    /// # async fn run(limiter: RedisLimiter) {
+    /// let decision = limiter.decide("tenant-42", 1).await.unwrap();
+    /// if decision.source() == Source::Policy {
+    ///     eprintln!("Redis failed: {}", decision.error().unwrap());
+    /// }
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`InsufficientCapacity`] as for [`check_n`](Self::check_n).
+    pub async fn decide(
+        &self,
+        tenant: impl AsRef<[u8]>,
+        n: u32,
+    ) -> Result<Decision, InsufficientCapacity> {
+        let shard = self.core.shard(tenant.as_ref());
+        self.core.split.check_weight(&shard, n)?;
+        Ok(self.store.shared.decide(shard, n).await)
+    }
+
+    /// A handle for one tenant with its shard resolved once.
+    pub fn tenant(&self, tenant: impl AsRef<[u8]>) -> Tenant<'_, RedisStore<Conn, C>> {
+        Tenant {
+            limiter: self,
+            shard: self.core.shard(tenant.as_ref()),
+        }
+    }
+}
+
+impl<Conn, C> Tenant<'_, RedisStore<Conn, C>>
+where
+    Conn: ConnectionLike + Clone + Send + Sync + 'static,
+    C: Clock + 'static,
+{
+    /// As [`RedisLimiter::check`], without resolving the shard again.
+    ///
+    /// # Errors
+    /// [`Denied`] when all of the tenant's buckets are empty (or the policy
+    /// denies).
+    pub async fn check(&self) -> Result<Grant, Denied> {
+        self.limiter.store.shared.decide(self.shard, 1).await.result
+    }
+
+    /// As [`RedisLimiter::check_n`].
+    ///
+    /// # Errors
+    /// As [`RedisLimiter::check_n`].
+    pub async fn check_n(&self, n: u32) -> Result<Result<Grant, Denied>, InsufficientCapacity> {
+        self.limiter.core.split.check_weight(&self.shard, n)?;
+        Ok(self.limiter.store.shared.decide(self.shard, n).await.result)
+    }
+}
+
+/// # Inspecting, over Redis
+impl<Conn, C> RedisLimiter<Conn, C> {
+    /// The Redis key of bucket `bucket`, `{name}:b<bucket>`, or `None` past
+    /// the last bucket.
+    pub fn key(&self, bucket: u32) -> Option<&str> {
+        self.store.shared.script.key(bucket)
+    }
+
+    /// The failure policy.
+    pub fn failure_policy(&self) -> FailurePolicy {
+        self.store.shared.options.policy
+    }
+
+    /// The longest a decision takes.
+    pub fn deadline(&self) -> Duration {
+        self.store.shared.options.deadline
+    }
+
+    /// The in-process limiter of [`FailurePolicy::LocalFallback`].
+    pub fn fallback(&self) -> Option<&ShardedLimiter<C>> {
+        self.store.shared.fallback.as_ref()
+    }
+
+    /// The connection the limiter clones for each decision.
+    pub fn connection(&self) -> &Conn {
+        &self.store.shared.connection
+    }
+
+    /// How many decisions were made which way so far, and how many times
+    /// Redis failed.
+    pub fn stats(&self) -> RedisStats {
+        let read = |i: usize| self.store.shared.counts[i].load(Ordering::Relaxed);
+        RedisStats {
+            from_redis: read(FROM_REDIS),
+            from_cache: read(FROM_CACHE),
+            from_policy: read(FROM_POLICY),
+            errors: read(ERRORS),
+        }
+    }
+}

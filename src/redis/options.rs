@@ -1,0 +1,105 @@
+//! How a Redis limiter talks to Redis, and what it does when Redis fails.
+
+use std::time::Duration;
+
+/// How long a decision may take unless [`RedisOptions::deadline`] says
+/// otherwise.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_millis(5);
+
+/// How long the limiter leaves Redis alone after a failure unless
+/// [`RedisOptions::retry_every`] says otherwise.
+pub const DEFAULT_RETRY_EVERY: Duration = Duration::from_millis(100);
+
+/// How long building may wait for Redis unless
+/// [`RedisOptions::connect_timeout`] says otherwise.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// What a limiter does when Redis does not answer in time.
+///
+/// See the [module documentation](super) for when to choose which.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FailurePolicy {
+    /// Deny, with a retry time of when Redis will be asked again: for hard
+    /// upstream quotas.
+    FailClosed,
+    /// Grant, naming the tenant's first bucket and 0 tokens remaining.
+    FailOpen,
+    /// Decide in process, with the budget divided by `replicas` (each rate
+    /// R / replicas, each burst ⌊B / replicas⌋) and the same N, k and salt.
+    LocalFallback {
+        /// How many processes share the budget: each falls back to its share.
+        replicas: u32,
+    },
+}
+
+/// How a [`RedisLimiter`](super::RedisLimiter) talks to Redis and what it does when Redis fails.
+///
+/// ```
+/// use std::time::Duration;
+/// use shuffle_limiter::redis::{FailurePolicy, RedisOptions};
+///
+/// let options = RedisOptions::new(FailurePolicy::FailClosed)
+///     .deadline(Duration::from_millis(10))
+///     .retry_every(Duration::from_millis(250));
+/// assert_eq!(options.failure_policy(), FailurePolicy::FailClosed);
+/// ```
+#[derive(Debug, Clone)]
+#[must_use = "options do nothing until passed to build_redis"]
+pub struct RedisOptions {
+    pub(super) policy: FailurePolicy,
+    pub(super) deadline: Duration,
+    pub(super) retry_every: Duration,
+    pub(super) connect_timeout: Duration,
+    pub(super) cache_denials: bool,
+}
+
+impl RedisOptions {
+    /// Options with the given failure policy, a deadline of
+    /// [`DEFAULT_DEADLINE`], a retry interval of [`DEFAULT_RETRY_EVERY`], a
+    /// connect timeout of [`DEFAULT_CONNECT_TIMEOUT`] and cached denials on.
+    pub fn new(policy: FailurePolicy) -> Self {
+        RedisOptions {
+            policy,
+            deadline: DEFAULT_DEADLINE,
+            retry_every: DEFAULT_RETRY_EVERY,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            cache_denials: true,
+        }
+    }
+
+    /// The longest a decision may take; past it the failure policy decides.
+    /// Leave room for the round trip to Redis and a slow moment of the
+    /// server.
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    /// How long to leave Redis alone after it failed or missed the deadline,
+    /// before one request tries it again. It bounds how long decisions stay
+    /// with the failure policy after Redis is back.
+    pub fn retry_every(mut self, retry_every: Duration) -> Self {
+        self.retry_every = retry_every;
+        self
+    }
+
+    /// How long building may wait for Redis to answer; with
+    /// [`Builder::build_redis`](crate::Builder::build_redis) also the timeout of each connection attempt.
+    pub fn connect_timeout(mut self, connect_timeout: Duration) -> Self {
+        self.connect_timeout = connect_timeout;
+        self
+    }
+
+    /// Whether to remember denials from Redis until their retry time (on by
+    /// default; see the [module documentation](super#cached-denials)).
+    pub fn cache_denials(mut self, cache: bool) -> Self {
+        self.cache_denials = cache;
+        self
+    }
+
+    /// The failure policy.
+    pub fn failure_policy(&self) -> FailurePolicy {
+        self.policy
+    }
+}

@@ -1,0 +1,275 @@
+//! The Redis store: the script, the deadline, the denial cache, the breaker
+//! and the failure policy around one round trip per decision.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use ::redis::aio::{ConnectionLike, ConnectionManager};
+use crossbeam_utils::CachePadded;
+use tokio::time::timeout;
+
+use super::breaker::{Admit, Breaker};
+use super::denial_cache::DenialCache;
+use super::error::Error;
+use super::options::{FailurePolicy, RedisOptions};
+use super::script::{DrawScript, answer};
+use crate::clock::{Clock, MonotonicClock};
+use crate::limiter::core::{Core, Split};
+use crate::limiter::memory::tie_break;
+use crate::metrics::Metrics;
+use crate::store::Store;
+use crate::store::sealed::Apply;
+use crate::{Denied, Grant, Shard, ShardedLimiter};
+
+/// Buckets kept in Redis, shared by every process that builds the same
+/// limiter: the store of a [`RedisLimiter`](super::RedisLimiter).
+///
+/// Cloning is cheap: clones share the connection, the breaker and the
+/// denial cache.
+pub struct RedisStore<Conn = ConnectionManager, C = MonotonicClock> {
+    pub(super) shared: Arc<Shared<Conn, C>>,
+}
+
+impl<Conn, C> Clone for RedisStore<Conn, C> {
+    fn clone(&self) -> Self {
+        RedisStore {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<Conn, C> fmt::Debug for RedisStore<Conn, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("options", &self.shared.options)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What every decision of one limiter shares, owned by the decisions in
+/// flight as much as by the limiter.
+pub(super) struct Shared<Conn, C> {
+    pub(super) connection: Conn,
+    pub(super) script: DrawScript,
+    /// The limiter's split, its interval a whole number of microseconds.
+    pub(super) split: Split,
+    pub(super) options: RedisOptions,
+    pub(super) breaker: Breaker,
+    pub(super) denials: DenialCache,
+    pub(super) fallback: Option<ShardedLimiter<C>>,
+    pub(super) metrics: Metrics,
+    /// Decisions from Redis, from the denial cache, by the policy; errors.
+    pub(super) counts: [CachePadded<AtomicU64>; 4],
+}
+
+pub(super) const FROM_REDIS: usize = 0;
+pub(super) const FROM_CACHE: usize = 1;
+pub(super) const FROM_POLICY: usize = 2;
+pub(super) const ERRORS: usize = 3;
+
+impl<Conn, C> Shared<Conn, C>
+where
+    Conn: ConnectionLike + Clone + Send + Sync,
+    C: Clock,
+{
+    /// The decision for `n` tokens over `shard`: from the denial cache, from
+    /// Redis within the deadline, or by the failure policy.
+    pub(super) async fn decide(&self, shard: Shard, n: u32) -> Decision {
+        let sent = self.breaker.micros();
+        // A weight of 0 is always granted, so never denied from memory.
+        if n > 0
+            && self.options.cache_denials
+            && let Some(denied) = self.denials.lookup(&self.split, &shard, n, sent)
+        {
+            return self.decided(Err(denied), Source::CachedDenial, None);
+        }
+        let probing = match self.breaker.admit(sent) {
+            Admit::Ask { probing } => probing,
+            Admit::Skip(error) => return self.by_policy(&shard, n, error),
+        };
+        let start = tie_break(shard.buckets().len());
+        let mut connection = self.connection.clone();
+        let round_trip = self
+            .script
+            .draw(&mut connection, &self.split, &shard, n, start);
+        let error = match timeout(self.options.deadline, round_trip).await {
+            Ok(Ok(outcome)) => {
+                self.breaker.answered(probing);
+                let result = answer(outcome, &shard);
+                if let Err(denied) = &result
+                    && self.options.cache_denials
+                {
+                    self.denials.remember(&self.split, &shard, n, sent, denied);
+                }
+                return self.decided(result, Source::Redis, None);
+            }
+            Ok(Err(error)) => error,
+            Err(_) => Error::Timeout {
+                after: self.options.deadline,
+            },
+        };
+        self.counts[ERRORS].fetch_add(1, Ordering::Relaxed);
+        let error = Arc::new(error);
+        self.breaker.failed(&error);
+        self.by_policy(&shard, n, Some(error))
+    }
+
+    /// The decision of the failure policy, with the error that called it in.
+    ///
+    /// When the shard's own keys hold something else (not an outage), only
+    /// the local fallback may grant: granting without any limit there would
+    /// let a stray key lift the budget.
+    fn by_policy(&self, shard: &Shard, n: u32, error: Option<Arc<Error>>) -> Decision {
+        let first = shard.buckets()[0];
+        let deny = || Denied {
+            retry_after: self.breaker.until_probe(),
+            bucket: first,
+        };
+        let outage = error.as_deref().is_none_or(Error::is_outage);
+        let result = match (&self.fallback, self.options.policy) {
+            (Some(local), _) => match local.core.split.check_weight(shard, n) {
+                Ok(()) => local.store.take(&local.core, shard, n),
+                Err(_) => Err(deny()),
+            },
+            (None, FailurePolicy::FailOpen) if outage => Ok(Grant {
+                bucket: first,
+                remaining: 0,
+                full_in: Duration::ZERO,
+            }),
+            (None, _) => Err(deny()),
+        };
+        self.decided(result, Source::Policy, error)
+    }
+
+    fn decided(
+        &self,
+        result: Result<Grant, Denied>,
+        source: Source,
+        error: Option<Arc<Error>>,
+    ) -> Decision {
+        let count = match source {
+            Source::Redis => FROM_REDIS,
+            Source::CachedDenial => FROM_CACHE,
+            Source::Policy => FROM_POLICY,
+        };
+        self.counts[count].fetch_add(1, Ordering::Relaxed);
+        // The local fallback counted its own decisions, under the same name.
+        if source != Source::Policy || self.fallback.is_none() {
+            self.metrics.record(&result);
+        }
+        Decision {
+            result,
+            source,
+            error,
+        }
+    }
+}
+
+/// A decision in flight over Redis; it owns a handle on the store, so it may
+/// outlive the call that made it.
+type Pending = Pin<Box<dyn Future<Output = Result<Grant, Denied>> + Send>>;
+
+#[allow(private_interfaces)] // see `Apply`
+impl<Conn, C> Apply for RedisStore<Conn, C>
+where
+    Conn: ConnectionLike + Clone + Send + Sync + 'static,
+    C: Clock + 'static,
+{
+    type Pending = Pending;
+
+    fn apply(&self, _core: &Core, shard: Shard, n: u32) -> Pending {
+        let shared = Arc::clone(&self.shared);
+        Box::pin(async move { shared.decide(shard, n).await.result })
+    }
+}
+
+impl<Conn, C> Store for RedisStore<Conn, C>
+where
+    Conn: ConnectionLike + Clone + Send + Sync + 'static,
+    C: Clock + 'static,
+{
+}
+
+/// How a decision of a [`RedisLimiter`](super::RedisLimiter) was made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Source {
+    /// The script decided, on the server's clock.
+    Redis,
+    /// A denial from Redis, remembered until its retry time.
+    CachedDenial,
+    /// Redis failed, missed the deadline, or failed a moment ago, or the
+    /// shard's keys hold something else: the
+    /// [`FailurePolicy`](super::FailurePolicy) decided.
+    Policy,
+}
+
+/// A decision of a [`RedisLimiter`](super::RedisLimiter), and how it was made.
+#[derive(Debug, Clone)]
+pub struct Decision {
+    pub(super) result: Result<Grant, Denied>,
+    pub(super) source: Source,
+    pub(super) error: Option<Arc<Error>>,
+}
+
+impl Decision {
+    /// The grant or the denial.
+    ///
+    /// # Errors
+    /// [`Denied`] when the request was denied.
+    pub fn result(&self) -> Result<Grant, Denied> {
+        self.result
+    }
+
+    /// Whether the request was granted.
+    pub fn is_granted(&self) -> bool {
+        self.result.is_ok()
+    }
+
+    /// Who decided.
+    pub fn source(&self) -> Source {
+        self.source
+    }
+
+    /// Why the policy decided: the error of this request, or of the one that
+    /// made the limiter leave Redis alone for a while. `None` when Redis
+    /// decided.
+    pub fn error(&self) -> Option<&Error> {
+        self.error.as_deref()
+    }
+}
+
+/// Counts of a [`RedisLimiter`](super::RedisLimiter)'s decisions since it was built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RedisStats {
+    pub(super) from_redis: u64,
+    pub(super) from_cache: u64,
+    pub(super) from_policy: u64,
+    pub(super) errors: u64,
+}
+
+impl RedisStats {
+    /// Decisions made by the script in Redis.
+    pub fn from_redis(&self) -> u64 {
+        self.from_redis
+    }
+
+    /// Denials answered from the denial cache.
+    pub fn from_cache(&self) -> u64 {
+        self.from_cache
+    }
+
+    /// Decisions made by the failure policy.
+    pub fn from_policy(&self) -> u64 {
+        self.from_policy
+    }
+
+    /// Requests to Redis that failed or missed the deadline.
+    pub fn errors(&self) -> u64 {
+        self.errors
+    }
+}

@@ -1,0 +1,50 @@
+//! Where a limiter keeps its buckets.
+//!
+//! A [`Limiter`](crate::Limiter) is one core — the quota and its split, the
+//! assignment, the tenant cache — over one store. The store has a single
+//! operation: apply [the draw](crate#the-model) atomically to a tenant's k
+//! buckets. Everything built on a limiter ([`until_ready`], the tower layer,
+//! a `LimiterSet`) asks the store through that one operation, so it works
+//! the same over every store.
+//!
+//! - [`InProcess`]: atomics in this process, answering without awaiting; the
+//!   store of a [`ShardedLimiter`](crate::ShardedLimiter).
+//! - `RedisStore` (feature `redis`): one Lua script per decision in Redis,
+//!   shared by every process; the store of a `RedisLimiter`.
+//!
+//! [`until_ready`]: crate::Limiter::until_ready
+
+use std::future::Future;
+
+use crate::Shard;
+use crate::limiter::core::Core;
+use crate::limiter::decision::{Denied, Grant};
+
+pub use crate::limiter::memory::InProcess;
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub use crate::redis::RedisStore;
+
+/// A place to keep a limiter's buckets: [`InProcess`] or, with the `redis`
+/// feature, `RedisStore`.
+///
+/// The trait is sealed: its one operation works on the crate's own types.
+/// Each store is one file of this crate that implements it.
+pub trait Store: sealed::Apply {}
+
+pub(crate) mod sealed {
+    use super::{Core, Denied, Future, Grant, Shard};
+
+    /// The store's one operation, out of reach of other crates: they can
+    /// neither name the trait nor make the `Core` it takes.
+    #[allow(unreachable_pub, private_interfaces)]
+    pub trait Apply: Send + Sync {
+        /// The decision in flight: ready at once in process, a round trip
+        /// to Redis otherwise. It owns what it needs, so it can outlive the
+        /// call.
+        type Pending: Future<Output = Result<Grant, Denied>> + Send + 'static;
+
+        /// Applies the draw for `n` tokens to `shard`'s buckets, atomically.
+        fn apply(&self, core: &Core, shard: Shard, n: u32) -> Self::Pending;
+    }
+}

@@ -1,0 +1,193 @@
+//! The response future: wait for the limiter's answer, then call the inner
+//! service with the grant, or answer the request here.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+
+use ::tower::Service;
+use http::header::RETRY_AFTER;
+use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
+use pin_project_lite::pin_project;
+
+use super::layer::Config;
+use super::service::ceil_secs;
+use super::{RATELIMIT, RATELIMIT_POLICY};
+use crate::Shard;
+use crate::store::Store;
+
+/// The `RateLimit-Policy` and `RateLimit` values of one decision.
+struct Fields {
+    policy: Option<HeaderValue>,
+    limit: Option<HeaderValue>,
+}
+
+impl Fields {
+    fn append_to(self, headers: &mut HeaderMap) {
+        if let Some(policy) = self.policy {
+            headers.append(RATELIMIT_POLICY, policy);
+        }
+        if let Some(limit) = self.limit {
+            headers.append(RATELIMIT, limit);
+        }
+    }
+}
+
+pin_project! {
+    /// The response future of [`RateLimit`](super::RateLimit): the limiter's
+    /// answer first, then the inner service's response with the `RateLimit`
+    /// fields added, or the limiter's own 429.
+    pub struct ResponseFuture<I, S, ReqBody, ResBody>
+    where
+        I: Service<Request<ReqBody>>,
+        S: Store,
+    {
+        #[pin]
+        state: State<I, S, ReqBody, ResBody>,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<I, S, ReqBody, ResBody>
+    where
+        I: Service<Request<ReqBody>>,
+        S: Store,
+    {
+        Deciding {
+            #[pin]
+            pending: S::Pending,
+            waiting: Option<(I, Request<ReqBody>)>,
+            config: Arc<Config<S>>,
+            shard: Shard,
+        },
+        Called {
+            #[pin]
+            future: I::Future,
+            fields: Option<Fields>,
+        },
+        Answered {
+            response: Option<Response<ResBody>>,
+        },
+    }
+}
+
+impl<I, S, ReqBody, ResBody> ResponseFuture<I, S, ReqBody, ResBody>
+where
+    I: Service<Request<ReqBody>>,
+    S: Store,
+    ResBody: Default,
+{
+    pub(super) fn deciding(
+        pending: S::Pending,
+        inner: I,
+        request: Request<ReqBody>,
+        config: Arc<Config<S>>,
+        shard: Shard,
+    ) -> Self {
+        ResponseFuture {
+            state: State::Deciding {
+                pending,
+                waiting: Some((inner, request)),
+                config,
+                shard,
+            },
+        }
+    }
+
+    pub(super) fn answer(status: StatusCode, headers: HeaderMap) -> Self {
+        let mut response = Response::new(ResBody::default());
+        *response.status_mut() = status;
+        *response.headers_mut() = headers;
+        ResponseFuture {
+            state: State::Answered {
+                response: Some(response),
+            },
+        }
+    }
+}
+
+impl<I, S, ReqBody, ResBody> Future for ResponseFuture<I, S, ReqBody, ResBody>
+where
+    I: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    S: Store,
+    ResBody: Default,
+{
+    type Output = Result<Response<ResBody>, I::Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        loop {
+            let mut state = self.as_mut().project().state;
+            let next = match state.as_mut().project() {
+                StateProj::Deciding {
+                    pending,
+                    waiting,
+                    config,
+                    shard,
+                } => {
+                    let result = ready!(pending.poll(cx));
+                    let (mut inner, request) = waiting
+                        .take()
+                        .expect("ResponseFuture polled after it completed");
+                    let policy = config.policy_field(shard);
+                    match result {
+                        Ok(grant) => {
+                            let reset = ceil_secs(grant.full_in());
+                            let fields = Fields {
+                                policy,
+                                limit: config.limit_field(grant.remaining(), reset),
+                            };
+                            let (mut parts, body) = request.into_parts();
+                            parts.extensions.insert(grant);
+                            State::Called {
+                                future: inner.call(Request::from_parts(parts, body)),
+                                fields: Some(fields),
+                            }
+                        }
+                        Err(denied) => {
+                            // Never 0: a client told "retry in 0 s" would
+                            // come straight back.
+                            let retry = ceil_secs(denied.retry_after()).max(1);
+                            let mut headers = HeaderMap::new();
+                            headers.insert(RETRY_AFTER, HeaderValue::from(retry));
+                            let fields = Fields {
+                                policy,
+                                limit: config.limit_field(0, retry),
+                            };
+                            fields.append_to(&mut headers);
+                            let mut response = Response::new(ResBody::default());
+                            *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+                            *response.headers_mut() = headers;
+                            return Poll::Ready(Ok(response));
+                        }
+                    }
+                }
+                StateProj::Called { future, fields } => {
+                    let mut response = ready!(future.poll(cx))?;
+                    if let Some(fields) = fields.take() {
+                        fields.append_to(response.headers_mut());
+                    }
+                    return Poll::Ready(Ok(response));
+                }
+                StateProj::Answered { response } => {
+                    return Poll::Ready(Ok(response
+                        .take()
+                        .expect("ResponseFuture polled after it completed")));
+                }
+            };
+            state.set(next);
+        }
+    }
+}
+
+impl<I, S, ReqBody, ResBody> fmt::Debug for ResponseFuture<I, S, ReqBody, ResBody>
+where
+    I: Service<Request<ReqBody>>,
+    S: Store,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseFuture").finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,93 @@
+//! A tower layer for servers (feature `tower`): one limiter for every
+//! request, keyed by tenant, answering 429 with the standard fields.
+//!
+//! [`RateLimitLayer`] takes the tenant of each request from a
+//! [`TenantKey`] (a header, a request extension set by an authentication
+//! layer, or any function of the request head) and asks the shared limiter —
+//! a [`ShardedLimiter`](crate::ShardedLimiter) in process, or a `RedisLimiter`
+//! shared by a fleet — when the request is called. `poll_ready` only forwards
+//! to the inner service, so a denial never holds up other tenants, and the
+//! service is `Clone`, every clone sharing one limiter through an `Arc`. The
+//! inner service must be `Clone` too (axum's `Router` is): the request waits
+//! for the limiter's answer, which over Redis is a round trip, with the clone
+//! that was made ready.
+//!
+//! A denied request gets `429 Too Many Requests` with an empty body and
+//! - `Retry-After`: whole seconds, rounded up, never 0;
+//! - `RateLimit-Policy: "tenant";q=Q;w=W` and `RateLimit: "tenant";r=0;t=T`,
+//!   in the syntax of draft-ietf-httpapi-ratelimit-headers-10 (described
+//!   below).
+//!
+//! A granted request reaches the inner service with its [`Grant`] in the
+//! request extensions, and its response carries the same two fields, with
+//! `r` the tokens the tenant has left. A request without a tenant key is
+//! answered as [`MissingTenant`] says: 400 by default, 401, or charged to a
+//! shared fallback tenant; never a panic.
+//!
+//! # The RateLimit fields
+//! They describe the tenant's own share, not the global budget, because that
+//! is what the client can use:
+//! - `q`: the tokens the tenant's k buckets hold when full (its burst);
+//! - `w`: the seconds those buckets take to refill from empty, rounded up
+//!   (so `q/w` never overstates the tenant's rate);
+//! - `r`: the tokens the tenant could take right now;
+//! - `t`: on a grant, the seconds until the tenant's buckets are full again;
+//!   on a denial, the seconds until the next token, equal to `Retry-After`
+//!   (the draft asks that `Retry-After` never point earlier than `t`).
+//!
+//! The policy is named `"tenant"` unless [`RateLimitLayer::policy`] says
+//! otherwise. No partition key (`pk`) is sent, so tenant ids are not echoed.
+//!
+//! # In an axum/tower server
+//! ```
+//! use std::sync::Arc;
+//! use axum::{Router, body::Body, http::{HeaderName, Request, StatusCode}, routing::get};
+//! use shuffle_limiter::{Quota, ShardedLimiter, tower::{RateLimitLayer, TenantKey}};
+//! use tower::Service;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let limiter = Arc::new(
+//!     ShardedLimiter::builder()
+//!         .quota(Quota::per_second(10).with_burst(10))
+//!         .buckets(8)
+//!         .per_tenant(2)
+//!         .build()?,
+//! );
+//! let tenant = TenantKey::header(HeaderName::from_static("x-tenant-id"));
+//! let mut app: Router = Router::new()
+//!     .route("/", get(|| async { "hello" }))
+//!     .layer(RateLimitLayer::new(limiter, tenant));
+//! // Serve it with axum::serve(listener, app); here we call it directly.
+//!
+//! let request = || Request::get("/").header("x-tenant-id", "acme").body(Body::empty());
+//! let mut statuses = Vec::new();
+//! for _ in 0..5 {
+//!     statuses.push(app.call(request()?).await?.status());
+//! }
+//! assert_eq!(statuses[0], StatusCode::OK);
+//! assert_eq!(statuses[4], StatusCode::TOO_MANY_REQUESTS); // a tenant holds at most 4
+//! let denied = app.call(request()?).await?;
+//! assert!(denied.headers().contains_key("retry-after"));
+//! assert!(denied.headers()["ratelimit"].to_str()?.starts_with("\"tenant\";r=0;t="));
+//! # Ok(())
+//! # }
+//! ```
+
+use http::HeaderName;
+
+mod future;
+mod key;
+mod layer;
+mod service;
+
+pub use future::ResponseFuture;
+pub use key::{MissingTenant, TenantKey};
+pub use layer::{InvalidPolicyName, RateLimitLayer};
+pub use service::RateLimit;
+
+/// The `RateLimit` field of draft-ietf-httpapi-ratelimit-headers.
+pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+
+/// The `RateLimit-Policy` field of draft-ietf-httpapi-ratelimit-headers.
+pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
