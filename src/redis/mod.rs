@@ -31,7 +31,7 @@
 //! granted at most R·t + B.
 //!
 //! # Everything else is the same too
-//! A [`RedisLimiter`] is a [`Limiter`](crate::Limiter) over the
+//! A [`RedisLimiter`] is a [`Limiter`] over the
 //! [`RedisStore`]: it has the same accessors as a [`ShardedLimiter`], the
 //! same waits (`until_ready`, `until_ready_within`, … with the `tokio`
 //! feature), works in the same [`RateLimitLayer`] (feature `tower`) and in a
@@ -76,7 +76,7 @@
 //! [`RedisOptions::retry_every`] (100 ms unless set): decisions in between go
 //! straight to the policy, without waiting for the deadline, and only one
 //! request at a time probes Redis again. Once Redis answers, decisions go
-//! back to it, with no restart; with [`Builder::build_redis`] the connection
+//! back to it, with no restart; with [`Builder::build_redis`](crate::Builder::build_redis) the connection
 //! reconnects on its own within a fifth of a second of Redis coming back.
 //! [`Decision::source`] tells which way each decision was made, and
 //! [`RedisLimiter::stats`] counts them.

@@ -39,7 +39,7 @@ pub(super) struct Config<S> {
 }
 
 /// A [`Layer`] that rate-limits each request by tenant with a shared
-/// limiter, in process or over Redis; see the [module documentation](self).
+/// limiter, in process or over Redis; see the [module documentation](super).
 pub struct RateLimitLayer<S = InProcess> {
     pub(super) config: Arc<Config<S>>,
 }

@@ -18,7 +18,7 @@
 //!   in the syntax of draft-ietf-httpapi-ratelimit-headers-10 (described
 //!   below).
 //!
-//! A granted request reaches the inner service with its [`Grant`] in the
+//! A granted request reaches the inner service with its [`Grant`](crate::Grant) in the
 //! request extensions, and its response carries the same two fields, with
 //! `r` the tokens the tenant has left. A request without a tenant key is
 //! answered as [`MissingTenant`] says: 400 by default, 401, or charged to a
