@@ -1,0 +1,89 @@
+//! [`SetError`]: why a [`LimiterSet`](super::LimiterSet) could not be built.
+
+use std::fmt;
+
+use crate::error::ConfigError;
+
+/// Why a [`LimiterSet`](super::LimiterSet) could not be built; the message names the limiter
+/// and, where there is one, the setting to change.
+///
+/// ```
+/// use shuffle_limiter::set::{LimiterSet, SetConfig};
+///
+/// let config: SetConfig = toml::from_str("[limiters.amazon]\nrate = \"5/s\"\nbuckets = 8")?;
+/// let err = LimiterSet::from_config(&config).unwrap_err();
+/// assert_eq!((err.limiter(), err.field()), ("amazon", Some("burst")));
+/// assert!(err.to_string().starts_with("limiters.amazon.burst: a burst of 5 cannot"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetError {
+    pub(super) limiter: String,
+    pub(super) kind: SetErrorKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum SetErrorKind {
+    Config(ConfigError),
+    Duplicate,
+}
+
+impl SetError {
+    /// The name of the limiter at fault.
+    pub fn limiter(&self) -> &str {
+        &self.limiter
+    }
+
+    /// The setting to change, when one setting is at fault.
+    pub fn field(&self) -> Option<&'static str> {
+        let SetErrorKind::Config(e) = &self.kind else {
+            return None;
+        };
+        use ConfigError::*;
+        Some(if matches!(e, ZeroBuckets | TooManyBuckets { .. }) {
+            "buckets"
+        } else if matches!(
+            e,
+            ZeroPerTenant | PerTenantExceedsBuckets { .. } | TooManyPerTenant { .. }
+        ) {
+            "per_tenant"
+        } else if matches!(e, BurstTooSmall { .. }) {
+            "burst"
+        } else if matches!(e, CacheTooLarge { .. }) {
+            "tenant_cache"
+        } else if matches!(e, MissingQuota | ZeroCount | ZeroPeriod | Overflow { .. }) {
+            "rate"
+        } else {
+            return None;
+        })
+    }
+
+    /// The builder's error, when the settings could not work together.
+    pub fn config_error(&self) -> Option<&ConfigError> {
+        match &self.kind {
+            SetErrorKind::Config(e) => Some(e),
+            SetErrorKind::Duplicate => None,
+        }
+    }
+}
+
+impl fmt::Display for SetError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "limiters.{}", self.limiter)?;
+        if let Some(field) = self.field() {
+            write!(f, ".{field}")?;
+        }
+        match &self.kind {
+            SetErrorKind::Config(e) => write!(f, ": {e}"),
+            SetErrorKind::Duplicate => {
+                f.write_str(": two limiters have this name: give each limiter its own name")
+            }
+        }
+    }
+}
+
+impl std::error::Error for SetError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.config_error().map(|e| e as _)
+    }
+}
