@@ -402,3 +402,34 @@ fn each_limiter_keeps_its_own_budget_and_clones_share_them() {
         r#"LimiterSet(["amazon", "etsy", "walmart"])"#
     );
 }
+
+/// Without the `redis` feature the Redis keys are known, and each is refused
+/// at its value with the feature to enable.
+#[cfg(not(feature = "redis"))]
+#[test]
+fn without_the_redis_feature_a_redis_key_says_which_feature_to_enable() {
+    for (key, value) in [
+        ("redis", "\"redis://127.0.0.1:6379\""),
+        ("failure_policy", "\"fail_open\""),
+        ("replicas", "4"),
+        ("deadline", "\"5ms\""),
+        ("retry_every", "\"1s\""),
+        ("connect_timeout", "\"1s\""),
+        ("cache_denials", "true"),
+    ] {
+        let e = toml_err(&format!(
+            "[limiters.amazon]\nrate = \"5/s\"\n{key} = {value}\n"
+        ));
+        assert!(
+            e.contains(&format!(
+                "limiters.amazon.{key}: a Redis limiter needs the `redis` feature of \
+                 shuffle-limiter: enable it in Cargo.toml (features = [\"serde\", \"redis\"])"
+            )),
+            "{e}"
+        );
+        assert!(
+            e.contains(&format!("at line 3, column {}", key.len() + 4)),
+            "{e}"
+        );
+    }
+}

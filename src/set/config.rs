@@ -9,12 +9,16 @@ use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 
 use super::rate::Rate;
+#[cfg(feature = "redis")]
+use super::redis::{RedisConfig, RedisKeys};
 use crate::clock::MonotonicClock;
 use crate::limiter::{Builder, ShardedLimiter};
 
 /// The settings of one named limiter, as read from a config.
 ///
-/// Unset fields keep the [`Builder`]'s defaults.
+/// Unset fields keep the [`Builder`]'s defaults. With `redis` set (feature
+/// `redis`), the buckets live in Redis and `LimiterSet::connect` builds the
+/// limiter.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LimiterConfig {
@@ -30,6 +34,10 @@ pub struct LimiterConfig {
     pub salt: Option<String>,
     /// Entries of the tenant → shard cache.
     pub tenant_cache: Option<usize>,
+    /// Where the buckets live when they are in Redis; `None` for an
+    /// in-process limiter.
+    #[cfg(feature = "redis")]
+    pub redis: Option<RedisConfig>,
 }
 
 impl LimiterConfig {
@@ -42,7 +50,17 @@ impl LimiterConfig {
             per_tenant: None,
             salt: None,
             tenant_cache: None,
+            #[cfg(feature = "redis")]
+            redis: None,
         }
+    }
+
+    /// Whether the buckets live in Redis.
+    pub(super) fn is_redis(&self) -> bool {
+        #[cfg(feature = "redis")]
+        return self.redis.is_some();
+        #[cfg(not(feature = "redis"))]
+        return false;
     }
 
     /// A limiter builder with these settings and the name `name`, for a
@@ -78,6 +96,18 @@ pub struct SetConfig {
 }
 
 const FIELDS: &str = "rate, burst, buckets, per_tenant, salt or tenant_cache";
+
+/// The keys of a Redis limiter, known with or without the `redis` feature so
+/// that a build without it can say what to enable.
+pub(super) const REDIS_KEYS: [&str; 7] = [
+    "redis",
+    "failure_policy",
+    "replicas",
+    "deadline",
+    "retry_every",
+    "connect_timeout",
+    "cache_denials",
+];
 
 impl<'de> Deserialize<'de> for SetConfig {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<SetConfig, D::Error> {
@@ -186,6 +216,7 @@ impl<'de> Visitor<'de> for EntrySeed<'_> {
         let name = self.name;
         let mut rate = None;
         let mut config = LimiterConfig::new(Rate::PLACEHOLDER);
+        let mut redis = RedisKeys::default();
         while let Some(key) = map.next_key::<String>()? {
             match key.as_str() {
                 "rate" => field(&mut map, &mut rate, name, "rate")?,
@@ -194,9 +225,12 @@ impl<'de> Visitor<'de> for EntrySeed<'_> {
                 "per_tenant" => field(&mut map, &mut config.per_tenant, name, "per_tenant")?,
                 "salt" => field(&mut map, &mut config.salt, name, "salt")?,
                 "tenant_cache" => field(&mut map, &mut config.tenant_cache, name, "tenant_cache")?,
+                other if redis.read(&mut map, name, other)? => {}
                 other => {
                     return Err(de::Error::custom(format_args!(
-                        "limiters.{name}.{other}: unknown key: use {FIELDS}"
+                        "limiters.{name}.{other}: unknown key: use {FIELDS}; a Redis limiter \
+                         also takes {}",
+                        REDIS_KEYS.join(", ")
                     )));
                 }
             }
@@ -207,12 +241,60 @@ impl<'de> Visitor<'de> for EntrySeed<'_> {
                  rate = \"5/s\""
             ))
         })?;
+        redis.finish(name, &mut config)?;
         Ok(config)
     }
 }
 
+/// Without the `redis` feature the Redis keys are still known, and refused
+/// with a message that says which feature to enable.
+#[cfg(not(feature = "redis"))]
+#[derive(Default)]
+struct RedisKeys;
+
+#[cfg(not(feature = "redis"))]
+impl RedisKeys {
+    /// Refuses a Redis key (inside its value's deserializer, so that TOML
+    /// points at it); `false` for any other key.
+    fn read<'de, A: MapAccess<'de>>(
+        &mut self,
+        map: &mut A,
+        limiter: &str,
+        key: &str,
+    ) -> Result<bool, A::Error> {
+        if !REDIS_KEYS.contains(&key) {
+            return Ok(false);
+        }
+        map.next_value_seed(NoRedis { limiter, key })?;
+        Ok(true)
+    }
+
+    fn finish<E: de::Error>(self, _limiter: &str, _config: &mut LimiterConfig) -> Result<(), E> {
+        Ok(())
+    }
+}
+
+#[cfg(not(feature = "redis"))]
+struct NoRedis<'a> {
+    limiter: &'a str,
+    key: &'a str,
+}
+
+#[cfg(not(feature = "redis"))]
+impl<'de> DeserializeSeed<'de> for NoRedis<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, _: D) -> Result<(), D::Error> {
+        let (limiter, key) = (self.limiter, self.key);
+        Err(de::Error::custom(format_args!(
+            "limiters.{limiter}.{key}: a Redis limiter needs the `redis` feature of \
+             shuffle-limiter: enable it in Cargo.toml (features = [\"serde\", \"redis\"])"
+        )))
+    }
+}
+
 /// Reads one setting into `slot`, naming its place in any error.
-fn field<'de, A, T>(
+pub(super) fn field<'de, A, T>(
     map: &mut A,
     slot: &mut Option<T>,
     limiter: &str,

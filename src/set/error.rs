@@ -26,8 +26,24 @@ pub struct SetError {
 pub(super) enum SetErrorKind {
     Config(ConfigError),
     Duplicate,
+    /// `from_config` met a Redis limiter, which needs `connect`.
+    NeedsConnect,
 }
 
+impl SetError {
+    pub(super) fn config(limiter: &str, error: ConfigError) -> SetError {
+        SetError::new(limiter, SetErrorKind::Config(error))
+    }
+
+    pub(super) fn new(limiter: &str, kind: SetErrorKind) -> SetError {
+        SetError {
+            limiter: limiter.to_owned(),
+            kind,
+        }
+    }
+}
+
+/// # Inspecting
 impl SetError {
     /// The name of the limiter at fault.
     pub fn limiter(&self) -> &str {
@@ -36,35 +52,40 @@ impl SetError {
 
     /// The setting to change, when one setting is at fault.
     pub fn field(&self) -> Option<&'static str> {
-        let SetErrorKind::Config(e) = &self.kind else {
-            return None;
-        };
-        use ConfigError::*;
-        Some(if matches!(e, ZeroBuckets | TooManyBuckets { .. }) {
-            "buckets"
-        } else if matches!(
-            e,
-            ZeroPerTenant | PerTenantExceedsBuckets { .. } | TooManyPerTenant { .. }
-        ) {
-            "per_tenant"
-        } else if matches!(e, BurstTooSmall { .. }) {
-            "burst"
-        } else if matches!(e, CacheTooLarge { .. }) {
-            "tenant_cache"
-        } else if matches!(e, MissingQuota | ZeroCount | ZeroPeriod | Overflow { .. }) {
-            "rate"
-        } else {
-            return None;
-        })
+        match &self.kind {
+            SetErrorKind::Config(e) => config_field(e),
+            SetErrorKind::Duplicate => None,
+            SetErrorKind::NeedsConnect => Some("redis"),
+        }
     }
 
     /// The builder's error, when the settings could not work together.
     pub fn config_error(&self) -> Option<&ConfigError> {
         match &self.kind {
             SetErrorKind::Config(e) => Some(e),
-            SetErrorKind::Duplicate => None,
+            _ => None,
         }
     }
+}
+
+fn config_field(e: &ConfigError) -> Option<&'static str> {
+    use ConfigError::*;
+    Some(if matches!(e, ZeroBuckets | TooManyBuckets { .. }) {
+        "buckets"
+    } else if matches!(
+        e,
+        ZeroPerTenant | PerTenantExceedsBuckets { .. } | TooManyPerTenant { .. }
+    ) {
+        "per_tenant"
+    } else if matches!(e, BurstTooSmall { .. }) {
+        "burst"
+    } else if matches!(e, CacheTooLarge { .. }) {
+        "tenant_cache"
+    } else if matches!(e, MissingQuota | ZeroCount | ZeroPeriod | Overflow { .. }) {
+        "rate"
+    } else {
+        return None;
+    })
 }
 
 impl fmt::Display for SetError {
@@ -78,12 +99,19 @@ impl fmt::Display for SetError {
             SetErrorKind::Duplicate => {
                 f.write_str(": two limiters have this name: give each limiter its own name")
             }
+            SetErrorKind::NeedsConnect => f.write_str(
+                ": a Redis limiter needs a connection: build the set with \
+                 `LimiterSet::connect(&config).await`",
+            ),
         }
     }
 }
 
 impl std::error::Error for SetError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.config_error().map(|e| e as _)
+        match &self.kind {
+            SetErrorKind::Config(e) => Some(e),
+            _ => None,
+        }
     }
 }

@@ -59,6 +59,8 @@
 mod config;
 mod error;
 mod rate;
+#[cfg(feature = "redis")]
+mod redis;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -74,6 +76,8 @@ pub use config::{LimiterConfig, SetConfig};
 pub use error::SetError;
 use error::SetErrorKind;
 pub use rate::{Rate, RateError, RateErrorKind};
+#[cfg(feature = "redis")]
+pub use redis::RedisConfig;
 
 type Map<C> = HashMap<Box<str>, Arc<ShardedLimiter<C>>, foldhash::fast::RandomState>;
 
@@ -125,14 +129,14 @@ impl<C: Clock> LimiterSet<C> {
         C: Clone,
     {
         let limiters = config.limiters.iter().map(|(name, settings)| {
+            if settings.is_redis() {
+                return Err(SetError::new(name, SetErrorKind::NeedsConnect));
+            }
             settings
                 .builder(name)
                 .clock(clock.clone())
                 .build()
-                .map_err(|e| SetError {
-                    limiter: name.clone(),
-                    kind: SetErrorKind::Config(e),
-                })
+                .map_err(|e| SetError::config(name, e))
         });
         Self::from_limiters(limiters.collect::<Result<Vec<_>, _>>()?)
     }
@@ -160,10 +164,7 @@ impl<C: Clock> LimiterSet<C> {
         for limiter in limiters {
             let name: Box<str> = limiter.name().into();
             if map.contains_key(&name) {
-                return Err(SetError {
-                    limiter: name.into(),
-                    kind: SetErrorKind::Duplicate,
-                });
+                return Err(SetError::new(&name, SetErrorKind::Duplicate));
             }
             map.insert(name, Arc::new(limiter));
         }
