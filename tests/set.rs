@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use shuffle_limiter::set::{LimiterConfig, LimiterSet, Rate, RateErrorKind, SetConfig};
+use shuffle_limiter::set::{LimiterConfig, LimiterSet, Member, Rate, RateErrorKind, SetConfig};
 use shuffle_limiter::{ConfigError, ManualClock, Quota, ShardedLimiter};
 
 const EXAMPLE: &str = r#"
@@ -432,4 +432,33 @@ fn without_the_redis_feature_a_redis_key_says_which_feature_to_enable() {
             "{e}"
         );
     }
+}
+
+#[test]
+fn members_view_every_limiter_and_iter_the_in_process_ones() {
+    let set: LimiterSet = toml::from_str(EXAMPLE).unwrap();
+    let members: Vec<_> = set
+        .members()
+        .map(|m| (m.name(), m.quota().burst(), m.buckets(), m.per_tenant()))
+        .collect();
+    assert_eq!(
+        members,
+        [
+            ("amazon", 5, 5, 2),
+            ("etsy", 1000, 8, 2),
+            ("walmart", 40, 16, 3)
+        ]
+    );
+    let Some(Member::Local(amazon)) = set.member("amazon") else {
+        panic!("amazon is in process");
+    };
+    assert!(std::sync::Arc::ptr_eq(amazon, set.get("amazon").unwrap()));
+    assert!(set.member("ebay").is_none());
+    assert_eq!(
+        format!("{:?}", set.member("amazon").unwrap()).get(..6),
+        Some("Local(")
+    );
+    let mut names: Vec<_> = set.iter().map(|(name, _)| name).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["amazon", "etsy", "walmart"]);
 }

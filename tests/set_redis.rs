@@ -10,8 +10,13 @@
 use std::error::Error as _;
 use std::time::Duration;
 
-use shuffle_limiter::redis::FailurePolicy;
-use shuffle_limiter::set::{LimiterSet, RedisConfig, SetConfig};
+use shuffle_limiter::ConfigError;
+use shuffle_limiter::redis::{Error as RedisError, FailurePolicy};
+use shuffle_limiter::set::{LimiterSet, Member, RedisConfig, SetConfig};
+
+#[path = "support/redis_server.rs"]
+mod redis_server;
+use redis_server::{RedisServer, free_port};
 
 fn toml_err(text: &str) -> String {
     toml::from_str::<SetConfig>(text).unwrap_err().to_string()
@@ -261,6 +266,10 @@ redis = "URL"
 deadline = "2s"
 "#;
 
+fn mixed(url: &str) -> SetConfig {
+    toml::from_str(&MIXED.replace("URL", url)).unwrap()
+}
+
 #[test]
 fn from_config_refuses_a_redis_limiter_and_says_to_connect() {
     let text = MIXED.replace("URL", "redis://127.0.0.1:6379");
@@ -275,4 +284,145 @@ fn from_config_refuses_a_redis_limiter_and_says_to_connect() {
     assert!(err.source().is_none() && err.config_error().is_none());
     let e = toml::from_str::<LimiterSet>(&text).unwrap_err().to_string();
     assert!(e.contains("`LimiterSet::connect(&config).await`"), "{e}");
+
+    // A set can be connected from any task.
+    fn send<T: Send>(_: &T) {}
+    send(&LimiterSet::connect(&config));
+}
+
+#[tokio::test]
+async fn connect_errors_name_the_limiter_and_carry_the_redis_error() {
+    // Nobody listens: the connection is refused.
+    let url = format!("redis://127.0.0.1:{}", free_port());
+    let err = LimiterSet::connect(&mixed(&url)).await.unwrap_err();
+    assert_eq!((err.limiter(), err.field()), ("walmart", Some("redis")));
+    assert!(
+        matches!(err.redis_error(), Some(RedisError::Connection { .. })),
+        "{err:?}"
+    );
+    let source = err.source().expect("the Redis error");
+    assert!(source.downcast_ref::<RedisError>().is_some());
+    assert!(
+        err.to_string()
+            .starts_with("limiters.walmart.redis: no connection to Redis ("),
+        "{err}"
+    );
+
+    // Settings that cannot work are named before any connection is tried.
+    let cases = [
+        (
+            MIXED.replace("burst = 8", "burst = 3"),
+            "burst",
+            "a burst of 3 cannot give each of the 4 buckets a token",
+        ),
+        (
+            MIXED.replace(
+                "deadline = \"2s\"",
+                "failure_policy = \"local_fallback\"\nreplicas = 4",
+            ),
+            "replicas",
+            "a burst of 8 split over 4 replicas cannot give each of the 4 buckets a token",
+        ),
+    ];
+    for (text, field, message) in cases {
+        let config: SetConfig = toml::from_str(&text.replace("URL", &url)).unwrap();
+        let err = LimiterSet::connect(&config).await.unwrap_err();
+        assert_eq!((err.limiter(), err.field()), ("walmart", Some(field)));
+        assert!(
+            err.to_string()
+                .starts_with(&format!("limiters.walmart.{field}: {message}")),
+            "{err}"
+        );
+    }
+    let config: SetConfig =
+        toml::from_str(&MIXED.replace("burst = 8", "burst = 3").replace("URL", &url)).unwrap();
+    let err = LimiterSet::connect(&config).await.unwrap_err();
+    assert_eq!(
+        err.config_error(),
+        Some(&ConfigError::BurstTooSmall {
+            burst: 3,
+            buckets: 4
+        })
+    );
+
+    // In-process limiters are built first: their mistakes do not wait for
+    // the network.
+    let text = MIXED.replace("burst = 2", "burst = 1").replace("URL", &url);
+    let err = LimiterSet::connect(&toml::from_str(&text).unwrap())
+        .await
+        .unwrap_err();
+    assert_eq!((err.limiter(), err.field()), ("amazon", Some("burst")));
+}
+
+#[tokio::test]
+async fn a_mixed_set_holds_both_kinds_and_each_is_found_by_its_own_lookup() {
+    let server = RedisServer::start();
+    let set = LimiterSet::connect(&mixed(&server.url())).await.unwrap();
+
+    assert_eq!(set.len(), 2);
+    assert_eq!(set.names().collect::<Vec<_>>(), ["amazon", "walmart"]);
+    assert_eq!(format!("{set:?}"), r#"LimiterSet(["amazon", "walmart"])"#);
+    assert!(set.get("amazon").is_some() && set.get_redis("amazon").is_none());
+    assert!(set.get_redis("walmart").is_some() && set.get("walmart").is_none());
+    assert!(set.member("ebay").is_none());
+    // iter() yields the in-process limiters; members() all, sorted.
+    assert_eq!(
+        set.iter().map(|(name, _)| name).collect::<Vec<_>>(),
+        ["amazon"]
+    );
+    let members: Vec<_> = set
+        .members()
+        .map(|m| {
+            (
+                m.name(),
+                matches!(m, Member::Redis(_)),
+                m.buckets(),
+                m.per_tenant(),
+            )
+        })
+        .collect();
+    assert_eq!(members, [("amazon", false, 2, 2), ("walmart", true, 4, 4)]);
+    assert_eq!(set.member("walmart").unwrap().quota().burst(), 8);
+
+    // The in-process limiter answers at once; the Redis one over Redis.
+    let amazon = set.get("amazon").unwrap();
+    assert_eq!((0..5).filter(|_| amazon.check("t").is_ok()).count(), 2);
+    let walmart = set.get_redis("walmart").unwrap();
+    assert_eq!(walmart.name(), "walmart");
+    let mut granted = 0;
+    for _ in 0..12 {
+        granted += usize::from(walmart.check("t").await.is_ok());
+    }
+    assert_eq!(granted, 8);
+}
+
+#[tokio::test]
+async fn two_sets_from_one_config_share_the_redis_budget_and_keep_their_own_local_ones() {
+    let server = RedisServer::start();
+    let config = mixed(&server.url());
+    // Two processes, each building its set from the same config.
+    let (a, b) = (
+        LimiterSet::connect(&config).await.unwrap(),
+        LimiterSet::connect(&config).await.unwrap(),
+    );
+
+    // walmart: B = 8 in Redis, all 4 buckets the tenant's. Asked in turn,
+    // the two sets get 8 together, 4 each: with a budget each it would be
+    // 16.
+    let (mut from_a, mut from_b) = (0, 0);
+    for _ in 0..10 {
+        from_a += usize::from(a.get_redis("walmart").unwrap().check("t").await.is_ok());
+        from_b += usize::from(b.get_redis("walmart").unwrap().check("t").await.is_ok());
+    }
+    assert_eq!((from_a, from_b), (4, 4));
+    // Another tenant finds the same buckets spent.
+    assert!(a.get_redis("walmart").unwrap().check("u").await.is_err());
+    assert!(b.get_redis("walmart").unwrap().check("u").await.is_err());
+
+    // amazon is in process: each set has its own B = 2.
+    let granted = |set: &LimiterSet| {
+        let amazon = set.get("amazon").unwrap();
+        (0..5).filter(|_| amazon.check("t").is_ok()).count()
+    };
+    assert_eq!((granted(&a), granted(&b)), (2, 2));
 }

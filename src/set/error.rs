@@ -28,6 +28,8 @@ pub(super) enum SetErrorKind {
     Duplicate,
     /// `from_config` met a Redis limiter, which needs `connect`.
     NeedsConnect,
+    #[cfg(feature = "redis")]
+    Redis(RedisBuildError),
 }
 
 impl SetError {
@@ -40,6 +42,11 @@ impl SetError {
             limiter: limiter.to_owned(),
             kind,
         }
+    }
+
+    #[cfg(feature = "redis")]
+    pub(super) fn redis(limiter: &str, error: crate::redis::Error) -> SetError {
+        SetError::new(limiter, SetErrorKind::Redis(RedisBuildError(error)))
     }
 }
 
@@ -56,6 +63,8 @@ impl SetError {
             SetErrorKind::Config(e) => config_field(e),
             SetErrorKind::Duplicate => None,
             SetErrorKind::NeedsConnect => Some("redis"),
+            #[cfg(feature = "redis")]
+            SetErrorKind::Redis(e) => redis_field(&e.0),
         }
     }
 
@@ -63,6 +72,18 @@ impl SetError {
     pub fn config_error(&self) -> Option<&ConfigError> {
         match &self.kind {
             SetErrorKind::Config(e) => Some(e),
+            #[cfg(feature = "redis")]
+            SetErrorKind::Redis(RedisBuildError(crate::redis::Error::Config(e))) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The error of building a Redis limiter: it could not connect, or its
+    /// settings could not work.
+    #[cfg(feature = "redis")]
+    pub fn redis_error(&self) -> Option<&crate::redis::Error> {
+        match &self.kind {
+            SetErrorKind::Redis(e) => Some(&e.0),
             _ => None,
         }
     }
@@ -88,6 +109,36 @@ fn config_field(e: &ConfigError) -> Option<&'static str> {
     })
 }
 
+/// The config key behind an error of `build_redis`.
+#[cfg(feature = "redis")]
+fn redis_field(e: &crate::redis::Error) -> Option<&'static str> {
+    use crate::redis::Error::*;
+    match e {
+        Config(e) => config_field(e),
+        ZeroReplicas | FallbackBurstTooSmall { .. } => Some("replicas"),
+        ZeroDuration { option } => Some(option),
+        RefillTooLong { .. } => Some("rate"),
+        InvalidName { .. } => None,
+        _ => Some("redis"),
+    }
+}
+
+/// The Redis build error in a [`SetError`]; equal to another when it reads
+/// the same, as the `redis` crate's errors have no equality of their own.
+#[cfg(feature = "redis")]
+#[derive(Debug, Clone)]
+pub(super) struct RedisBuildError(crate::redis::Error);
+
+#[cfg(feature = "redis")]
+impl PartialEq for RedisBuildError {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.to_string() == other.0.to_string()
+    }
+}
+
+#[cfg(feature = "redis")]
+impl Eq for RedisBuildError {}
+
 impl fmt::Display for SetError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "limiters.{}", self.limiter)?;
@@ -103,6 +154,8 @@ impl fmt::Display for SetError {
                 ": a Redis limiter needs a connection: build the set with \
                  `LimiterSet::connect(&config).await`",
             ),
+            #[cfg(feature = "redis")]
+            SetErrorKind::Redis(e) => write!(f, ": {}", e.0),
         }
     }
 }
@@ -111,6 +164,8 @@ impl std::error::Error for SetError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match &self.kind {
             SetErrorKind::Config(e) => Some(e),
+            #[cfg(feature = "redis")]
+            SetErrorKind::Redis(e) => Some(&e.0),
             _ => None,
         }
     }
