@@ -250,7 +250,7 @@ impl<'de> Visitor<'de> for EntrySeed<'_> {
 /// with a message that says which feature to enable.
 #[cfg(not(feature = "redis"))]
 #[derive(Default)]
-struct RedisKeys;
+struct RedisKeys {}
 
 #[cfg(not(feature = "redis"))]
 impl RedisKeys {

@@ -99,6 +99,14 @@ pub(super) enum Entry<C> {
 }
 
 impl<C> Entry<C> {
+    pub(super) fn local(&self) -> Option<&Arc<ShardedLimiter<C>>> {
+        match self {
+            Entry::Local(limiter) => Some(limiter),
+            #[cfg(feature = "redis")]
+            Entry::Redis(_) => None,
+        }
+    }
+
     pub(super) fn member(&self) -> Member<'_, C> {
         match self {
             Entry::Local(limiter) => Member::Local(limiter),

@@ -328,11 +328,7 @@ impl<C> LimiterSet<C> {
     /// ```
     #[inline]
     pub fn get(&self, name: &str) -> Option<&Arc<ShardedLimiter<C>>> {
-        match self.limiters.get(name)? {
-            Entry::Local(limiter) => Some(limiter),
-            #[cfg(feature = "redis")]
-            Entry::Redis(_) => None,
-        }
+        self.limiters.get(name)?.local()
     }
 
     /// The Redis limiter named `name`; in-process limiters are found with
@@ -369,11 +365,7 @@ impl<C> LimiterSet<C> {
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Arc<ShardedLimiter<C>>)> {
         self.limiters
             .iter()
-            .filter_map(|(name, entry)| match entry {
-                Entry::Local(limiter) => Some((&**name, limiter)),
-                #[cfg(feature = "redis")]
-                Entry::Redis(_) => None,
-            })
+            .filter_map(|(name, entry)| Some((&**name, entry.local()?)))
     }
 
     /// How many limiters there are, of both kinds.
