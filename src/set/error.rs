@@ -16,6 +16,11 @@ use crate::error::ConfigError;
 /// assert!(err.to_string().starts_with("limiters.amazon.burst: a burst of 5 cannot"));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+///
+/// A Redis limiter that could not be built (feature `redis`) reports the
+/// same way, `limiters.NAME.redis: no connection to Redis (...)` say, with
+/// the Redis error as its `source` and `redis_error`. Two errors of that
+/// kind are equal when they read the same.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SetError {
     pub(super) limiter: String,
