@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use shuffle_limiter::set::{LimiterConfig, LimiterSet, Rate, RateErrorKind, SetConfig};
+use shuffle_limiter::set::{LimiterConfig, LimiterSet, Member, Rate, RateErrorKind, SetConfig};
 use shuffle_limiter::{ConfigError, ManualClock, Quota, ShardedLimiter};
 
 const EXAMPLE: &str = r#"
@@ -401,4 +401,64 @@ fn each_limiter_keeps_its_own_budget_and_clones_share_them() {
         format!("{set:?}"),
         r#"LimiterSet(["amazon", "etsy", "walmart"])"#
     );
+}
+
+/// Without the `redis` feature the Redis keys are known, and each is refused
+/// at its value with the feature to enable.
+#[cfg(not(feature = "redis"))]
+#[test]
+fn without_the_redis_feature_a_redis_key_says_which_feature_to_enable() {
+    for (key, value) in [
+        ("redis", "\"redis://127.0.0.1:6379\""),
+        ("failure_policy", "\"fail_open\""),
+        ("replicas", "4"),
+        ("deadline", "\"5ms\""),
+        ("retry_every", "\"1s\""),
+        ("connect_timeout", "\"1s\""),
+        ("cache_denials", "true"),
+    ] {
+        let e = toml_err(&format!(
+            "[limiters.amazon]\nrate = \"5/s\"\n{key} = {value}\n"
+        ));
+        assert!(
+            e.contains(&format!(
+                "limiters.amazon.{key}: a Redis limiter needs the `redis` feature of \
+                 shuffle-limiter: enable it in Cargo.toml (features = [\"serde\", \"redis\"])"
+            )),
+            "{e}"
+        );
+        assert!(
+            e.contains(&format!("at line 3, column {}", key.len() + 4)),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn members_view_every_limiter_and_iter_the_in_process_ones() {
+    let set: LimiterSet = toml::from_str(EXAMPLE).unwrap();
+    let members: Vec<_> = set
+        .members()
+        .map(|m| (m.name(), m.quota().burst(), m.buckets(), m.per_tenant()))
+        .collect();
+    assert_eq!(
+        members,
+        [
+            ("amazon", 5, 5, 2),
+            ("etsy", 1000, 8, 2),
+            ("walmart", 40, 16, 3)
+        ]
+    );
+    let Some(Member::Local(amazon)) = set.member("amazon") else {
+        panic!("amazon is in process");
+    };
+    assert!(std::sync::Arc::ptr_eq(amazon, set.get("amazon").unwrap()));
+    assert!(set.member("ebay").is_none());
+    assert_eq!(
+        format!("{:?}", set.member("amazon").unwrap()).get(..6),
+        Some("Local(")
+    );
+    let mut names: Vec<_> = set.iter().map(|(name, _)| name).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["amazon", "etsy", "walmart"]);
 }

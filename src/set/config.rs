@@ -1,0 +1,338 @@
+//! [`LimiterConfig`] and [`SetConfig`], and their hand-written deserializers:
+//! every error is made inside the failing value's deserializer and names its
+//! place, `limiters.NAME.FIELD: what to change`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
+
+use super::rate::Rate;
+#[cfg(feature = "redis")]
+use super::redis::{RedisConfig, RedisKeys};
+use crate::clock::MonotonicClock;
+use crate::limiter::{Builder, ShardedLimiter};
+
+/// The settings of one named limiter, as read from a config.
+///
+/// Unset fields keep the [`Builder`]'s defaults. With `redis` set (feature
+/// `redis`), the buckets live in Redis and `LimiterSet::connect` builds the
+/// limiter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LimiterConfig {
+    /// The upstream's budget.
+    pub rate: Rate,
+    /// B: how many requests at once; the rate's count when unset.
+    pub burst: Option<u32>,
+    /// N: buckets the budget is split into.
+    pub buckets: Option<u32>,
+    /// k: buckets per tenant.
+    pub per_tenant: Option<u32>,
+    /// A deployment secret mixed into the assignment.
+    pub salt: Option<String>,
+    /// Entries of the tenant → shard cache.
+    pub tenant_cache: Option<usize>,
+    /// Where the buckets live when they are in Redis; `None` for an
+    /// in-process limiter.
+    #[cfg(feature = "redis")]
+    pub redis: Option<RedisConfig>,
+}
+
+impl LimiterConfig {
+    /// A config with only a rate; every other setting at its default.
+    pub fn new(rate: Rate) -> Self {
+        LimiterConfig {
+            rate,
+            burst: None,
+            buckets: None,
+            per_tenant: None,
+            salt: None,
+            tenant_cache: None,
+            #[cfg(feature = "redis")]
+            redis: None,
+        }
+    }
+
+    /// Whether the buckets live in Redis.
+    pub(super) fn is_redis(&self) -> bool {
+        #[cfg(feature = "redis")]
+        return self.redis.is_some();
+        #[cfg(not(feature = "redis"))]
+        return false;
+    }
+
+    /// A limiter builder with these settings and the name `name`, for a
+    /// caller that wants to change more (the clock, say) before building.
+    pub fn builder(&self, name: &str) -> Builder<MonotonicClock> {
+        let mut quota = self.rate.quota();
+        if let Some(burst) = self.burst {
+            quota = quota.with_burst(burst);
+        }
+        let mut builder = ShardedLimiter::builder().quota(quota).name(name);
+        if let Some(buckets) = self.buckets {
+            builder = builder.buckets(buckets);
+        }
+        if let Some(per_tenant) = self.per_tenant {
+            builder = builder.per_tenant(per_tenant);
+        }
+        if let Some(salt) = &self.salt {
+            builder = builder.salt(salt);
+        }
+        if let Some(entries) = self.tenant_cache {
+            builder = builder.tenant_cache(entries);
+        }
+        builder
+    }
+}
+
+/// A whole config: `[limiters.NAME]` tables, in name order.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct SetConfig {
+    /// The limiters by name.
+    pub limiters: BTreeMap<String, LimiterConfig>,
+}
+
+const FIELDS: &str = "rate, burst, buckets, per_tenant, salt or tenant_cache";
+
+/// The keys of a Redis limiter, known with or without the `redis` feature so
+/// that a build without it can say what to enable.
+pub(super) const REDIS_KEYS: [&str; 7] = [
+    "redis",
+    "failure_policy",
+    "replicas",
+    "deadline",
+    "retry_every",
+    "connect_timeout",
+    "cache_denials",
+];
+
+impl<'de> Deserialize<'de> for SetConfig {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<SetConfig, D::Error> {
+        deserializer.deserialize_map(TopVisitor)
+    }
+}
+
+struct TopVisitor;
+
+impl<'de> Visitor<'de> for TopVisitor {
+    type Value = SetConfig;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a config with a `limiters` table")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<SetConfig, A::Error> {
+        let mut limiters = None;
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "limiters" if limiters.is_some() => {
+                    return Err(de::Error::custom("limiters: given twice"));
+                }
+                "limiters" => limiters = Some(map.next_value_seed(LimitersSeed)?),
+                other => {
+                    return Err(de::Error::custom(format_args!(
+                        "{other}: unknown key: the config holds only `limiters` tables, \
+                         such as [limiters.amazon]"
+                    )));
+                }
+            }
+        }
+        let limiters: BTreeMap<_, _> = limiters.ok_or_else(|| {
+            de::Error::custom(
+                "limiters: missing: add a table per limiter, such as [limiters.amazon] \
+                 with rate = \"5/s\"",
+            )
+        })?;
+        if limiters.is_empty() {
+            return Err(de::Error::custom(
+                "limiters: empty: add a table per limiter, such as [limiters.amazon] \
+                 with rate = \"5/s\"",
+            ));
+        }
+        Ok(SetConfig { limiters })
+    }
+}
+
+struct LimitersSeed;
+
+impl<'de> DeserializeSeed<'de> for LimitersSeed {
+    type Value = BTreeMap<String, LimiterConfig>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for LimitersSeed {
+    type Value = BTreeMap<String, LimiterConfig>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a table of named limiters, such as [limiters.amazon]")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut limiters = BTreeMap::new();
+        while let Some(name) = map.next_key::<String>()? {
+            if limiters.contains_key(&name) {
+                return Err(de::Error::custom(format_args!(
+                    "limiters.{name}: given twice"
+                )));
+            }
+            let config = map.next_value_seed(EntrySeed { name: &name })?;
+            limiters.insert(name, config);
+        }
+        Ok(limiters)
+    }
+}
+
+/// One `[limiters.NAME]` table; knows its name so that errors can say where.
+struct EntrySeed<'a> {
+    name: &'a str,
+}
+
+impl<'de> DeserializeSeed<'de> for EntrySeed<'_> {
+    type Value = LimiterConfig;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<LimiterConfig, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for EntrySeed<'_> {
+    type Value = LimiterConfig;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "a table of settings for limiters.{} ({FIELDS})",
+            self.name
+        )
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<LimiterConfig, A::Error> {
+        let name = self.name;
+        let mut rate = None;
+        let mut config = LimiterConfig::new(Rate::PLACEHOLDER);
+        let mut redis = RedisKeys::default();
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "rate" => field(&mut map, &mut rate, name, "rate")?,
+                "burst" => field(&mut map, &mut config.burst, name, "burst")?,
+                "buckets" => field(&mut map, &mut config.buckets, name, "buckets")?,
+                "per_tenant" => field(&mut map, &mut config.per_tenant, name, "per_tenant")?,
+                "salt" => field(&mut map, &mut config.salt, name, "salt")?,
+                "tenant_cache" => field(&mut map, &mut config.tenant_cache, name, "tenant_cache")?,
+                other if redis.read(&mut map, name, other)? => {}
+                other => {
+                    return Err(de::Error::custom(format_args!(
+                        "limiters.{name}.{other}: unknown key: use {FIELDS}; a Redis limiter \
+                         also takes {}",
+                        REDIS_KEYS.join(", ")
+                    )));
+                }
+            }
+        }
+        config.rate = rate.ok_or_else(|| {
+            de::Error::custom(format_args!(
+                "limiters.{name}.rate: missing: every limiter needs a rate, such as \
+                 rate = \"5/s\""
+            ))
+        })?;
+        redis.finish(name, &mut config)?;
+        Ok(config)
+    }
+}
+
+/// Without the `redis` feature the Redis keys are still known, and refused
+/// with a message that says which feature to enable.
+#[cfg(not(feature = "redis"))]
+#[derive(Default)]
+struct RedisKeys {}
+
+#[cfg(not(feature = "redis"))]
+impl RedisKeys {
+    /// Refuses a Redis key (inside its value's deserializer, so that TOML
+    /// points at it); `false` for any other key.
+    fn read<'de, A: MapAccess<'de>>(
+        &mut self,
+        map: &mut A,
+        limiter: &str,
+        key: &str,
+    ) -> Result<bool, A::Error> {
+        if !REDIS_KEYS.contains(&key) {
+            return Ok(false);
+        }
+        map.next_value_seed(NoRedis { limiter, key })?;
+        Ok(true)
+    }
+
+    fn finish<E: de::Error>(self, _limiter: &str, _config: &mut LimiterConfig) -> Result<(), E> {
+        Ok(())
+    }
+}
+
+#[cfg(not(feature = "redis"))]
+struct NoRedis<'a> {
+    limiter: &'a str,
+    key: &'a str,
+}
+
+#[cfg(not(feature = "redis"))]
+impl<'de> DeserializeSeed<'de> for NoRedis<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, _: D) -> Result<(), D::Error> {
+        let (limiter, key) = (self.limiter, self.key);
+        Err(de::Error::custom(format_args!(
+            "limiters.{limiter}.{key}: a Redis limiter needs the `redis` feature of \
+             shuffle-limiter: enable it in Cargo.toml (features = [\"serde\", \"redis\"])"
+        )))
+    }
+}
+
+/// Reads one setting into `slot`, naming its place in any error.
+pub(super) fn field<'de, A, T>(
+    map: &mut A,
+    slot: &mut Option<T>,
+    limiter: &str,
+    field: &str,
+) -> Result<(), A::Error>
+where
+    A: MapAccess<'de>,
+    T: Deserialize<'de>,
+{
+    if slot.is_some() {
+        return Err(de::Error::custom(format_args!(
+            "limiters.{limiter}.{field}: given twice"
+        )));
+    }
+    let value = map.next_value_seed(Placed {
+        limiter,
+        field,
+        value: std::marker::PhantomData,
+    })?;
+    *slot = Some(value);
+    Ok(())
+}
+
+/// Deserializes one setting and prefixes any error with its place. The error
+/// is made inside the value's own deserializer, so a format that knows
+/// positions (TOML) points at the value, not at the table around it.
+struct Placed<'a, T> {
+    limiter: &'a str,
+    field: &'a str,
+    value: std::marker::PhantomData<T>,
+}
+
+impl<'de, T: Deserialize<'de>> DeserializeSeed<'de> for Placed<'_, T> {
+    type Value = T;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<T, D::Error> {
+        let (limiter, field) = (self.limiter, self.field);
+        T::deserialize(deserializer)
+            .map_err(|e| de::Error::custom(format_args!("limiters.{limiter}.{field}: {e}")))
+    }
+}

@@ -1,0 +1,177 @@
+//! [`SetError`]: why a [`LimiterSet`](super::LimiterSet) could not be built.
+
+use std::fmt;
+
+use crate::error::ConfigError;
+
+/// Why a [`LimiterSet`](super::LimiterSet) could not be built; the message names the limiter
+/// and, where there is one, the setting to change.
+///
+/// ```
+/// use shuffle_limiter::set::{LimiterSet, SetConfig};
+///
+/// let config: SetConfig = toml::from_str("[limiters.amazon]\nrate = \"5/s\"\nbuckets = 8")?;
+/// let err = LimiterSet::from_config(&config).unwrap_err();
+/// assert_eq!((err.limiter(), err.field()), ("amazon", Some("burst")));
+/// assert!(err.to_string().starts_with("limiters.amazon.burst: a burst of 5 cannot"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// A Redis limiter that could not be built (feature `redis`) reports the
+/// same way, `limiters.NAME.redis: no connection to Redis (...)` say, with
+/// the Redis error as its `source` and `redis_error`. Two errors of that
+/// kind are equal when they read the same.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetError {
+    pub(super) limiter: String,
+    pub(super) kind: SetErrorKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum SetErrorKind {
+    Config(ConfigError),
+    Duplicate,
+    /// `from_config` met a Redis limiter, which needs `connect`.
+    NeedsConnect,
+    #[cfg(feature = "redis")]
+    Redis(RedisBuildError),
+}
+
+impl SetError {
+    pub(super) fn config(limiter: &str, error: ConfigError) -> SetError {
+        SetError::new(limiter, SetErrorKind::Config(error))
+    }
+
+    pub(super) fn new(limiter: &str, kind: SetErrorKind) -> SetError {
+        SetError {
+            limiter: limiter.to_owned(),
+            kind,
+        }
+    }
+
+    #[cfg(feature = "redis")]
+    pub(super) fn redis(limiter: &str, error: crate::redis::Error) -> SetError {
+        SetError::new(limiter, SetErrorKind::Redis(RedisBuildError(error)))
+    }
+}
+
+/// # Inspecting
+impl SetError {
+    /// The name of the limiter at fault.
+    pub fn limiter(&self) -> &str {
+        &self.limiter
+    }
+
+    /// The setting to change, when one setting is at fault.
+    pub fn field(&self) -> Option<&'static str> {
+        match &self.kind {
+            SetErrorKind::Config(e) => config_field(e),
+            SetErrorKind::Duplicate => None,
+            SetErrorKind::NeedsConnect => Some("redis"),
+            #[cfg(feature = "redis")]
+            SetErrorKind::Redis(e) => redis_field(&e.0),
+        }
+    }
+
+    /// The builder's error, when the settings could not work together.
+    pub fn config_error(&self) -> Option<&ConfigError> {
+        match &self.kind {
+            SetErrorKind::Config(e) => Some(e),
+            #[cfg(feature = "redis")]
+            SetErrorKind::Redis(RedisBuildError(crate::redis::Error::Config(e))) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The error of building a Redis limiter: it could not connect, or its
+    /// settings could not work.
+    #[cfg(feature = "redis")]
+    pub fn redis_error(&self) -> Option<&crate::redis::Error> {
+        match &self.kind {
+            SetErrorKind::Redis(e) => Some(&e.0),
+            _ => None,
+        }
+    }
+}
+
+fn config_field(e: &ConfigError) -> Option<&'static str> {
+    use ConfigError::*;
+    Some(if matches!(e, ZeroBuckets | TooManyBuckets { .. }) {
+        "buckets"
+    } else if matches!(
+        e,
+        ZeroPerTenant | PerTenantExceedsBuckets { .. } | TooManyPerTenant { .. }
+    ) {
+        "per_tenant"
+    } else if matches!(e, BurstTooSmall { .. }) {
+        "burst"
+    } else if matches!(e, CacheTooLarge { .. }) {
+        "tenant_cache"
+    } else if matches!(e, MissingQuota | ZeroCount | ZeroPeriod | Overflow { .. }) {
+        "rate"
+    } else {
+        return None;
+    })
+}
+
+/// The config key behind an error of `build_redis`.
+#[cfg(feature = "redis")]
+fn redis_field(e: &crate::redis::Error) -> Option<&'static str> {
+    use crate::redis::Error::*;
+    match e {
+        Config(e) => config_field(e),
+        ZeroReplicas | FallbackBurstTooSmall { .. } => Some("replicas"),
+        ZeroDuration { option } => Some(option),
+        RefillTooLong { .. } => Some("rate"),
+        InvalidName { .. } => None,
+        _ => Some("redis"),
+    }
+}
+
+/// The Redis build error in a [`SetError`]; equal to another when it reads
+/// the same, as the `redis` crate's errors have no equality of their own.
+#[cfg(feature = "redis")]
+#[derive(Debug, Clone)]
+pub(super) struct RedisBuildError(crate::redis::Error);
+
+#[cfg(feature = "redis")]
+impl PartialEq for RedisBuildError {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.to_string() == other.0.to_string()
+    }
+}
+
+#[cfg(feature = "redis")]
+impl Eq for RedisBuildError {}
+
+impl fmt::Display for SetError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "limiters.{}", self.limiter)?;
+        if let Some(field) = self.field() {
+            write!(f, ".{field}")?;
+        }
+        match &self.kind {
+            SetErrorKind::Config(e) => write!(f, ": {e}"),
+            SetErrorKind::Duplicate => {
+                f.write_str(": two limiters have this name: give each limiter its own name")
+            }
+            SetErrorKind::NeedsConnect => f.write_str(
+                ": a Redis limiter needs a connection: build the set with \
+                 `LimiterSet::connect(&config).await`",
+            ),
+            #[cfg(feature = "redis")]
+            SetErrorKind::Redis(e) => write!(f, ": {}", e.0),
+        }
+    }
+}
+
+impl std::error::Error for SetError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.kind {
+            SetErrorKind::Config(e) => Some(e),
+            #[cfg(feature = "redis")]
+            SetErrorKind::Redis(e) => Some(&e.0),
+            _ => None,
+        }
+    }
+}
