@@ -11,7 +11,7 @@ use std::error::Error as _;
 use std::time::Duration;
 
 use shuffle_limiter::ConfigError;
-use shuffle_limiter::redis::{Error as RedisError, FailurePolicy};
+use shuffle_limiter::redis::{BuildError, Error as RedisError, FailurePolicy};
 use shuffle_limiter::set::{LimiterSet, Member, RedisConfig, SetConfig};
 
 #[path = "support/redis_server.rs"]
@@ -297,11 +297,14 @@ async fn connect_errors_name_the_limiter_and_carry_the_redis_error() {
     let err = LimiterSet::connect(&mixed(&url)).await.unwrap_err();
     assert_eq!((err.limiter(), err.field()), ("walmart", Some("redis")));
     assert!(
-        matches!(err.redis_error(), Some(RedisError::Connection { .. })),
+        matches!(
+            err.redis_error(),
+            Some(BuildError::Redis(RedisError::Connection { .. }))
+        ),
         "{err:?}"
     );
     let source = err.source().expect("the Redis error");
-    assert!(source.downcast_ref::<RedisError>().is_some());
+    assert!(source.downcast_ref::<BuildError>().is_some());
     assert!(
         err.to_string()
             .starts_with("limiters.walmart.redis: no connection to Redis ("),

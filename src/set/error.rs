@@ -50,7 +50,7 @@ impl SetError {
     }
 
     #[cfg(feature = "redis")]
-    pub(super) fn redis(limiter: &str, error: crate::redis::Error) -> SetError {
+    pub(super) fn redis(limiter: &str, error: crate::redis::BuildError) -> SetError {
         SetError::new(limiter, SetErrorKind::Redis(RedisBuildError(error)))
     }
 }
@@ -78,7 +78,7 @@ impl SetError {
         match &self.kind {
             SetErrorKind::Config(e) => Some(e),
             #[cfg(feature = "redis")]
-            SetErrorKind::Redis(RedisBuildError(crate::redis::Error::Config(e))) => Some(e),
+            SetErrorKind::Redis(RedisBuildError(crate::redis::BuildError::Config(e))) => Some(e),
             _ => None,
         }
     }
@@ -86,7 +86,7 @@ impl SetError {
     /// The error of building a Redis limiter: it could not connect, or its
     /// settings could not work.
     #[cfg(feature = "redis")]
-    pub fn redis_error(&self) -> Option<&crate::redis::Error> {
+    pub fn redis_error(&self) -> Option<&crate::redis::BuildError> {
         match &self.kind {
             SetErrorKind::Redis(e) => Some(&e.0),
             _ => None,
@@ -103,11 +103,14 @@ fn config_field(e: &ConfigError) -> Option<&'static str> {
         ZeroPerTenant | PerTenantExceedsBuckets { .. } | TooManyPerTenant { .. }
     ) {
         "per_tenant"
-    } else if matches!(e, BurstTooSmall { .. }) {
+    } else if matches!(e, BurstTooSmall { .. } | ZeroBurst { .. }) {
         "burst"
     } else if matches!(e, CacheTooLarge { .. }) {
         "tenant_cache"
-    } else if matches!(e, MissingQuota | ZeroCount | ZeroPeriod | Overflow { .. }) {
+    } else if matches!(
+        e,
+        MissingQuota | ZeroCount | ZeroPeriod | Overflow { .. } | RateTooHigh { .. }
+    ) {
         "rate"
     } else {
         return None;
@@ -116,8 +119,8 @@ fn config_field(e: &ConfigError) -> Option<&'static str> {
 
 /// The config key behind an error of `build_redis`.
 #[cfg(feature = "redis")]
-fn redis_field(e: &crate::redis::Error) -> Option<&'static str> {
-    use crate::redis::Error::*;
+fn redis_field(e: &crate::redis::BuildError) -> Option<&'static str> {
+    use crate::redis::BuildError::*;
     match e {
         Config(e) => config_field(e),
         ZeroReplicas | FallbackBurstTooSmall { .. } => Some("replicas"),
@@ -132,7 +135,7 @@ fn redis_field(e: &crate::redis::Error) -> Option<&'static str> {
 /// the same, as the `redis` crate's errors have no equality of their own.
 #[cfg(feature = "redis")]
 #[derive(Debug, Clone)]
-pub(super) struct RedisBuildError(crate::redis::Error);
+pub(super) struct RedisBuildError(crate::redis::BuildError);
 
 #[cfg(feature = "redis")]
 impl PartialEq for RedisBuildError {

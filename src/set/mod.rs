@@ -187,7 +187,7 @@ impl LimiterSet<MonotonicClock> {
     /// whose Redis could not be reached; its
     /// [`source`](std::error::Error::source) and
     /// [`redis_error`](SetError::redis_error) give the
-    /// [`redis::Error`](crate::redis::Error).
+    /// [`redis::Error`](crate::redis::BuildError).
     #[cfg(feature = "redis")]
     pub async fn connect(config: &SetConfig) -> Result<Self, SetError> {
         Self::connect_with_clock(config, MonotonicClock::new()).await
