@@ -1,0 +1,109 @@
+//! The integrations over Redis: the waits and the tower layer work on a
+//! `RedisLimiter` exactly as on a `ShardedLimiter`, against a real
+//! `redis-server` and real HTTP on 127.0.0.1.
+
+use std::future::IntoFuture;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::http::HeaderName;
+use axum::routing::get;
+use shuffle_limiter::redis::{FailurePolicy, RedisLimiter, RedisOptions};
+use shuffle_limiter::tower::{RateLimitLayer, TenantKey};
+use shuffle_limiter::{Quota, ShardedLimiter};
+
+#[path = "support/redis_server.rs"]
+mod redis_server;
+use redis_server::RedisServer;
+
+async fn limiter(server: &RedisServer, quota: Quota, name: &str) -> RedisLimiter {
+    ShardedLimiter::builder()
+        .quota(quota)
+        .buckets(4)
+        .per_tenant(4) // the tenant holds the whole budget
+        .name(name)
+        .build_redis(
+            &server.url(),
+            RedisOptions::new(FailurePolicy::FailClosed).deadline(Duration::from_secs(1)),
+        )
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn until_ready_over_redis_keeps_to_the_rate() {
+    let server = RedisServer::start();
+    // 20/s, 4 at once: 24 grants take at least (24 − 4) / 20 s = 1 s.
+    let limiter = Arc::new(limiter(&server, Quota::per_second(20).with_burst(4), "wait").await);
+    let start = Instant::now();
+    for _ in 0..24 {
+        limiter.until_ready("tenant-42").await;
+    }
+    let elapsed = start.elapsed();
+    assert!(elapsed >= Duration::from_millis(990), "{elapsed:?}: faster than the budget");
+    assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
+    // A bounded wait gives up at once when the grant is too far off.
+    let denied = limiter
+        .until_ready_within("tenant-42", Duration::from_millis(1))
+        .await
+        .unwrap_err();
+    assert!(denied.retry_after() > Duration::from_millis(1));
+    assert_eq!(limiter.stats().errors(), 0);
+}
+
+async fn serve(limiter: RedisLimiter) -> SocketAddr {
+    let key = TenantKey::header(HeaderName::from_static("x-tenant"));
+    let app: Router = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(RateLimitLayer::new(Arc::new(limiter), key));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(axum::serve(listener, app).into_future());
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_servers_behind_one_redis_budget_admit_it_once_over_http() {
+    let server = RedisServer::start();
+    // 10 at once, then one token per 6 minutes per bucket: nothing refills
+    // during the test, so the two servers together may admit exactly 10.
+    let quota = Quota::per_hour(40).with_burst(10);
+    let a = serve(limiter(&server, quota, "shared-http").await).await;
+    let b = serve(limiter(&server, quota, "shared-http").await).await;
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let (mut ok, mut limited) = ([0; 2], [0; 2]);
+    for i in 0..30 {
+        let (addr, side) = if i % 2 == 0 { (a, 0) } else { (b, 1) };
+        let reply = client
+            .get(format!("http://{addr}/"))
+            .header("x-tenant", "acme")
+            .send()
+            .await
+            .unwrap();
+        match reply.status().as_u16() {
+            200 => {
+                ok[side] += 1;
+                assert!(reply.headers().contains_key("ratelimit"));
+            }
+            429 => {
+                limited[side] += 1;
+                let retry: u64 = reply.headers()["retry-after"]
+                    .to_str()
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                assert!((1..=360).contains(&retry), "{retry}");
+            }
+            other => panic!("status {other}"),
+        }
+    }
+    assert_eq!(ok[0] + ok[1], 10, "{ok:?} admitted, {limited:?} limited");
+    assert!(ok[0] > 0 && ok[1] > 0, "both servers drew from the budget: {ok:?}");
+    assert_eq!(limited[0] + limited[1], 20);
+}
