@@ -42,7 +42,10 @@ async fn until_ready_over_redis_keeps_to_the_rate() {
         limiter.until_ready("tenant-42").await;
     }
     let elapsed = start.elapsed();
-    assert!(elapsed >= Duration::from_millis(990), "{elapsed:?}: faster than the budget");
+    assert!(
+        elapsed >= Duration::from_millis(990),
+        "{elapsed:?}: faster than the budget"
+    );
     assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
     // A bounded wait gives up at once when the grant is too far off.
     let denied = limiter
@@ -104,6 +107,19 @@ async fn two_servers_behind_one_redis_budget_admit_it_once_over_http() {
         }
     }
     assert_eq!(ok[0] + ok[1], 10, "{ok:?} admitted, {limited:?} limited");
-    assert!(ok[0] > 0 && ok[1] > 0, "both servers drew from the budget: {ok:?}");
+    assert!(
+        ok[0] > 0 && ok[1] > 0,
+        "both servers drew from the budget: {ok:?}"
+    );
     assert_eq!(limited[0] + limited[1], 20);
+}
+
+#[path = "../examples/redis_quickstart.rs"]
+#[allow(dead_code)] // its `main` is for `cargo run --example`
+mod quickstart;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_walk_through_runs_as_written() {
+    let server = RedisServer::start();
+    quickstart::run(&server.url()).await.unwrap();
 }
