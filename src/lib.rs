@@ -52,24 +52,33 @@
 //!   is split over the buckets.
 //! - [`Assignment`] and [`Shard`]: the specified tenant → buckets function
 //!   (`docs/assignment.md` is the contract, with known-answer vectors).
-//! - [`ShardedLimiter`], [`Tenant`], [`Grant`], [`Denied`]: the decision.
+//! - [`Limiter`], [`ShardedLimiter`], [`Tenant`], [`Grant`], [`Denied`]: the
+//!   decision. A limiter is one core (the split, the assignment, the tenant
+//!   cache) over one [`store`]: [`InProcess`](store::InProcess) atomics, or
+//!   Redis. The decision itself is written once, as a pure function that
+//!   every store applies atomically.
 //! - [`Clock`], [`MonotonicClock`], [`ManualClock`]: time.
 //! - [`blast`]: the exact blast-radius math for choosing N and k
-//!   ([`ShardedLimiter::blast_radius`] gives it for a built limiter); the
+//!   ([`Limiter::blast_radius`] gives it for a built limiter); the
 //!   `cli` feature builds the `shuffle-lab` command on it.
 //!
 //! # Integrations (cargo features)
+//! Each works with every store: in process and over Redis alike.
 //! - `tokio`: wait for a grant before calling a rate-limited upstream
-//!   (`ShardedLimiter::until_ready` and the `wait` module).
+//!   ([`Limiter::until_ready`] and the [`wait`] module).
 //! - `tower`: a layer for axum and tower servers that answers 429 with
-//!   `Retry-After` and the IETF `RateLimit` fields (the `tower` module).
+//!   `Retry-After` and the IETF `RateLimit` fields (the [`tower`] module).
 //! - `serde`: one limiter per upstream, built from a TOML or JSON config
-//!   (the `set` module).
+//!   (the [`set`] module).
 //! - `metrics`: grant and denial counters per limiter and bucket through the
-//!   `metrics` facade, and `tracing` events at debug and trace level.
+//!   `metrics` facade, and `tracing` events at debug and trace level (the
+//!   [`metrics`] module).
 //! - `redis`: one budget shared by many processes, with the bucket state in
 //!   Redis, one round trip per decision and an explicit failure policy (the
-//!   `redis` module).
+//!   [`redis`] module).
+//!
+//! docs.rs shows every feature's items, each marked with the feature it
+//! needs.
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![doc(html_root_url = "https://docs.rs/shuffle-limiter/0.1.0")]

@@ -235,6 +235,28 @@ impl<S: Store> Limiter<S> {
     /// for nothing; the caller never waits longer than its deadline (to the
     /// timer's millisecond).
     ///
+    /// ```
+    /// use std::time::Duration;
+    /// use shuffle_limiter::{Quota, ShardedLimiter, TokioClock};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), shuffle_limiter::ConfigError> {
+    /// let limiter = ShardedLimiter::builder()
+    ///     .quota(Quota::per_second(2))
+    ///     .buckets(2)
+    ///     .per_tenant(1)
+    ///     .clock(TokioClock::new())
+    ///     .build()?;
+    /// limiter.until_ready("t").await; // its one bucket's one token
+    /// // The next token comes in 1 s: too late for a 250 ms budget.
+    /// let denied = limiter.until_ready_within("t", Duration::from_millis(250)).await.unwrap_err();
+    /// assert_eq!(denied.retry_after(), Duration::from_secs(1));
+    /// // Within 2 s it is granted, after the 1 s it takes.
+    /// assert!(limiter.until_ready_within("t", Duration::from_secs(2)).await.is_ok());
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
     /// # Errors
     /// The last [`Denied`] when the grant cannot come within `max_wait`.
     pub async fn until_ready_within(
