@@ -60,14 +60,17 @@ fn case(rng: &mut XorShift) -> Case {
     }
 }
 
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 #[test]
 fn the_script_draws_exactly_as_the_pure_function() {
     let server = RedisServer::start();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
+    runtime().block_on(async {
         let mut connection = server.connection().await;
         let script = DrawScript::new("differential", 8);
         let ids: Vec<u32> = (0..8).collect();
@@ -144,11 +147,7 @@ fn the_script_draws_exactly_as_the_pure_function() {
 #[test]
 fn a_bucket_holding_a_string_that_is_not_a_time_is_repaired_as_empty() {
     let server = RedisServer::start();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
+    runtime().block_on(async {
         let mut connection = server.connection().await;
         let script = DrawScript::new("repair", 2);
         let now = 5_000_000;
