@@ -133,11 +133,6 @@ impl<S> Limiter<S> {
     pub fn tenant_cache_capacity(&self) -> usize {
         self.core.cache.capacity()
     }
-
-    /// Where the buckets live.
-    pub fn store(&self) -> &S {
-        &self.store
-    }
 }
 
 impl<S: fmt::Debug> fmt::Debug for Limiter<S> {
