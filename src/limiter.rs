@@ -562,7 +562,7 @@ impl<C: Clock> ShardedLimiter<C> {
     ///     .build()?;
     /// let report = limiter.blast_radius();
     /// assert_eq!(report.p_identical_exact().to_string(), "1/120");
-    /// assert_eq!(report.node_blast_radius(), 0.125);
+    /// assert_eq!(report.bucket_blast_radius(), 0.125);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn blast_radius(&self) -> crate::blast::BlastRadius {

@@ -319,7 +319,7 @@ fn size(a: &SizeArgs) -> Result<String, Failure> {
 
     if a.json {
         let mut o = Map::new();
-        o.insert("nodes".into(), json!(b.nodes()));
+        o.insert("nodes".into(), json!(b.buckets()));
         o.insert("per_tenant".into(), json!(b.per_tenant()));
         o.insert("shards".into(), json!(b.shards().to_string()));
         o.insert("p_identical".into(), json!(b.p_identical()));
@@ -328,7 +328,7 @@ fn size(a: &SizeArgs) -> Result<String, Failure> {
         o.insert("overlap_pmf".into(), json!(pmf));
         let exact: Vec<String> = pmf_exact.iter().map(ToString::to_string).collect();
         o.insert("overlap_pmf_exact".into(), json!(exact));
-        o.insert("node_blast_radius".into(), json!(b.node_blast_radius()));
+        o.insert("node_blast_radius".into(), json!(b.bucket_blast_radius()));
         if let Some(t) = &impact {
             o.insert("tenants".into(), json!(t.tenants));
             o.insert(
@@ -355,7 +355,7 @@ fn size(a: &SizeArgs) -> Result<String, Failure> {
         return Ok(format!("{}\n", Value::Object(o)));
     }
 
-    let (n, k) = (b.nodes(), b.per_tenant());
+    let (n, k) = (b.buckets(), b.per_tenant());
     let mut s = String::new();
     let exact = |f: shuffle_limiter::blast::Fraction| {
         let f = f.to_string();
@@ -392,8 +392,8 @@ fn size(a: &SizeArgs) -> Result<String, Failure> {
     let _ = writeln!(
         s,
         "  node blast radius k/N         {:<12} {}",
-        p(b.node_blast_radius()),
-        exact(b.node_blast_radius_exact())
+        p(b.bucket_blast_radius()),
+        exact(b.bucket_blast_radius_exact())
     );
     let _ = writeln!(s);
     let _ = writeln!(s, "buckets two tenants share");
@@ -494,7 +494,7 @@ fn sweep(a: &SweepArgs) -> Result<String, Failure> {
             n,
             b.shards().to_string(),
             b.p_identical(),
-            b.node_blast_radius(),
+            b.bucket_blast_radius(),
         ));
     }
     if a.json {
@@ -804,7 +804,7 @@ fn plot(a: &PlotArgs) -> Result<String, Failure> {
     for k in 1..=kmax {
         let b = radius(n, k)?;
         identical.push((f64::from(k), -log10(b.shards())));
-        blast.push((f64::from(k), b.node_blast_radius()));
+        blast.push((f64::from(k), b.bucket_blast_radius()));
     }
     let lowest = identical.iter().map(|&(_, y)| y).fold(0.0f64, f64::min);
     let y_lo = if lowest > -1.0 { -1.0 } else { lowest.floor() };
