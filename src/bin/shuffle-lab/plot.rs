@@ -7,10 +7,15 @@ use plotters::prelude::*;
 use serde::Serialize;
 
 use crate::PlotArgs;
-use crate::common::{self, Failure, usage};
+use crate::common::{self, Failure, Flags, usage};
 
 /// The most values of k one plot shows.
 const MAX_POINTS: u32 = 512;
+
+const FLAGS: Flags = Flags {
+    buckets: "--buckets",
+    per_tenant: "--per-tenant-max",
+};
 
 /// What `plot` drew: the SVG is drawn from this struct, the JSON is this
 /// struct, and the one-line summary is its `Display`.
@@ -35,20 +40,34 @@ struct Point {
 /// Checks the arguments, computes the points, and writes the SVG.
 pub(crate) fn run(a: &PlotArgs) -> Result<PlotReport, Failure> {
     let n = a.buckets;
+    if n == 0 {
+        return Err(common::blast_failure(
+            shuffle_limiter::blast::BlastError::NoBuckets,
+            FLAGS,
+        ));
+    }
+    // The default always fits; a wrong value can only come from the flag.
     let kmax = a.per_tenant_max.unwrap_or(n.min(16));
-    if kmax == 0 || kmax > n {
+    if kmax == 0 {
         return Err(usage(format!(
-            "error: --per-tenant-max {kmax} must be between 1 and --buckets ({n})"
+            "error: --per-tenant-max is 0: set --per-tenant-max between 1 and --buckets ({n})"
+        )));
+    }
+    if kmax > n {
+        return Err(usage(format!(
+            "error: --per-tenant-max {kmax} is more than --buckets {n}: lower --per-tenant-max \
+             to at most {n} or raise --buckets to at least {kmax}"
         )));
     }
     if kmax > MAX_POINTS {
         return Err(usage(format!(
-            "error: --per-tenant-max {kmax} is more than a plot can show; use at most {MAX_POINTS}"
+            "error: --per-tenant-max {kmax} is more than a plot can show; lower \
+             --per-tenant-max to at most {MAX_POINTS}"
         )));
     }
     let points = (1..=kmax)
         .map(|k| {
-            let b = common::radius(n, k)?;
+            let b = common::radius(n, k, FLAGS)?;
             Ok(Point {
                 per_tenant: k,
                 log10_p_identical: -common::log10(b.shards()),

@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use serde::Serialize;
 use shuffle_limiter::blast::BlastRadius;
-use shuffle_limiter::{ManualClock, Quota, ShardedLimiter};
+use shuffle_limiter::{MAX_BUCKETS, MAX_PER_TENANT, ManualClock, Quota, ShardedLimiter};
 
 use crate::SimulateArgs;
-use crate::common::{self, Failure, Outcome, usage};
+use crate::common::{self, Failure, ONE_SIZE, Outcome, usage};
 
 /// `simulate` computes `tenants × buckets` rendezvous scores; this bounds its time.
 const MAX_SIMULATION_WORK: u64 = 1 << 31;
@@ -77,16 +77,32 @@ fn tenant_rate() -> u64 {
 /// and computes the math to compare with.
 fn check(a: &SimulateArgs) -> Result<BlastRadius, Failure> {
     let (n, k, t) = (a.buckets, a.per_tenant, a.tenants);
-    let b = common::radius(n, k)?;
+    if n > MAX_BUCKETS {
+        return Err(usage(format!(
+            "error: --buckets {n} is more than a limiter supports ({MAX_BUCKETS}), and simulate \
+             builds a real one; lower --buckets to at most {MAX_BUCKETS}"
+        )));
+    }
+    if k > MAX_PER_TENANT {
+        return Err(usage(format!(
+            "error: --per-tenant {k} is more than a limiter supports ({MAX_PER_TENANT}), and \
+             simulate builds a real one; lower --per-tenant to at most {MAX_PER_TENANT}"
+        )));
+    }
+    let b = common::radius(n, k, ONE_SIZE)?;
     if t < 2 {
-        return Err(usage(
-            "error: --tenants must be at least 2: the flooder and one other",
-        ));
+        return Err(usage(format!(
+            "error: --tenants {t} leaves no one to flood: set --tenants to at least 2, \
+             the flooder and one other"
+        )));
     }
     if t.saturating_mul(u64::from(n)) > MAX_SIMULATION_WORK {
         return Err(usage(format!(
-            "error: --tenants {t} with --buckets {n} would take too long; keep tenants × buckets \
-             under {MAX_SIMULATION_WORK}"
+            "error: --tenants {t} with --buckets {n} would take too long (tenants × buckets \
+             must stay within {MAX_SIMULATION_WORK}); lower --tenants to at most {} or \
+             --buckets to at most {}",
+            MAX_SIMULATION_WORK / u64::from(n),
+            (MAX_SIMULATION_WORK / t).max(1)
         )));
     }
     Ok(b)
@@ -103,8 +119,15 @@ pub(crate) fn run(a: &SimulateArgs) -> Result<SimulateReport, Failure> {
     // for, and at least 40/s per bucket, so only the flood can exhaust a bucket.
     let live_tenants = t.min(LIVE_TENANTS);
     let per_unit = HEADROOM * tenant_rate();
-    let rate = u32::try_from(per_unit * (live_tenants - 1).max(u64::from(n)))
-        .map_err(|_| usage("error: the simulated rate is too large"))?;
+    let rate = u32::try_from(per_unit * (live_tenants - 1).max(u64::from(n))).map_err(|_| {
+        // Unreachable while MAX_BUCKETS is what it is; the message still says what to do.
+        usage(format!(
+            "error: --buckets {n} makes the simulated budget more than {}/s; lower --buckets \
+             to at most {}",
+            u32::MAX,
+            u64::from(u32::MAX) / per_unit
+        ))
+    })?;
     let burst = (rate / 20).max(n);
     let clock = ManualClock::new();
     let limiter = ShardedLimiter::builder()
@@ -114,7 +137,11 @@ pub(crate) fn run(a: &SimulateArgs) -> Result<SimulateReport, Failure> {
         .salt(&salt)
         .clock(clock.clone())
         .build()
-        .map_err(|e| usage(format!("error: the limiter refused N = {n}, k = {k}: {e}")))?;
+        .map_err(|e| {
+            usage(format!(
+                "error: the limiter refused --buckets {n} with --per-tenant {k}: {e}"
+            ))
+        })?;
 
     // 1. The real assignment against the math.
     let bad = limiter.shard("tenant-0");

@@ -7,7 +7,7 @@ use serde::Serialize;
 use shuffle_limiter::blast::Fraction;
 
 use crate::SizeArgs;
-use crate::common::{self, Failure, Outcome, big, p, usage};
+use crate::common::{self, Failure, ONE_SIZE, Outcome, big, p};
 
 /// Everything `size` prints, in one place: the JSON is this struct as it
 /// stands, the table is its [`Display`](fmt::Display).
@@ -67,10 +67,12 @@ struct FailedSection {
 
 /// Computes the report for `shuffle-lab size`.
 pub(crate) fn run(a: &SizeArgs) -> Result<SizeReport, Failure> {
-    let b = common::radius(a.buckets, a.per_tenant)?;
+    let b = common::radius(a.buckets, a.per_tenant, ONE_SIZE)?;
     let failed = match a.failed {
         Some(m) => {
-            let f = b.failed(m).map_err(|e| usage(format!("error: {e}")))?;
+            let f = b
+                .failed(m)
+                .map_err(|e| common::blast_failure(e, ONE_SIZE))?;
             Some(FailedSection {
                 failed: f.failed,
                 p_all_failed: f.p_all_failed,

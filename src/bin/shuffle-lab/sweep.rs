@@ -5,11 +5,17 @@ use std::fmt;
 use num_bigint::BigUint;
 use serde::Serialize;
 
-use crate::common::{self, Failure, big, p};
+use crate::common::{self, Failure, Flags, big, p};
 use crate::{BucketRange, SweepArgs};
 
 /// A wide range is sampled in this many geometric steps (plus one).
 const STEPS: u32 = 24;
+
+/// The flags as `sweep` spells them: N comes from the top of a range.
+const FLAGS: Flags = Flags {
+    buckets: "the end of the --buckets range",
+    per_tenant: "--per-tenant",
+};
 
 /// Everything `sweep` prints: the JSON is this struct, the table its `Display`.
 #[derive(Debug, Serialize)]
@@ -32,15 +38,19 @@ pub(crate) fn run(a: &SweepArgs) -> Result<SweepReport, Failure> {
     let k = a.per_tenant;
     if k == 0 {
         return Err(common::usage(
-            "error: --per-tenant is 0: every tenant needs at least 1 bucket",
+            "error: --per-tenant is 0: every tenant needs at least 1 bucket; \
+             set --per-tenant to 1 or more",
         ));
     }
     let BucketRange { lo, hi } = a.buckets;
     if hi < k {
         return Err(common::usage(format!(
-            "error: every N in {lo}..{hi} is below --per-tenant {k}; raise the range"
+            "error: every N in {lo}..{hi} is below --per-tenant {k}: raise the end of the \
+             --buckets range to at least {k} or lower --per-tenant to at most {hi}"
         )));
     }
+    // C(N, k) grows with N: if the largest N is within reach, every N is.
+    common::radius(hi, k, FLAGS)?;
     let lo = lo.max(k);
     let mut ns: Vec<u32> = if hi - lo < 32 {
         (lo..=hi).collect()
@@ -54,7 +64,7 @@ pub(crate) fn run(a: &SweepArgs) -> Result<SweepReport, Failure> {
     let rows = ns
         .into_iter()
         .map(|n| {
-            let b = common::radius(n, k)?;
+            let b = common::radius(n, k, FLAGS)?;
             Ok(SweepRow {
                 buckets: n,
                 shards: b.shards().clone(),
