@@ -6,7 +6,7 @@
 //! * [`BlastRadius::p_identical`] — the chance that another tenant got exactly the
 //!   same shard as a misbehaving one, `1 / C(N, k)`. That tenant goes down with it.
 //!   It falls very fast as `k` grows (up to `k = N / 2`).
-//! * [`BlastRadius::node_blast_radius`] — the share of all tenants that one
+//! * [`BlastRadius::bucket_blast_radius`] — the share of all tenants that one
 //!   exhausted bucket touches, `k / N`. It grows linearly with `k`.
 //!
 //! Everything here is exact: counts are [`BigUint`]s and probabilities are
@@ -27,7 +27,7 @@
 //! let b = BlastRadius::new(16, 2)?;
 //! assert_eq!(b.shards().to_string(), "120");
 //! assert_eq!(b.p_identical_exact().to_string(), "1/120");
-//! assert_eq!(b.node_blast_radius(), 0.125);
+//! assert_eq!(b.bucket_blast_radius(), 0.125);
 //!
 //! let pmf: Vec<String> = b.overlap_pmf_exact().iter().map(|f| f.to_string()).collect();
 //! assert_eq!(pmf, ["91/120", "7/30", "1/120"]);
@@ -47,24 +47,24 @@ use num_traits::{One, ToPrimitive, Zero};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum BlastError {
-    /// `nodes` (`N`, the number of buckets) was zero.
-    NoNodes,
+    /// `buckets` (`N`) was zero.
+    NoBuckets,
     /// `per_tenant` (`k`) was zero.
     NoBucketsPerTenant {
         /// The number of buckets that was given.
-        nodes: u32,
+        buckets: u32,
     },
-    /// `per_tenant` (`k`) was larger than `nodes` (`N`).
-    PerTenantExceedsNodes {
+    /// `per_tenant` (`k`) was larger than `buckets` (`N`).
+    PerTenantExceedsBuckets {
         /// The number of buckets that was given.
-        nodes: u32,
+        buckets: u32,
         /// The shard size that was given.
         per_tenant: u32,
     },
     /// More buckets were said to have failed than exist.
-    FailedExceedsNodes {
+    FailedExceedsBuckets {
         /// The number of buckets.
-        nodes: u32,
+        buckets: u32,
         /// The number of failed buckets that was given.
         failed: u32,
     },
@@ -73,27 +73,30 @@ pub enum BlastError {
 impl fmt::Display for BlastError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            BlastError::NoNodes => {
+            BlastError::NoBuckets => {
                 write!(
                     f,
-                    "nodes is 0: a limiter needs at least 1 bucket, set nodes to 1 or more"
+                    "buckets is 0: a limiter needs at least 1 bucket, set buckets to 1 or more"
                 )
             }
-            BlastError::NoBucketsPerTenant { nodes } => write!(
+            BlastError::NoBucketsPerTenant { buckets } => write!(
                 f,
                 "per_tenant is 0: every tenant needs at least 1 bucket, \
-                 set per_tenant between 1 and nodes ({nodes})"
+                 set per_tenant between 1 and buckets ({buckets})"
             ),
-            BlastError::PerTenantExceedsNodes { nodes, per_tenant } => write!(
+            BlastError::PerTenantExceedsBuckets {
+                buckets,
+                per_tenant,
+            } => write!(
                 f,
-                "per_tenant ({per_tenant}) is larger than nodes ({nodes}): \
+                "per_tenant ({per_tenant}) is larger than buckets ({buckets}): \
                  a shard cannot hold more buckets than exist, \
-                 lower per_tenant to at most {nodes} or raise nodes to at least {per_tenant}"
+                 lower per_tenant to at most {buckets} or raise buckets to at least {per_tenant}"
             ),
-            BlastError::FailedExceedsNodes { nodes, failed } => write!(
+            BlastError::FailedExceedsBuckets { buckets, failed } => write!(
                 f,
-                "failed ({failed}) is larger than nodes ({nodes}): \
-                 at most {nodes} buckets can fail, lower failed"
+                "failed ({failed}) is larger than buckets ({buckets}): \
+                 at most {buckets} buckets can fail, lower failed"
             ),
         }
     }
@@ -129,7 +132,7 @@ impl Fraction {
     }
 
     /// `numer / denom` in lowest terms; `denom` is never zero here (every
-    /// caller divides by a count of shards, groups or nodes, all at least 1).
+    /// caller divides by a count of shards, groups or buckets, all at least 1).
     fn reduced(numer: BigUint, denom: BigUint) -> Fraction {
         debug_assert!(!denom.is_zero());
         let g = numer.gcd(&denom);
@@ -359,41 +362,50 @@ pub struct FailureImpact {
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BlastRadius {
-    nodes: u32,
+    buckets: u32,
     per_tenant: u32,
     shards: BigUint,
 }
 
 /// # Construction and shape
 impl BlastRadius {
-    /// The report for `nodes` buckets (`N`) and `per_tenant` buckets per tenant (`k`).
+    /// The report for `buckets` buckets in all (`N`) and `per_tenant` buckets per tenant (`k`).
     ///
     /// Computes `C(N, k)` once, in `min(k, N - k)` big-integer steps.
     ///
     /// # Errors
     ///
-    /// [`BlastError::NoNodes`] if `N = 0`, [`BlastError::NoBucketsPerTenant`] if
-    /// `k = 0`, [`BlastError::PerTenantExceedsNodes`] if `k > N`.
-    pub fn new(nodes: u32, per_tenant: u32) -> Result<BlastRadius, BlastError> {
-        if nodes == 0 {
-            return Err(BlastError::NoNodes);
+    /// [`BlastError::NoBuckets`] if `N = 0`, [`BlastError::NoBucketsPerTenant`] if
+    /// `k = 0`, [`BlastError::PerTenantExceedsBuckets`] if `k > N`.
+    pub fn new(buckets: u32, per_tenant: u32) -> Result<BlastRadius, BlastError> {
+        if buckets == 0 {
+            return Err(BlastError::NoBuckets);
         }
         if per_tenant == 0 {
-            return Err(BlastError::NoBucketsPerTenant { nodes });
+            return Err(BlastError::NoBucketsPerTenant { buckets });
         }
-        if per_tenant > nodes {
-            return Err(BlastError::PerTenantExceedsNodes { nodes, per_tenant });
+        if per_tenant > buckets {
+            return Err(BlastError::PerTenantExceedsBuckets {
+                buckets,
+                per_tenant,
+            });
         }
         Ok(BlastRadius {
-            nodes,
+            buckets,
             per_tenant,
-            shards: binomial(nodes, per_tenant),
+            shards: binomial(buckets, per_tenant),
         })
     }
 
     /// `N`, the number of buckets.
+    pub fn buckets(&self) -> u32 {
+        self.buckets
+    }
+
+    /// `N`, the number of buckets: the old name of [`buckets`](Self::buckets).
+    #[deprecated(note = "use `buckets()`: N is called buckets everywhere")]
     pub fn nodes(&self) -> u32 {
-        self.nodes
+        self.buckets
     }
 
     /// `k`, the number of buckets per tenant.
@@ -428,7 +440,7 @@ impl BlastRadius {
     ///
     /// The entries sum to exactly 1. Computed in `O(k)` big-integer steps.
     pub fn overlap_pmf_exact(&self) -> Vec<Fraction> {
-        let (n, k) = (self.nodes, self.per_tenant);
+        let (n, k) = (self.buckets, self.per_tenant);
         // Shares below 2k - N are impossible: the two shards cannot both fit otherwise.
         let first = (2 * u64::from(k)).saturating_sub(u64::from(n)) as u32;
         let mut pmf: Vec<Fraction> = (0..first)
@@ -482,7 +494,7 @@ impl BlastRadius {
 
     /// `C(N − k, k) / C(N, k)`, exactly: the chance that two shards share no bucket.
     pub fn p_disjoint_exact(&self) -> Fraction {
-        self.over_shards(binomial(self.nodes - self.per_tenant, self.per_tenant))
+        self.over_shards(binomial(self.buckets - self.per_tenant, self.per_tenant))
     }
 
     /// `C(N − k, k) / C(N, k)`: the chance that two shards share no bucket.
@@ -504,15 +516,27 @@ impl BlastRadius {
 
 /// # Failures: who feels them
 impl BlastRadius {
-    /// `k / N`, exactly; see [`node_blast_radius`](Self::node_blast_radius).
-    pub fn node_blast_radius_exact(&self) -> Fraction {
-        Fraction::reduced(self.per_tenant.into(), self.nodes.into())
+    /// `k / N`, exactly; see [`bucket_blast_radius`](Self::bucket_blast_radius).
+    pub fn bucket_blast_radius_exact(&self) -> Fraction {
+        Fraction::reduced(self.per_tenant.into(), self.buckets.into())
     }
 
     /// `k / N`: the share of all tenants whose shard contains one given bucket,
     /// that is, the share that one failed or exhausted bucket touches.
+    pub fn bucket_blast_radius(&self) -> f64 {
+        f64::from(self.per_tenant) / f64::from(self.buckets)
+    }
+
+    /// The old name of [`bucket_blast_radius_exact`](Self::bucket_blast_radius_exact).
+    #[deprecated(note = "use `bucket_blast_radius_exact()`")]
+    pub fn node_blast_radius_exact(&self) -> Fraction {
+        self.bucket_blast_radius_exact()
+    }
+
+    /// The old name of [`bucket_blast_radius`](Self::bucket_blast_radius).
+    #[deprecated(note = "use `bucket_blast_radius()`")]
     pub fn node_blast_radius(&self) -> f64 {
-        f64::from(self.per_tenant) / f64::from(self.nodes)
+        self.bucket_blast_radius()
     }
 
     /// With `tenants` tenants in all (`T`) and one of them exhausting its whole
@@ -525,7 +549,7 @@ impl BlastRadius {
     pub fn tenants(&self, tenants: u64) -> TenantImpact {
         let others = tenants.saturating_sub(1);
         let total = |x: BigUint| Fraction::reduced(x * others, self.shards.clone()).to_f64();
-        let disjoint = binomial(self.nodes - self.per_tenant, self.per_tenant);
+        let disjoint = binomial(self.buckets - self.per_tenant, self.per_tenant);
         // Every share 1..k-1: all shards but the identical one and the disjoint ones.
         let degraded = &self.shards - &disjoint - 1u32;
         let shuffle_sharded = Impact {
@@ -533,8 +557,8 @@ impl BlastRadius {
             degraded: total(degraded),
             unaffected: total(disjoint),
         };
-        let fixed_shards = self.nodes.is_multiple_of(self.per_tenant).then(|| {
-            let groups = u64::from(self.nodes / self.per_tenant);
+        let fixed_shards = self.buckets.is_multiple_of(self.per_tenant).then(|| {
+            let groups = u64::from(self.buckets / self.per_tenant);
             let per = |x: u64| Fraction::reduced(BigUint::from(x) * others, groups.into()).to_f64();
             Impact {
                 fully_down: per(1),
@@ -560,7 +584,7 @@ impl BlastRadius {
     ///
     /// # Errors
     ///
-    /// [`BlastError::FailedExceedsNodes`] if `m > N`.
+    /// [`BlastError::FailedExceedsBuckets`] if `m > N`.
     ///
     /// ```
     /// use shuffle_limiter::blast::BlastRadius;
@@ -571,16 +595,16 @@ impl BlastRadius {
     /// # Ok::<(), shuffle_limiter::blast::BlastError>(())
     /// ```
     pub fn failed(&self, failed: u32) -> Result<FailureImpact, BlastError> {
-        if failed > self.nodes {
-            return Err(BlastError::FailedExceedsNodes {
-                nodes: self.nodes,
+        if failed > self.buckets {
+            return Err(BlastError::FailedExceedsBuckets {
+                buckets: self.buckets,
                 failed,
             });
         }
         let k = self.per_tenant;
         let all = self.over_shards(binomial(failed, k));
         let touched = self
-            .over_shards(binomial(self.nodes - failed, k))
+            .over_shards(binomial(self.buckets - failed, k))
             .one_minus();
         Ok(FailureImpact {
             failed,

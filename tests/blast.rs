@@ -37,7 +37,7 @@ fn factorial_binomial(n: u32, r: u32) -> BigUint {
 #[test]
 fn sixteen_buckets_two_per_tenant() {
     let b = BlastRadius::new(16, 2).unwrap();
-    assert_eq!(b.nodes(), 16);
+    assert_eq!(b.buckets(), 16);
     assert_eq!(b.per_tenant(), 2);
     assert_eq!(*b.shards(), BigUint::from(120u32));
     assert_eq!(strings(&b.overlap_pmf_exact()), ["91/120", "7/30", "1/120"]);
@@ -48,8 +48,18 @@ fn sixteen_buckets_two_per_tenant() {
     assert_eq!(b.p_disjoint(), 91.0 / 120.0);
     assert_eq!(b.p_any_overlap_exact(), frac(29, 120));
     assert_eq!(b.p_any_overlap(), 29.0 / 120.0);
-    assert_eq!(b.node_blast_radius_exact(), frac(1, 8));
-    assert_eq!(b.node_blast_radius(), 0.125);
+    assert_eq!(b.bucket_blast_radius_exact(), frac(1, 8));
+    assert_eq!(b.bucket_blast_radius(), 0.125);
+}
+
+/// The names from before N was called `buckets` everywhere still answer, the same.
+#[test]
+#[allow(deprecated)]
+fn the_old_node_names_still_work() {
+    let b = BlastRadius::new(16, 2).unwrap();
+    assert_eq!(b.nodes(), b.buckets());
+    assert_eq!(b.node_blast_radius(), b.bucket_blast_radius());
+    assert_eq!(b.node_blast_radius_exact(), b.bucket_blast_radius_exact());
 }
 
 #[test]
@@ -57,7 +67,7 @@ fn eight_buckets_two_per_tenant() {
     let b = BlastRadius::new(8, 2).unwrap();
     assert_eq!(b.shards().to_string(), "28");
     assert_eq!(strings(&b.overlap_pmf_exact()), ["15/28", "3/7", "1/28"]);
-    assert_eq!(b.node_blast_radius(), 0.25);
+    assert_eq!(b.bucket_blast_radius(), 0.25);
 }
 
 #[test]
@@ -72,7 +82,7 @@ fn edge_shapes() {
     assert_eq!(b.p_identical(), 1.0);
     assert_eq!(b.p_disjoint(), 0.0);
     assert_eq!(b.p_any_overlap(), 1.0);
-    assert_eq!(b.node_blast_radius(), 1.0);
+    assert_eq!(b.bucket_blast_radius(), 1.0);
     // k = 1: N shards.
     let b = BlastRadius::new(7, 1).unwrap();
     assert_eq!(strings(&b.overlap_pmf_exact()), ["6/7", "1/7"]);
@@ -386,7 +396,7 @@ fn failed_buckets() {
     assert_eq!(f.p_touched, 29.0 / 120.0);
     // One failed bucket touches k/N of tenants and takes none down fully (k > 1).
     let f = b.failed(1).unwrap();
-    assert_eq!(f.p_touched_exact, b.node_blast_radius_exact());
+    assert_eq!(f.p_touched_exact, b.bucket_blast_radius_exact());
     assert_eq!(f.p_all_failed, 0.0);
     let f = b.failed(0).unwrap();
     assert_eq!((f.p_all_failed, f.p_touched), (0.0, 0.0));
@@ -404,23 +414,23 @@ fn failed_buckets() {
 
 #[test]
 fn every_error() {
-    assert_eq!(BlastRadius::new(0, 0), Err(BlastError::NoNodes));
-    assert_eq!(BlastRadius::new(0, 3), Err(BlastError::NoNodes));
+    assert_eq!(BlastRadius::new(0, 0), Err(BlastError::NoBuckets));
+    assert_eq!(BlastRadius::new(0, 3), Err(BlastError::NoBuckets));
     assert_eq!(
         BlastRadius::new(5, 0),
-        Err(BlastError::NoBucketsPerTenant { nodes: 5 })
+        Err(BlastError::NoBucketsPerTenant { buckets: 5 })
     );
     assert_eq!(
         BlastRadius::new(5, 6),
-        Err(BlastError::PerTenantExceedsNodes {
-            nodes: 5,
+        Err(BlastError::PerTenantExceedsBuckets {
+            buckets: 5,
             per_tenant: 6
         })
     );
     assert_eq!(
         BlastRadius::new(16, 2).unwrap().failed(17),
-        Err(BlastError::FailedExceedsNodes {
-            nodes: 16,
+        Err(BlastError::FailedExceedsBuckets {
+            buckets: 16,
             failed: 17
         })
     );
@@ -432,7 +442,8 @@ fn every_error() {
         Box::new(BlastRadius::new(16, 2).unwrap().failed(17).unwrap_err()),
     ];
     let messages: Vec<String> = errors.iter().map(ToString::to_string).collect();
-    assert!(messages[0].contains("nodes is 0"), "{}", messages[0]);
+    assert!(messages[0].contains("buckets is 0"), "{}", messages[0]);
+    assert!(messages[2].contains("buckets (5)"), "{}", messages[2]);
     assert!(messages[1].contains("per_tenant is 0") && messages[1].contains("(5)"));
     assert!(messages[2].contains("per_tenant (6)") && messages[2].contains("at most 5"));
     assert!(messages[3].contains("failed (17)") && messages[3].contains("16"));

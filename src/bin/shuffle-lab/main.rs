@@ -1,0 +1,225 @@
+//! `shuffle-lab`: size a shuffle-sharded limiter before you deploy it, check the
+//! real assignment against the math, and plot the trade-off of choosing `k`.
+//!
+//! ```text
+//! shuffle-lab size     --buckets 16 --per-tenant 2 [--tenants 400] [--failed 2] [--json]
+//! shuffle-lab sweep    --per-tenant 2 --buckets 4..4096 [--json]
+//! shuffle-lab simulate --buckets 16 --per-tenant 2 --tenants 20000 --seed 1 [--salt X] [--json]
+//! shuffle-lab plot     --buckets 16 [--per-tenant-max 8] --svg tradeoff.svg [--json]
+//! ```
+//!
+//! `--nodes` is still accepted for `--buckets`. Each subcommand computes a
+//! report struct first; the table is its `Display` and `--json` its
+//! `Serialize`, so both always show the same numbers.
+//!
+//! Bad arguments print one line on stderr and exit with status 2; a file that
+//! cannot be written exits with status 1.
+
+mod common;
+mod plot;
+mod simulate;
+mod size;
+mod sweep;
+
+use std::fmt::Display;
+use std::io::{self, Write as _};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::error::ErrorKind;
+use clap::{Args, Parser, Subcommand};
+use serde::Serialize;
+
+use common::Failure;
+
+/// Size a shuffle-sharded rate limiter: N buckets, k of them per tenant.
+#[derive(Debug, Parser)]
+#[command(name = "shuffle-lab", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// The exact blast-radius report for one N and k.
+    Size(SizeArgs),
+    /// One row per N for a fixed k: the table to scan when picking N.
+    Sweep(SweepArgs),
+    /// Check the limiter's real assignment against the math, then run a live flood.
+    Simulate(SimulateArgs),
+    /// Draw the trade-off of k for one N as an SVG.
+    Plot(PlotArgs),
+}
+
+#[derive(Debug, Args)]
+struct SizeArgs {
+    /// N: buckets in all.
+    #[arg(long, alias = "nodes")]
+    buckets: u32,
+    /// k: buckets per tenant.
+    #[arg(long)]
+    per_tenant: u32,
+    /// T: tenants in all; adds the expected fallout of one flooding tenant.
+    #[arg(long)]
+    tenants: Option<u64>,
+    /// M: failed buckets; adds the chance a tenant loses all / any of its buckets.
+    #[arg(long)]
+    failed: Option<u32>,
+    /// One JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct SweepArgs {
+    /// k: buckets per tenant.
+    #[arg(long)]
+    per_tenant: u32,
+    /// N range `A..B`, both ends included (`A..=B` too); values below k are skipped.
+    /// A wide range is sampled in about 25 geometric steps.
+    #[arg(long, alias = "nodes", value_name = "A..B", value_parser = parse_range)]
+    buckets: BucketRange,
+    /// One JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct SimulateArgs {
+    /// N: buckets in all.
+    #[arg(long, alias = "nodes")]
+    buckets: u32,
+    /// k: buckets per tenant.
+    #[arg(long)]
+    per_tenant: u32,
+    /// T: tenants `tenant-0` … `tenant-(T−1)`; `tenant-0` is the flooder.
+    #[arg(long)]
+    tenants: u64,
+    /// Mixed into the salt: salt = the `--salt` bytes, then the seed as 8 little-endian bytes.
+    #[arg(long)]
+    seed: u64,
+    /// The salt prefix (default: empty).
+    #[arg(long, default_value = "")]
+    salt: String,
+    /// One JSON object instead of tables.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct PlotArgs {
+    /// N: buckets in all.
+    #[arg(long, alias = "nodes")]
+    buckets: u32,
+    /// Plot k = 1 ..= this (default: min(N, 16)).
+    #[arg(long)]
+    per_tenant_max: Option<u32>,
+    /// Where to write the SVG.
+    #[arg(long)]
+    svg: PathBuf,
+    /// Print the plotted points as one JSON object instead of a summary line.
+    #[arg(long)]
+    json: bool,
+}
+
+/// An inclusive range of N.
+#[derive(Debug, Clone, Copy)]
+struct BucketRange {
+    lo: u32,
+    hi: u32,
+}
+
+fn parse_range(s: &str) -> Result<BucketRange, String> {
+    let (a, b) = s
+        .split_once("..=")
+        .or_else(|| s.split_once(".."))
+        .ok_or_else(|| format!("expected a range like 4..64, got '{s}'"))?;
+    let num = |x: &str| {
+        x.trim()
+            .parse::<u32>()
+            .map_err(|e| format!("'{x}' in '{s}' is not a bucket count: {e}"))
+    };
+    let (lo, hi) = (num(a)?, num(b)?);
+    if lo == 0 || lo > hi {
+        return Err(format!(
+            "the range '{s}' must run from 1 or more up to at least its start"
+        ));
+    }
+    Ok(BucketRange { lo, hi })
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            // Help and version are not errors; a bare `shuffle-lab` shows help.
+            if !err.use_stderr()
+                || err.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            {
+                err.exit();
+            }
+            return fail(&Failure {
+                message: one_line(&err.to_string()),
+                status: 2,
+            });
+        }
+    };
+    let out = match &cli.command {
+        Command::Size(a) => size::run(a).and_then(|r| render(&r, a.json)),
+        Command::Sweep(a) => sweep::run(a).and_then(|r| render(&r, a.json)),
+        Command::Simulate(a) => simulate::run(a).and_then(|r| render(&r, a.json)),
+        Command::Plot(a) => plot::run(a).and_then(|r| render(&r, a.json)),
+    };
+    match out {
+        Ok(out) => match io::stdout().lock().write_all(out.as_bytes()) {
+            Ok(()) => ExitCode::SUCCESS,
+            // A reader that went away (`| head`) is not worth a message.
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+            Err(e) => fail(&Failure {
+                message: format!("cannot write to stdout: {e}"),
+                status: 1,
+            }),
+        },
+        Err(f) => fail(&f),
+    }
+}
+
+/// One report, as one line of JSON or as its table without trailing spaces.
+fn render<R: Display + Serialize>(report: &R, json: bool) -> Result<String, Failure> {
+    if json {
+        let mut s = serde_json::to_string(report).map_err(|e| Failure {
+            message: format!("error: cannot write the report as JSON: {e}"),
+            status: 1,
+        })?;
+        s.push('\n');
+        Ok(s)
+    } else {
+        Ok(report
+            .to_string()
+            .lines()
+            .map(|l| format!("{}\n", l.trim_end()))
+            .collect())
+    }
+}
+
+fn fail(f: &Failure) -> ExitCode {
+    let _ = writeln!(io::stderr(), "shuffle-lab: {}", f.message);
+    ExitCode::from(f.status)
+}
+
+/// Clap's multi-line message on one line, without its usage block.
+fn one_line(message: &str) -> String {
+    let mut parts = Vec::new();
+    for line in message.lines().map(str::trim) {
+        if line.starts_with("Usage:") || line.starts_with("For more information") {
+            break;
+        }
+        if !line.is_empty() {
+            parts.push(line);
+        }
+    }
+    let text = parts.join(" ");
+    let text = text.strip_prefix("error: ").unwrap_or(&text);
+    format!("error: {text} (see --help)")
+}

@@ -1,0 +1,355 @@
+//! `simulate`: the limiter's real assignment against the math, then a live
+//! flood on a manual clock.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::Serialize;
+use shuffle_limiter::blast::BlastRadius;
+use shuffle_limiter::{MAX_BUCKETS, MAX_PER_TENANT, ManualClock, Quota, ShardedLimiter};
+
+use crate::SimulateArgs;
+use crate::common::{self, Failure, ONE_SIZE, Outcome, usage};
+
+/// `simulate` computes `tenants × buckets` rendezvous scores; this bounds its time.
+const MAX_SIMULATION_WORK: u64 = 1 << 31;
+/// The live scenario uses at most this many tenants, to stay fast.
+const LIVE_TENANTS: u64 = 5000;
+/// The live scenario: this many steps of [`STEP`] each.
+const LIVE_STEPS: u32 = 200;
+const STEP: Duration = Duration::from_millis(10);
+/// Each well-behaved tenant sends one request every this many steps.
+const LIVE_EVERY: u32 = 10;
+/// The live budget is this many times what the well-behaved tenants ask for,
+/// per tenant (or per bucket, when there are more buckets than tenants).
+const HEADROOM: u64 = 4;
+/// A tenant granted at most this share is counted fully down ...
+const DOWN_AT_MOST: f64 = 0.05;
+/// ... and one granted at least this share unaffected.
+const UNAFFECTED_AT_LEAST: f64 = 0.95;
+/// Rows further than this many standard deviations from the expectation are flagged.
+const FLAG_SIGMAS: f64 = 4.0;
+
+/// Everything `simulate` prints: the JSON is this struct, the tables its `Display`.
+#[derive(Debug, Serialize)]
+pub(crate) struct SimulateReport {
+    buckets: u32,
+    per_tenant: u32,
+    tenants: u64,
+    seed: u64,
+    salt: String,
+    bad_tenant_shard: Vec<u32>,
+    /// Entry `j`: how many of the other tenants share `j` buckets with `tenant-0`.
+    observed: Vec<u64>,
+    expected: Vec<f64>,
+    sigma: Vec<f64>,
+    /// Infinite where σ is 0 and the count is off; JSON writes that as `null`.
+    z: Vec<f64>,
+    flagged: Vec<bool>,
+    within_4_sigma: bool,
+    live: Live,
+}
+
+/// The live flood on a manual clock.
+#[derive(Debug, Serialize)]
+struct Live {
+    tenants: u64,
+    steps: u32,
+    step_ms: u64,
+    requests_per_tenant: u32,
+    #[serde(skip)]
+    request_every_ms: u64,
+    rate_per_second: u32,
+    burst: u32,
+    flood_granted: u64,
+    predicted: Outcome<f64>,
+    by_overlap: Outcome<u64>,
+    measured: Outcome<u64>,
+    mean_share_by_overlap: Vec<Option<f64>>,
+}
+
+/// The requests per second one well-behaved tenant sends.
+fn tenant_rate() -> u64 {
+    1_000 / (STEP.as_millis() as u64 * u64::from(LIVE_EVERY))
+}
+
+/// Checks the arguments against what a real limiter and this tool accept,
+/// and computes the math to compare with.
+fn check(a: &SimulateArgs) -> Result<BlastRadius, Failure> {
+    let (n, k, t) = (a.buckets, a.per_tenant, a.tenants);
+    if n > MAX_BUCKETS {
+        return Err(usage(format!(
+            "error: --buckets {n} is more than a limiter supports ({MAX_BUCKETS}), and simulate \
+             builds a real one; lower --buckets to at most {MAX_BUCKETS}"
+        )));
+    }
+    if k > MAX_PER_TENANT {
+        return Err(usage(format!(
+            "error: --per-tenant {k} is more than a limiter supports ({MAX_PER_TENANT}), and \
+             simulate builds a real one; lower --per-tenant to at most {MAX_PER_TENANT}"
+        )));
+    }
+    let b = common::radius(n, k, ONE_SIZE)?;
+    if t < 2 {
+        return Err(usage(format!(
+            "error: --tenants {t} leaves no one to flood: set --tenants to at least 2, \
+             the flooder and one other"
+        )));
+    }
+    if t.saturating_mul(u64::from(n)) > MAX_SIMULATION_WORK {
+        return Err(usage(format!(
+            "error: --tenants {t} with --buckets {n} would take too long (tenants × buckets \
+             must stay within {MAX_SIMULATION_WORK}); lower --tenants to at most {} or \
+             --buckets to at most {}",
+            MAX_SIMULATION_WORK / u64::from(n),
+            (MAX_SIMULATION_WORK / t).max(1)
+        )));
+    }
+    Ok(b)
+}
+
+/// Computes the report for `shuffle-lab simulate`.
+pub(crate) fn run(a: &SimulateArgs) -> Result<SimulateReport, Failure> {
+    let b = check(a)?;
+    let (n, k, t) = (a.buckets, a.per_tenant, a.tenants);
+    let mut salt = a.salt.as_bytes().to_vec();
+    salt.extend_from_slice(&a.seed.to_le_bytes());
+
+    // The live scenario's budget: four times what the well-behaved tenants ask
+    // for, and at least 40/s per bucket, so only the flood can exhaust a bucket.
+    let live_tenants = t.min(LIVE_TENANTS);
+    let per_unit = HEADROOM * tenant_rate();
+    let rate = u32::try_from(per_unit * (live_tenants - 1).max(u64::from(n))).map_err(|_| {
+        // Unreachable while MAX_BUCKETS is what it is; the message still says what to do.
+        usage(format!(
+            "error: --buckets {n} makes the simulated budget more than {}/s; lower --buckets \
+             to at most {}",
+            u32::MAX,
+            u64::from(u32::MAX) / per_unit
+        ))
+    })?;
+    let burst = (rate / 20).max(n);
+    let clock = ManualClock::new();
+    let limiter = ShardedLimiter::builder()
+        .quota(Quota::per_second(rate).with_burst(burst))
+        .buckets(n)
+        .per_tenant(k)
+        .salt(&salt)
+        .clock(clock.clone())
+        .build()
+        .map_err(|e| {
+            usage(format!(
+                "error: the limiter refused --buckets {n} with --per-tenant {k}: {e}"
+            ))
+        })?;
+
+    // 1. The real assignment against the math.
+    let bad = limiter.shard("tenant-0");
+    let mut observed = vec![0u64; k as usize + 1];
+    let mut overlap_of = Vec::with_capacity(live_tenants as usize);
+    for i in 1..t {
+        let j = limiter.shard(format!("tenant-{i}")).overlap(&bad);
+        observed[j] += 1;
+        if i < live_tenants {
+            overlap_of.push(j);
+        }
+    }
+    let others = (t - 1) as f64;
+    let pmf = b.overlap_pmf();
+    let expected: Vec<f64> = pmf.iter().map(|q| others * q).collect();
+    let sigma: Vec<f64> = pmf
+        .iter()
+        .map(|q| (others * q * (1.0 - q)).sqrt())
+        .collect();
+    let z: Vec<f64> = observed
+        .iter()
+        .zip(&expected)
+        .zip(&sigma)
+        .map(|((&o, &e), &sd)| {
+            let d = o as f64 - e;
+            if sd > 0.0 {
+                d / sd
+            } else if d.abs() < 0.5 {
+                0.0
+            } else {
+                f64::INFINITY
+            }
+        })
+        .collect();
+    let flagged: Vec<bool> = z.iter().map(|z| z.abs() > FLAG_SIGMAS).collect();
+
+    // 2. A live flood on a manual clock.
+    let flooder = limiter.tenant("tenant-0");
+    let tenants: Vec<_> = (1..live_tenants)
+        .map(|i| limiter.tenant(format!("tenant-{i}")))
+        .collect();
+    let mut granted = vec![0u32; tenants.len()];
+    let mut attempts = vec![0u32; tenants.len()];
+    let mut flood_granted = 0u64;
+    for step in 0..LIVE_STEPS {
+        // The flooder retries until all its buckets are empty.
+        for _ in 0..1_000_000 {
+            if flooder.check().is_err() {
+                break;
+            }
+            flood_granted += 1;
+        }
+        for (i, tenant) in tenants.iter().enumerate() {
+            if (step as usize + i).is_multiple_of(LIVE_EVERY as usize) {
+                attempts[i] += 1;
+                granted[i] += u32::from(tenant.check().is_ok());
+            }
+        }
+        clock.advance(STEP);
+    }
+    let mut by_overlap = Outcome::<u64>::default();
+    let mut measured = Outcome::<u64>::default();
+    let mut share_sum = vec![0.0f64; k as usize + 1];
+    let mut share_n = vec![0u64; k as usize + 1];
+    for (i, &j) in overlap_of.iter().enumerate() {
+        match j {
+            0 => by_overlap.unaffected += 1,
+            j if j == k as usize => by_overlap.fully_down += 1,
+            _ => by_overlap.degraded += 1,
+        }
+        let share = f64::from(granted[i]) / f64::from(attempts[i].max(1));
+        if share <= DOWN_AT_MOST {
+            measured.fully_down += 1;
+        } else if share >= UNAFFECTED_AT_LEAST {
+            measured.unaffected += 1;
+        } else {
+            measured.degraded += 1;
+        }
+        share_sum[j] += share;
+        share_n[j] += 1;
+    }
+    let mean_share_by_overlap = share_sum
+        .iter()
+        .zip(&share_n)
+        .map(|(&s, &c)| (c > 0).then(|| s / c as f64))
+        .collect();
+
+    Ok(SimulateReport {
+        buckets: n,
+        per_tenant: k,
+        tenants: t,
+        seed: a.seed,
+        salt: a.salt.clone(),
+        bad_tenant_shard: bad.buckets().to_vec(),
+        observed,
+        expected,
+        sigma,
+        z,
+        within_4_sigma: !flagged.contains(&true),
+        flagged,
+        live: Live {
+            tenants: live_tenants,
+            steps: LIVE_STEPS,
+            step_ms: STEP.as_millis() as u64,
+            requests_per_tenant: LIVE_STEPS / LIVE_EVERY,
+            request_every_ms: STEP.as_millis() as u64 * u64::from(LIVE_EVERY),
+            rate_per_second: rate,
+            burst,
+            flood_granted,
+            predicted: b.tenants(live_tenants).shuffle_sharded.into(),
+            by_overlap,
+            measured,
+            mean_share_by_overlap,
+        },
+    })
+}
+
+impl fmt::Display for SimulateReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (n, k, t) = (self.buckets, self.per_tenant, self.tenants);
+        writeln!(
+            f,
+            "N = {n}, k = {k}: {t} tenants tenant-0 … tenant-{}; salt = {:?} + seed {} (8 bytes LE)",
+            t - 1,
+            self.salt,
+            self.seed
+        )?;
+        writeln!(
+            f,
+            "bad tenant tenant-0 has buckets {:?}",
+            self.bad_tenant_shard
+        )?;
+        writeln!(f)?;
+        writeln!(f, "buckets shared with tenant-0, over the other {}:", t - 1)?;
+        writeln!(f, "  shared    observed      expected         σ        z")?;
+        for j in 0..self.observed.len() {
+            writeln!(
+                f,
+                "  {j:<6} {:>11} {:>13.2} {:>9.2} {:>8.2}{}",
+                self.observed[j],
+                self.expected[j],
+                self.sigma[j],
+                self.z[j],
+                if self.flagged[j] {
+                    "   <-- more than 4σ off"
+                } else {
+                    ""
+                }
+            )?;
+        }
+        if self.within_4_sigma {
+            writeln!(f, "  every row within 4σ of the expectation")?;
+        } else {
+            writeln!(f, "  SOME ROWS ARE MORE THAN 4σ FROM THE EXPECTATION")?;
+        }
+        writeln!(f)?;
+        let l = &self.live;
+        let seconds = f64::from(l.steps) * l.step_ms as f64 / 1000.0;
+        writeln!(
+            f,
+            "live: {} tenants for {seconds} s on a manual clock ({} steps of {} ms), \
+             budget {}/s with burst {}",
+            l.tenants, l.steps, l.step_ms, l.rate_per_second, l.burst
+        )?;
+        writeln!(
+            f,
+            "  tenant-0 retries until denied every step (granted {}); the others send 1 request \
+             every {} ms",
+            l.flood_granted, l.request_every_ms
+        )?;
+        writeln!(
+            f,
+            "                                  fully down    degraded  unaffected"
+        )?;
+        let (pr, by, me) = (&l.predicted, &l.by_overlap, &l.measured);
+        writeln!(
+            f,
+            "  predicted (math)              {:>11.2} {:>11.2} {:>11.2}",
+            pr.fully_down, pr.degraded, pr.unaffected
+        )?;
+        writeln!(
+            f,
+            "  by overlap (this assignment)  {:>11} {:>11} {:>11}",
+            by.fully_down, by.degraded, by.unaffected
+        )?;
+        writeln!(
+            f,
+            "  measured (granted share)      {:>11} {:>11} {:>11}",
+            me.fully_down, me.degraded, me.unaffected
+        )?;
+        writeln!(
+            f,
+            "  (measured: fully down if granted <= {:.0}% of requests, unaffected if >= {:.0}%)",
+            DOWN_AT_MOST * 100.0,
+            UNAFFECTED_AT_LEAST * 100.0
+        )?;
+        writeln!(
+            f,
+            "  (degraded = lost 1..k-1 of its buckets; the limiter draws from whichever bucket \
+             has room, so a light load still fits in the rest)"
+        )?;
+        write!(f, "  mean granted share by buckets shared:")?;
+        for (j, m) in l.mean_share_by_overlap.iter().enumerate() {
+            match m {
+                Some(m) => write!(f, "  {j}: {:.1}%", m * 100.0)?,
+                None => write!(f, "  {j}: -")?,
+            }
+        }
+        writeln!(f)
+    }
+}
