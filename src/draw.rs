@@ -5,7 +5,7 @@
 //! clock — so every store applies the same rules: the in-process store loads
 //! its atomics, calls it and compare-and-swaps the winner; the Redis store
 //! runs `src/redis/draw.lua`, which mirrors it line by line (a differential
-//! test in `src/redis/script.rs` feeds both the same inputs).
+//! test in `src/redis/script/differential.rs` feeds both the same inputs).
 //!
 //! # The GCRA
 //! A bucket is one number, its theoretical arrival time `tat`: the instant at

@@ -1,7 +1,7 @@
 -- shuffle-limiter: one decision for one tenant, on the Redis server.
 --
 -- This is `draw` of src/draw.rs, line by line, in integer microseconds
--- instead of nanoseconds; the differential test in src/redis/script.rs feeds
+-- instead of nanoseconds; the differential test in src/redis/script/differential.rs feeds
 -- both the same inputs. Every value stays an integer below 2^53, so Lua's
 -- doubles hold it exactly: the Rust side refuses a bucket capacity above
 -- 2^50 us, and the clock reading is capped at 2^53 - 2^50 (the year 2255).
@@ -47,22 +47,27 @@ if now > MAX_NOW then
   now = MAX_NOW
 end
 
-local function capacity_of(j)
-  return ARGV[3 + j] * interval
-end
-
--- Reading the buckets (the in-process store's atomic loads).
+-- One pass over the shard from `start`, wrapping around. Each bucket is
+-- first read (the in-process store's atomic load), then drawn on exactly as
+-- `draw` does. The script runs for every decision, so it spares the
+-- interpreter: no closures, no tables beyond MGET's reply, comparisons
+-- instead of math.* calls.
 local raw = redis.call('MGET', unpack(KEYS))
-local tats = {}
-for j = 1, k do
+local cost = n * interval
+local best, best_room, best_tat = nil, 0, 0
+local soonest, soonest_at = 1, math.huge
+local tokens, full_in = 0, 0
+local j = start + 1
+for _ = 1, k do
+  local capacity = ARGV[3 + j] * interval
   local tat = raw[j]
   if tat then
     tat = tonumber(tat)
     if not tat or tat ~= tat or tat < 0 or tat >= 9007199254740992 or tat % 1 ~= 0 then
       -- Not a time: an empty bucket, written back so that it refills.
-      tat = now + capacity_of(j)
+      tat = now + capacity
       redis.call('SET', KEYS[j], string.format('%d', tat), 'PX',
-        (capacity_of(j) - capacity_of(j) % 1000) / 1000 + 1001)
+        (capacity - capacity % 1000) / 1000 + 1001)
     end
   else
     -- MGET answers nil for a missing key and for a key of another type
@@ -73,31 +78,29 @@ for j = 1, k do
     end
     tat = 0
   end
-  tats[j] = tat
-end
-
--- draw(pace, bursts, tats, now, n, start)
-local cost = n * interval
-local best, best_room = nil, 0
-local soonest, soonest_at = 1, math.huge
-local tokens, full_in = 0, 0
-local j = start + 1
-for _ = 1, k do
-  local capacity, tat = capacity_of(j), tats[j]
   -- Pace::room: capacity - max(tat - now, 0), never below 0.
   local room = capacity
   if tat > now then
-    room = math.max(capacity - (tat - now), 0)
+    room = capacity - (tat - now)
+    if room < 0 then
+      room = 0
+    end
+    if tat - now > full_in then
+      full_in = tat - now
+    end
   end
   -- Pace::tokens: floor(room / interval), exact: `%` floors in Lua.
   tokens = tokens + (room - room % interval) / interval
-  full_in = math.max(full_in, tat - now)
   if room >= cost then
     if best == nil or room > best_room then
-      best, best_room = j, room
+      best, best_room, best_tat = j, room, tat
     end
   elseif capacity >= cost then
-    local at = math.max(tat, now) - (capacity - cost)
+    local at = tat
+    if at < now then
+      at = now
+    end
+    at = at - (capacity - cost)
     if at < soonest_at or (at == soonest_at and j < soonest) then
       soonest, soonest_at = j, at
     end
@@ -105,11 +108,18 @@ for _ = 1, k do
   if j == k then j = 1 else j = j + 1 end
 end
 if best == nil then
-  return { 0, soonest - 1, math.max(soonest_at - now, 1), 0 }
+  local retry = soonest_at - now
+  if retry < 1 then
+    retry = 1
+  end
+  return { 0, soonest - 1, retry, 0 }
 end
-local tat = tats[best]
+local tat = best_tat
 if n > 0 then
-  tat = math.max(tat, now) + cost
+  if tat < now then
+    tat = now
+  end
+  tat = tat + cost
   -- The store's compare-and-swap: the script is atomic, so a SET. The key
   -- lives until the bucket is full again, plus a second: a missing key
   -- reads as a full bucket, which by then it is. '%d' because Lua prints a
@@ -118,4 +128,7 @@ if n > 0 then
   redis.call('SET', KEYS[best], string.format('%d', tat), 'PX',
     (ttl - ttl % 1000) / 1000 + 1001)
 end
-return { 1, best - 1, math.max(full_in, tat - now), tokens - n }
+if tat - now > full_in then
+  full_in = tat - now
+end
+return { 1, best - 1, full_in, tokens - n }
