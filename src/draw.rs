@@ -88,6 +88,9 @@ pub(crate) enum Outcome {
     Grant {
         /// Position in the shard of the bucket that pays.
         index: usize,
+        /// That bucket's arrival time as read, for the store's
+        /// compare-and-swap.
+        seen: u64,
         /// That bucket's new arrival time.
         tat: u64,
         /// Whole tokens left over the shard's buckets after the grant.
@@ -105,8 +108,10 @@ pub(crate) enum Outcome {
     },
 }
 
-/// Decides a request of `n` tokens against the shard's buckets, whose bursts
-/// and arrival times are given in shard order.
+/// Decides a request of `n` tokens against the shard's `k` buckets: `burst(j)`
+/// and `tat(j)` give the full burst and the arrival time of the bucket at
+/// shard position `j` (the in-process store loads its atomic there; each is
+/// asked once per position).
 ///
 /// One pass visits the buckets from position `start`, wrapping around
 /// (callers pick `start` at random, so equally roomy buckets favour none),
@@ -125,26 +130,26 @@ pub(crate) enum Outcome {
 #[inline]
 pub(crate) fn draw(
     pace: Pace,
-    bursts: &[u32],
-    tats: &[u64],
+    k: usize,
+    burst: impl Fn(usize) -> u32,
+    tat: impl Fn(usize) -> u64,
     now: u64,
     n: u32,
     start: usize,
 ) -> Outcome {
-    let k = tats.len();
     let cost = u64::from(n) * pace.interval;
-    let (mut best, mut best_room) = (usize::MAX, 0);
+    let (mut best, mut best_room, mut best_tat) = (usize::MAX, 0, 0);
     let (mut soonest, mut soonest_at) = (0, u64::MAX);
     let (mut tokens, mut full_in) = (0, 0);
     let mut j = start;
     for _ in 0..k {
-        let (capacity, tat) = (pace.capacity(bursts[j]), tats[j]);
+        let (capacity, tat) = (pace.capacity(burst(j)), tat(j));
         let room = Pace::room(capacity, tat, now);
         tokens += pace.tokens(room);
         full_in = full_in.max(tat.saturating_sub(now));
         if room >= cost {
             if best == usize::MAX || room > best_room {
-                (best, best_room) = (j, room);
+                (best, best_room, best_tat) = (j, room, tat);
             }
         } else if capacity >= cost {
             // room < cost, so `at` is later than `now` (and the subtraction
@@ -163,12 +168,13 @@ pub(crate) fn draw(
         };
     }
     let tat = if n == 0 {
-        tats[best]
+        best_tat
     } else {
-        tats[best].max(now) + cost
+        best_tat.max(now) + cost
     };
     Outcome::Grant {
         index: best,
+        seen: best_tat,
         tat,
         remaining: tokens - u64::from(n),
         full_in: full_in.max(tat.saturating_sub(now)),
@@ -177,12 +183,17 @@ pub(crate) fn draw(
 
 #[cfg(test)]
 mod tests {
-    use super::{Outcome, Pace, draw};
+    use super::{Outcome, Pace};
 
     const PACE: Pace = Pace {
         interval: 10,
         per_unit: 0.1,
     };
+
+    /// The draw over slices, as the tests write it.
+    fn draw(pace: Pace, bursts: &[u32], tats: &[u64], now: u64, n: u32, start: usize) -> Outcome {
+        super::draw(pace, tats.len(), |j| bursts[j], |j| tats[j], now, n, start)
+    }
 
     fn grant_tat(outcome: Outcome) -> u64 {
         match outcome {
@@ -210,6 +221,7 @@ mod tests {
             draw(PACE, &[3], &[tat], 10, 1, 0),
             Outcome::Grant {
                 index: 0,
+                seen: 30,
                 tat: 40,
                 remaining: 0,
                 full_in: 30
@@ -272,6 +284,7 @@ mod tests {
             outcome,
             Outcome::Grant {
                 index: 1,
+                seen: 0,
                 tat: 0,
                 remaining: 3,
                 full_in: 490
@@ -281,6 +294,7 @@ mod tests {
             draw(PACE, &[3], &[500], 10, 0, 0),
             Outcome::Grant {
                 index: 0,
+                seen: 500,
                 tat: 500,
                 remaining: 0,
                 full_in: 490

@@ -11,7 +11,8 @@ use crate::draw::Outcome;
 pub struct Grant {
     pub(crate) bucket: u32,
     pub(crate) remaining: u64,
-    pub(crate) full_in: Duration,
+    /// Nanoseconds; turned into a `Duration` only when asked.
+    pub(crate) full_in: u64,
 }
 
 impl Grant {
@@ -29,7 +30,7 @@ impl Grant {
     /// How long until all of the tenant's buckets are full again if nothing
     /// more is taken, as read during the decision.
     pub fn full_in(&self) -> Duration {
-        self.full_in
+        Duration::from_nanos(self.full_in)
     }
 }
 
@@ -95,7 +96,7 @@ pub(crate) fn answer(outcome: Outcome, ids: &[u32], now: u64, unit: u64) -> Resu
         } => Ok(Grant {
             bucket: ids[index],
             remaining,
-            full_in: duration(full_in),
+            full_in: full_in.saturating_mul(unit),
         }),
         Outcome::Deny { index, at } => Err(Denied {
             retry_after: duration(at.saturating_sub(now).max(1)),

@@ -54,18 +54,18 @@ impl<C: Clock> InProcess<C> {
     pub(crate) fn take(&self, core: &Core, shard: &Shard, n: u32) -> Result<Grant, Denied> {
         let now = self.now();
         let ids = shard.buckets();
-        let bursts = core.split.bursts(shard);
+        let split = &core.split;
         let start = tie_break(ids.len());
-        let mut tats = [0; crate::MAX_PER_TENANT as usize];
         loop {
-            for (tat, &b) in tats.iter_mut().zip(ids) {
-                *tat = self.tat(b);
-            }
-            let outcome = draw(core.split.pace, &bursts, &tats[..ids.len()], now, n, start);
-            if let Outcome::Grant { index, tat, .. } = outcome
-                && tat != tats[index]
+            let burst = |j: usize| split.burst_of(ids[j]);
+            let tat = |j: usize| self.tat(ids[j]);
+            let outcome = draw(split.pace, ids.len(), burst, tat, now, n, start);
+            if let Outcome::Grant {
+                index, seen, tat, ..
+            } = outcome
+                && tat != seen
                 && self.tats[ids[index] as usize]
-                    .compare_exchange_weak(tats[index], tat, Ordering::Relaxed, Ordering::Relaxed)
+                    .compare_exchange_weak(seen, tat, Ordering::Relaxed, Ordering::Relaxed)
                     .is_err()
             {
                 continue;

@@ -99,8 +99,8 @@ impl DrawScript {
     }
 }
 
-/// The script's reply as the draw's outcome, in microseconds (the new
-/// arrival time of a grant is not sent back: it is the store's business).
+/// The script's reply as the draw's outcome, in microseconds (the arrival
+/// times of a grant are not sent back: they are the store's business).
 fn parse(reply: &[i64], k: usize) -> Option<Outcome> {
     let &[granted, index, wait, remaining] = reply else {
         return None;
@@ -110,6 +110,7 @@ fn parse(reply: &[i64], k: usize) -> Option<Outcome> {
     match granted {
         1 => Some(Outcome::Grant {
             index,
+            seen: 0,
             tat: 0,
             remaining: u64::try_from(remaining).ok()?,
             full_in: wait,

@@ -6,7 +6,6 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 use ::redis::aio::{ConnectionLike, ConnectionManager};
 use crossbeam_utils::CachePadded;
@@ -138,7 +137,7 @@ where
             (None, FailurePolicy::FailOpen) if outage => Ok(Grant {
                 bucket: first,
                 remaining: 0,
-                full_in: Duration::ZERO,
+                full_in: 0,
             }),
             (None, _) => Err(deny()),
         };

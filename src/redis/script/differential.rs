@@ -89,8 +89,9 @@ fn the_script_draws_exactly_as_the_pure_function() {
             }
             let want = draw(
                 Pace::new(case.interval),
-                &case.bursts,
-                &case.tats,
+                k,
+                |j| case.bursts[j],
+                |j| case.tats[j],
                 case.now,
                 case.n,
                 case.start,
@@ -121,6 +122,7 @@ fn the_script_draws_exactly_as_the_pure_function() {
                     ..
                 } => Outcome::Grant {
                     index,
+                    seen: 0,
                     tat: 0,
                     remaining,
                     full_in,
