@@ -1,39 +1,57 @@
-//! After Redis fails, leave it alone for a while: decisions go straight to
-//! the failure policy, and one request at a time probes Redis again.
+//! After Redis fails, leave it alone for a while — but only where it failed.
+//!
+//! The breaker is kept per bucket, like the buckets themselves, so that
+//! trouble on one tenant's path cannot send every tenant to the failure
+//! policy. It opens on evidence, not on one late reply:
+//! - a lost connection, refused credentials or any error of Redis as a whole
+//!   opens every bucket at once: Redis is failing for everyone;
+//! - a missed deadline while Redis still answers other requests is a busy
+//!   moment, not a failure: that one request is decided by the policy, and
+//!   nobody else is affected;
+//! - a missed deadline when Redis has answered nothing for `retry_every`
+//!   counts against the buckets of that request's shard, and a bucket opens
+//!   after [`FAILURES_TO_OPEN`] in a row with no answer in between.
+//!
+//! While any bucket of a shard is open, its decisions go straight to the
+//! policy; once the pause is over, one request at a time probes Redis, and
+//! an answer closes the shard's buckets again.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
 use super::error::Error;
+use crate::Shard;
 
-/// The circuit breaker, on the local clock in microseconds since `epoch`.
+/// Missed deadlines in a row, on one bucket, that open it.
+pub(super) const FAILURES_TO_OPEN: u32 = 3;
+
+/// The circuit breaker of every bucket, on the local clock in microseconds
+/// since `epoch`.
 #[derive(Debug)]
 pub(super) struct Breaker {
     epoch: Instant,
     retry_every: u64,
-    /// Until when Redis is left alone; 0 while it is asked.
-    open_until: AtomicU64,
+    /// Per bucket: until when Redis is left alone; 0 while it is asked.
+    open_until: Box<[AtomicU64]>,
+    /// Per bucket: missed deadlines since the last answer.
+    failures: Box<[AtomicU32]>,
+    /// When Redis last answered any request.
+    answered_at: AtomicU64,
     last_error: Mutex<Option<Arc<Error>>>,
 }
 
-/// Whether a request may ask Redis.
-pub(super) enum Admit {
-    /// Yes; `probing` when it is the one request trying Redis after a pause.
-    Ask { probing: bool },
-    /// No: Redis failed a moment ago, with this error.
-    Skip(Option<Arc<Error>>),
-}
-
 impl Breaker {
-    pub(super) fn new(retry_every: Duration) -> Self {
+    pub(super) fn new(buckets: u32, retry_every: Duration) -> Self {
         Breaker {
             epoch: Instant::now(),
             retry_every: u64::try_from(retry_every.as_micros()).unwrap_or(u64::MAX),
-            open_until: AtomicU64::new(0),
+            open_until: (0..buckets).map(|_| AtomicU64::new(0)).collect(),
+            failures: (0..buckets).map(|_| AtomicU32::new(0)).collect(),
+            answered_at: AtomicU64::new(0),
             last_error: Mutex::new(None),
         }
     }
@@ -43,51 +61,190 @@ impl Breaker {
         u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX)
     }
 
-    /// Whether a request at local time `now` may ask Redis. Only the first
-    /// to see a pause over probes; the others keep to the policy until it
-    /// answers.
-    pub(super) fn admit(&self, now: u64) -> Admit {
-        let open = self.open_until.load(Ordering::Relaxed);
-        if open == 0 {
-            return Admit::Ask { probing: false };
+    /// Whether a request over `shard` at local time `now` may ask Redis:
+    /// `Err` with the error that paused its buckets when it may not. Only
+    /// the first to see a bucket's pause over probes; the others keep to the
+    /// policy until it answers.
+    pub(super) fn admit(&self, shard: &Shard, now: u64) -> Result<(), Option<Arc<Error>>> {
+        let open = |b: u32| self.open_until[b as usize].load(Ordering::Relaxed);
+        let mut paused = false;
+        for &b in shard.buckets() {
+            match open(b) {
+                0 => {}
+                until if now < until => return Err(self.last_error.lock().clone()),
+                _ => paused = true,
+            }
+        }
+        if !paused {
+            return Ok(());
         }
         let probe = now.saturating_add(self.retry_every);
-        if now < open
-            || self
-                .open_until
-                .compare_exchange(open, probe, Ordering::Relaxed, Ordering::Relaxed)
-                .is_err()
-        {
-            return Admit::Skip(self.last_error.lock().clone());
+        for &b in shard.buckets() {
+            let until = open(b);
+            if until != 0
+                && self.open_until[b as usize]
+                    .compare_exchange(until, probe, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_err()
+            {
+                // Another request took this probe.
+                return Err(self.last_error.lock().clone());
+            }
         }
-        Admit::Ask { probing: true }
+        Ok(())
     }
 
-    /// Redis answered: ask it again from now on.
-    pub(super) fn answered(&self, probing: bool) {
-        if probing || self.open_until.load(Ordering::Relaxed) != 0 {
-            self.open_until.store(0, Ordering::Relaxed);
+    /// Redis answered for `shard` at local time `now`: ask it again for
+    /// these buckets.
+    pub(super) fn answered(&self, shard: &Shard, now: u64) {
+        self.answered_at.fetch_max(now, Ordering::Relaxed);
+        for &b in shard.buckets() {
+            let b = b as usize;
+            if self.failures[b].load(Ordering::Relaxed) != 0 {
+                self.failures[b].store(0, Ordering::Relaxed);
+            }
+            if self.open_until[b].load(Ordering::Relaxed) != 0 {
+                self.open_until[b].store(0, Ordering::Relaxed);
+            }
         }
     }
 
-    /// Redis failed with `error`: if the failure is Redis's as a whole, leave
-    /// it alone for a while.
-    pub(super) fn failed(&self, error: &Arc<Error>) {
-        if error.is_outage() {
-            let until = self.micros().saturating_add(self.retry_every);
-            self.open_until.store(until.max(1), Ordering::Relaxed);
+    /// Redis failed for `shard` with `error`: open what the error is
+    /// evidence against.
+    pub(super) fn failed(&self, shard: &Shard, error: &Arc<Error>) {
+        if !error.is_outage() {
+            return; // one shard's keys or one reply: nothing to pause
+        }
+        let now = self.micros();
+        let until = now.saturating_add(self.retry_every).max(1);
+        let mut opened = false;
+        if matches!(**error, Error::Timeout { .. }) {
+            // A late reply while Redis answers others is a busy moment, not
+            // a failure: count it only when nothing was answered lately.
+            let answered = self.answered_at.load(Ordering::Relaxed);
+            if now.saturating_sub(answered) < self.retry_every {
+                return;
+            }
+            for &b in shard.buckets() {
+                let b = b as usize;
+                if self.failures[b].fetch_add(1, Ordering::Relaxed) + 1 >= FAILURES_TO_OPEN {
+                    self.open_until[b].store(until, Ordering::Relaxed);
+                    opened = true;
+                }
+            }
+        } else {
+            for cell in &self.open_until {
+                cell.store(until, Ordering::Relaxed);
+            }
+            opened = true;
+        }
+        if opened {
             *self.last_error.lock() = Some(Arc::clone(error));
         }
     }
 
-    /// How long until Redis is asked again (never zero).
-    pub(super) fn until_probe(&self) -> Duration {
-        let open = self.open_until.load(Ordering::Relaxed);
-        let wait = if open == 0 {
-            self.retry_every
-        } else {
-            open.saturating_sub(self.micros())
-        };
+    /// How long until Redis is asked again for `shard` (never zero).
+    pub(super) fn until_probe(&self, shard: &Shard) -> Duration {
+        let now = self.micros();
+        let wait = shard
+            .buckets()
+            .iter()
+            .map(|&b| self.open_until[b as usize].load(Ordering::Relaxed))
+            .filter(|&open| open != 0)
+            .map(|open| open.saturating_sub(now))
+            .max()
+            .unwrap_or(self.retry_every);
         Duration::from_micros(wait.max(1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::{Breaker, FAILURES_TO_OPEN};
+    use crate::redis::error::Error;
+    use crate::{Assignment, Shard};
+
+    const RETRY: Duration = Duration::from_millis(100);
+
+    fn shards() -> (Shard, Shard) {
+        let a = Assignment::new(8, 2, b"").unwrap();
+        let one = a.shard("one");
+        let other = (0..100)
+            .map(|i| a.shard(format!("other-{i}")))
+            .find(|s| s.overlap(&one) == 0)
+            .unwrap();
+        (one, other)
+    }
+
+    fn timeout() -> Arc<Error> {
+        Arc::new(Error::Timeout {
+            after: Duration::from_millis(5),
+        })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_late_reply_while_redis_answers_others_pauses_nothing() {
+        let breaker = Breaker::new(8, RETRY);
+        let (one, other) = shards();
+        tokio::time::advance(Duration::from_secs(1)).await;
+        breaker.answered(&other, breaker.micros());
+        for _ in 0..10 {
+            breaker.failed(&one, &timeout());
+        }
+        assert!(breaker.admit(&one, breaker.micros()).is_ok());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn timeouts_with_no_answer_pause_only_their_own_shard() {
+        let breaker = Breaker::new(8, RETRY);
+        let (one, other) = shards();
+        tokio::time::advance(Duration::from_secs(1)).await;
+        for i in 1..=FAILURES_TO_OPEN {
+            assert!(breaker.admit(&one, breaker.micros()).is_ok(), "after {i}");
+            breaker.failed(&one, &timeout());
+        }
+        let now = breaker.micros();
+        assert!(breaker.admit(&one, now).is_err());
+        assert!(
+            breaker.admit(&other, now).is_ok(),
+            "another shard was paused"
+        );
+        assert!(breaker.until_probe(&one) <= RETRY);
+        // After the pause one request probes, the next waits for it; an
+        // answer closes the shard again.
+        tokio::time::advance(RETRY).await;
+        let now = breaker.micros();
+        assert!(breaker.admit(&one, now).is_ok());
+        assert!(breaker.admit(&one, now).is_err());
+        breaker.answered(&one, now);
+        assert!(breaker.admit(&one, now).is_ok());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lost_connection_pauses_everyone_and_a_bad_key_nobody() {
+        let breaker = Breaker::new(8, RETRY);
+        let (one, other) = shards();
+        let bad_key = Arc::new(Error::NotABucket {
+            key: "k".into(),
+            detail: String::new(),
+        });
+        breaker.failed(&one, &bad_key);
+        assert!(breaker.admit(&one, breaker.micros()).is_ok());
+        let lost = Arc::new(Error::Reply {
+            detail: String::new(),
+        });
+        breaker.failed(&one, &lost);
+        assert!(breaker.admit(&one, breaker.micros()).is_ok());
+        let refused = Arc::new(Error::Connection {
+            source: ::redis::RedisError::from(std::io::Error::from(
+                std::io::ErrorKind::ConnectionRefused,
+            )),
+        });
+        breaker.failed(&one, &refused);
+        let now = breaker.micros();
+        assert!(breaker.admit(&one, now).is_err());
+        assert!(breaker.admit(&other, now).is_err());
     }
 }

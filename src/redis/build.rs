@@ -243,7 +243,7 @@ impl<C> Parts<C> {
             connection,
             script: self.script,
             split: self.core.split,
-            breaker: Breaker::new(options.retry_every),
+            breaker: Breaker::new(buckets, options.retry_every),
             denials: DenialCache::new(buckets),
             fallback: self.fallback,
             metrics: self.core.metrics.clone(),

@@ -72,14 +72,25 @@
 //!   with the budget divided by the number of replicas you run, with the same
 //!   N, k and salt (so the same shards and the same isolation).
 //!
-//! After a failure the limiter stops asking Redis for
-//! [`RedisOptions::retry_every`] (100 ms unless set): decisions in between go
-//! straight to the policy, without waiting for the deadline, and only one
-//! request at a time probes Redis again. Once Redis answers, decisions go
-//! back to it, with no restart; with [`Builder::build_redis`](crate::Builder::build_redis) the connection
-//! reconnects on its own within a fifth of a second of Redis coming back.
-//! [`Decision::source`] tells which way each decision was made, and
-//! [`RedisLimiter::stats`] counts them.
+//! The limiter leaves Redis alone after a failure, but only where it
+//! failed: the circuit breaker is kept per bucket, like the buckets. A lost
+//! connection (or any error of Redis as a whole) pauses every bucket; a
+//! missed deadline counts only against the buckets of that request's shard,
+//! and pauses one after three in a row with no answer in between — one slow
+//! reply on a busy host costs one request, not every tenant's. A paused
+//! bucket is left alone for [`RedisOptions::retry_every`] (100 ms unless
+//! set): decisions of the shards that hold it go straight to the policy,
+//! without waiting for the deadline, and only one request at a time probes
+//! Redis again. Once Redis answers, decisions go back to it, with no
+//! restart; with [`Builder::build_redis`](crate::Builder::build_redis) the
+//! connection reconnects on its own within a fifth of a second of Redis
+//! coming back. [`Decision::source`] tells which way each decision was made,
+//! and [`RedisLimiter::stats`] counts them.
+//!
+//! Decisions answered without a round trip (a cached denial, a paused
+//! shard's policy answer) spend the task's cooperative budget in tokio, so a
+//! caller looping on `check().await` yields in turn like any other I/O and
+//! cannot starve the other tasks of its worker.
 //!
 //! A request that missed its deadline may still run on the server later and
 //! take a token that nobody uses: a hang only ever errs towards fewer grants.

@@ -11,7 +11,7 @@ use ::redis::aio::{ConnectionLike, ConnectionManager};
 use crossbeam_utils::CachePadded;
 use tokio::time::timeout;
 
-use super::breaker::{Admit, Breaker};
+use super::breaker::Breaker;
 use super::denial_cache::DenialCache;
 use super::error::Error;
 use super::options::{FailurePolicy, RedisOptions};
@@ -84,12 +84,16 @@ where
             && self.options.cache_denials
             && let Some(denied) = self.denials.lookup(&self.split, &shard, n, sent)
         {
+            // Answered without a round trip: spend the task's cooperative
+            // budget, so that a caller looping on denials yields in turn
+            // instead of starving the other tasks of its worker.
+            tokio::task::consume_budget().await;
             return self.decided(Err(denied), Source::CachedDenial, None);
         }
-        let probing = match self.breaker.admit(sent) {
-            Admit::Ask { probing } => probing,
-            Admit::Skip(error) => return self.by_policy(&shard, n, error),
-        };
+        if let Err(error) = self.breaker.admit(&shard, sent) {
+            tokio::task::consume_budget().await;
+            return self.by_policy(&shard, n, error);
+        }
         let start = tie_break(shard.buckets().len());
         let mut connection = self.connection.clone();
         let round_trip = self
@@ -97,7 +101,7 @@ where
             .draw(&mut connection, &self.split, &shard, n, start);
         let error = match timeout(self.options.deadline, round_trip).await {
             Ok(Ok(outcome)) => {
-                self.breaker.answered(probing);
+                self.breaker.answered(&shard, self.breaker.micros());
                 let result = answer(outcome, &shard);
                 if let Err(denied) = &result
                     && self.options.cache_denials
@@ -113,7 +117,7 @@ where
         };
         self.counts[ERRORS].fetch_add(1, Ordering::Relaxed);
         let error = Arc::new(error);
-        self.breaker.failed(&error);
+        self.breaker.failed(&shard, &error);
         self.by_policy(&shard, n, Some(error))
     }
 
@@ -125,7 +129,7 @@ where
     fn by_policy(&self, shard: &Shard, n: u32, error: Option<Arc<Error>>) -> Decision {
         let first = shard.buckets()[0];
         let deny = || Denied {
-            retry_after: self.breaker.until_probe(),
+            retry_after: self.breaker.until_probe(shard),
             bucket: first,
         };
         let outage = error.as_deref().is_none_or(Error::is_outage);
