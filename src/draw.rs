@@ -277,6 +277,39 @@ mod tests {
     }
 
     #[test]
+    fn a_denial_prefers_the_sooner_bucket_wherever_the_pass_starts() {
+        // Rooms at now = 100: 0 and 10; a request of 2 costs 20. Bucket 1 can
+        // pay at 110, bucket 0 only at 120, even when bucket 0 is visited
+        // last.
+        for start in 0..2 {
+            assert_eq!(
+                draw(PACE, &[3, 3], &[130, 120], 100, 2, start),
+                Outcome::Deny { index: 1, at: 110 },
+                "start {start}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_bucket_is_visited_once_from_any_start() {
+        // Rooms 10, 20, 30, 0: the third pays whatever the start, and the
+        // remaining tokens count every bucket once.
+        for start in 0..4 {
+            assert_eq!(
+                draw(PACE, &[3; 4], &[120, 110, 100, 130], 100, 1, start),
+                Outcome::Grant {
+                    index: 2,
+                    seen: 100,
+                    tat: 110,
+                    remaining: 1 + 2 + 3 - 1,
+                    full_in: 30
+                },
+                "start {start}"
+            );
+        }
+    }
+
+    #[test]
     fn a_request_of_zero_tokens_moves_nothing_even_after_a_clock_jump_back() {
         // tat far beyond now + capacity: the clock went backwards.
         let outcome = draw(PACE, &[3, 3], &[500, 0], 10, 0, 0);
@@ -328,6 +361,17 @@ mod tests {
                 }
             }
         }
+        // Where f64 rounds the quotient down: 49 · (1/49) < 1.
+        for interval in [49, 98, 103] {
+            assert_eq!(Pace::new(interval).tokens(interval), 1, "{interval}");
+            assert_eq!(Pace::new(interval).tokens(interval - 1), 0, "{interval}");
+        }
+        // Where f64 rounds the room up: 2⁶¹ − 1 becomes 2⁶¹.
+        let slow = Pace::new(1 << 61);
+        assert_eq!(slow.tokens((1 << 61) - 1), 0);
+        assert_eq!(slow.tokens(1 << 61), 1);
+        assert_eq!(slow.tokens((1 << 62) - 1), 1);
+        assert_eq!(slow.tokens(1 << 62), 2);
         let wide = Pace::new(1);
         for r in [
             u64::from(u32::MAX),

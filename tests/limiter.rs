@@ -595,3 +595,157 @@ fn a_burst_of_zero_says_what_to_change() {
     );
     assert!(!message.contains("at most 0"), "{message}");
 }
+
+// ---------------------------------------------------------------------------
+// Behaviour pinned for mutation testing (see TESTING.md).
+
+#[test]
+fn remaining_counts_whole_tokens_where_the_room_is_beyond_f64_precision() {
+    // One bucket of 2 tokens, one token every 2⁶¹ ns: a capacity of 2⁶² ns,
+    // the longest allowed. 2⁶¹ − 1 ns after it was drained it holds just
+    // short of one token, a room that f64 rounds up to a whole token.
+    let (limiter, clock) = make(
+        Quota::new(1, Duration::from_nanos(1 << 61)).with_burst(2),
+        1,
+        1,
+    );
+    assert!(limiter.check("t").is_ok());
+    assert!(limiter.check("t").is_ok());
+    clock.advance(Duration::from_nanos((1 << 61) - 1));
+    let denied = limiter.check("t").unwrap_err();
+    assert_eq!(denied.retry_after(), Duration::from_nanos(1));
+    assert_eq!(limiter.remaining("t"), 0);
+    assert_eq!(limiter.snapshot()[0].available(), 0);
+    assert_eq!(limiter.full_in("t"), Duration::from_nanos((1 << 61) + 1));
+    clock.advance(Duration::from_nanos(1));
+    assert_eq!(limiter.remaining("t"), 1);
+    let grant = limiter.check("t").unwrap();
+    assert_eq!(
+        (grant.remaining(), grant.full_in()),
+        (0, Duration::from_nanos(1 << 62))
+    );
+}
+
+#[test]
+fn full_in_is_the_longest_wait_until_the_tenants_buckets_are_full() {
+    // 2 buckets of 2 tokens, a token every 500 ms each.
+    let (limiter, clock) = make(Quota::per_second(4), 2, 2);
+    assert_eq!(limiter.full_in("t"), Duration::ZERO);
+    let grant = limiter.check_n("t", 2).unwrap().unwrap(); // empties one
+    assert_eq!(grant.full_in(), Duration::from_secs(1));
+    assert_eq!(limiter.full_in("t"), Duration::from_secs(1));
+    clock.advance(Duration::from_millis(300));
+    assert_eq!(limiter.full_in("t"), Duration::from_millis(700));
+    let grant = limiter.check("t").unwrap(); // the other, full at 800 ms
+    assert_eq!(grant.full_in(), Duration::from_millis(700));
+    let full_in: Vec<Duration> = limiter.snapshot().iter().map(|b| b.full_in()).collect();
+    let mut sorted = full_in.clone();
+    sorted.sort();
+    assert_eq!(
+        sorted,
+        [Duration::from_millis(500), Duration::from_millis(700)]
+    );
+    clock.advance(Duration::from_millis(699));
+    assert_eq!(limiter.full_in("t"), Duration::from_millis(1));
+    clock.advance(Duration::from_millis(1));
+    assert_eq!(limiter.full_in("t"), Duration::ZERO);
+    clock.advance(Duration::from_secs(5));
+    assert_eq!(limiter.full_in("t"), Duration::ZERO);
+    assert_eq!(limiter.remaining("t"), 4);
+}
+
+#[test]
+fn the_accessors_and_the_debug_output_show_the_settings() {
+    let limiter = ShardedLimiter::builder()
+        .quota(Quota::per_second(10))
+        .buckets(4)
+        .per_tenant(2)
+        .tenant_cache(8)
+        .name("upstream-a")
+        .clock(ManualClock::new())
+        .build()
+        .unwrap();
+    assert_eq!(limiter.name(), "upstream-a");
+    assert_eq!(limiter.quota(), Quota::per_second(10));
+    assert_eq!(limiter.tenant_cache_capacity(), 10); // 2 sets of 5
+    assert_eq!(limiter.bucket_burst(3), Some(2));
+    assert_eq!(limiter.bucket_burst(4), None);
+    assert_eq!(limiter.bucket_burst(u32::MAX), None);
+    let ids: Vec<u32> = limiter.snapshot().iter().map(|b| b.bucket()).collect();
+    assert_eq!(ids, [0, 1, 2, 3]);
+
+    let debug = format!("{limiter:?}");
+    for field in [
+        "Limiter {",
+        "name: \"upstream-a\"",
+        "count: 10",
+        "buckets: 4",
+        "per_tenant: 2",
+        "capacity: 10",
+        "InProcess { buckets: 4",
+    ] {
+        assert!(debug.contains(field), "{debug} lacks {field}");
+    }
+    let tenant = limiter.tenant("t");
+    let shard = format!("{:?}", tenant.shard());
+    assert_eq!(shard, format!("Shard({:?})", tenant.shard().buckets()));
+    let debug = format!("{tenant:?}");
+    assert!(
+        debug.starts_with("Tenant {") && debug.contains("\"upstream-a\"") && debug.contains(&shard),
+        "{debug}"
+    );
+    let debug = format!("{:?}", limiter.assignment());
+    assert!(
+        debug.starts_with("Assignment {")
+            && debug.contains("buckets: 4")
+            && debug.contains("per_tenant: 2"),
+        "{debug}"
+    );
+
+    let defaults = ShardedLimiter::builder()
+        .quota(Quota::per_second(10))
+        .build()
+        .unwrap();
+    assert_eq!(defaults.name(), "default");
+    // 4 096 entries: 820 sets of 5, rounded up to 1 024 sets.
+    assert_eq!(defaults.tenant_cache_capacity(), 5_120);
+    let uncached = ShardedLimiter::builder()
+        .quota(Quota::per_second(10))
+        .tenant_cache(0)
+        .build()
+        .unwrap();
+    assert_eq!(uncached.tenant_cache_capacity(), 0);
+    assert_eq!(uncached.shard("t"), defaults.shard("t"));
+}
+
+#[test]
+fn the_fastest_rate_and_the_longest_refill_are_accepted_and_no_more() {
+    // One token per nanosecond per bucket is the fastest accepted.
+    let build = |quota: Quota, buckets| {
+        ShardedLimiter::builder()
+            .quota(quota)
+            .buckets(buckets)
+            .per_tenant(1)
+            .build()
+    };
+    let limiter = build(Quota::new(5, Duration::from_nanos(5)), 1).unwrap();
+    assert_eq!(limiter.bucket_interval(), Duration::from_nanos(1));
+    assert_eq!(
+        build(Quota::new(6, Duration::from_nanos(5)).with_burst(5), 1).unwrap_err(),
+        ConfigError::RateTooHigh {
+            buckets: 1,
+            min_buckets: 2
+        }
+    );
+    // A bucket may take up to 2⁶² ns to fill, not a nanosecond more; with a
+    // burst of 3 over 2 buckets, the first holds 2 tokens.
+    let slow = |period| build(Quota::new(1, Duration::from_nanos(period)).with_burst(3), 2);
+    let limiter = slow(1 << 60).unwrap();
+    assert_eq!(limiter.bucket_interval(), Duration::from_nanos(1 << 61));
+    assert_eq!(
+        slow((1 << 60) + 1).unwrap_err(),
+        ConfigError::Overflow {
+            refill_secs: ((1 << 62) + 4) / 1_000_000_000
+        }
+    );
+}
