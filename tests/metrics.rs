@@ -1,6 +1,5 @@
 //! Observability: counters and gauges through a test recorder, and tracing
 //! events through a capturing subscriber. No tenant id is ever recorded.
-#![cfg(feature = "metrics")]
 
 use std::collections::HashMap;
 use std::fmt;
