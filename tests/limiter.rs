@@ -786,3 +786,24 @@ fn the_fastest_rate_and_the_longest_refill_are_accepted_and_no_more() {
         }
     );
 }
+
+#[test]
+fn a_denial_names_the_tenants_own_bucket_whichever_it_is() {
+    // 4 buckets of 1 token, one per tenant: every bucket id is named once.
+    let (limiter, _clock) = make(Quota::per_second(4), 4, 1);
+    let mut named = [false; 4];
+    for t in 0..1_000u32 {
+        let tenant = limiter.tenant(t.to_le_bytes());
+        let shard = tenant.shard();
+        let &[bucket] = shard.buckets() else {
+            unreachable!()
+        };
+        if named[bucket as usize] {
+            continue;
+        }
+        assert_eq!(tenant.check().unwrap().bucket(), bucket);
+        assert_eq!(tenant.check().unwrap_err().bucket(), bucket);
+        named[bucket as usize] = true;
+    }
+    assert_eq!(named, [true; 4]);
+}
