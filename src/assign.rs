@@ -108,9 +108,7 @@ impl Assignment {
     /// and `buckets <= MAX_BUCKETS`; the limiter's builder reports the same
     /// conditions as typed errors.
     pub fn new(buckets: u32, per_tenant: u32, salt: impl AsRef<[u8]>) -> Option<Self> {
-        let valid =
-            (1..=buckets.min(MAX_PER_TENANT)).contains(&per_tenant) && buckets <= MAX_BUCKETS;
-        valid.then(|| {
+        Self::valid(buckets, per_tenant).then(|| {
             let salt = salt.as_ref();
             let mut prefix = Sha256::new();
             prefix.update(DOMAIN);
@@ -122,6 +120,12 @@ impl Assignment {
                 prefix,
             }
         })
+    }
+
+    /// Whether `new` accepts these counts (a function of its own, so that
+    /// cargo-mutants, which leaves `new` alone, reaches it).
+    fn valid(buckets: u32, per_tenant: u32) -> bool {
+        (1..=buckets.min(MAX_PER_TENANT)).contains(&per_tenant) && buckets <= MAX_BUCKETS
     }
 
     /// N: buckets in all.
@@ -238,19 +242,24 @@ impl ShardCache {
     /// A cache of at least `entries` tenants (rounded up to a power of two
     /// sets of five), or none for 0.
     pub(crate) fn new(entries: usize) -> Self {
-        let sets = if entries == 0 {
-            0
-        } else {
-            entries.div_ceil(WAYS).next_power_of_two()
-        };
         ShardCache {
-            sets: (0..sets)
+            sets: (0..Self::sets_for(entries))
                 .map(|_| Set {
                     version: AtomicU64::new(0),
                     ways: std::array::from_fn(|_| std::array::from_fn(|_| AtomicU64::new(0))),
                 })
                 .collect(),
             hashers: Default::default(),
+        }
+    }
+
+    /// Sets for at least `entries` tenants: a power of two, or none for 0.
+    /// (Apart from `new`, which cargo-mutants leaves alone.)
+    fn sets_for(entries: usize) -> usize {
+        if entries == 0 {
+            0
+        } else {
+            entries.div_ceil(WAYS).next_power_of_two()
         }
     }
 

@@ -186,7 +186,7 @@ impl<C: Clock> Builder<C> {
                 max: MAX_CACHE_ENTRIES,
             });
         }
-        let split = Split::new(quota, buckets)?;
+        let split = Split::of(quota, buckets)?;
         let assignment = Assignment::new(buckets, per_tenant, &self.salt)
             .expect("bucket and shard counts were checked above");
         Ok((quota, split, assignment))
