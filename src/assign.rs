@@ -108,9 +108,7 @@ impl Assignment {
     /// and `buckets <= MAX_BUCKETS`; the limiter's builder reports the same
     /// conditions as typed errors.
     pub fn new(buckets: u32, per_tenant: u32, salt: impl AsRef<[u8]>) -> Option<Self> {
-        let valid =
-            (1..=buckets.min(MAX_PER_TENANT)).contains(&per_tenant) && buckets <= MAX_BUCKETS;
-        valid.then(|| {
+        Self::valid(buckets, per_tenant).then(|| {
             let salt = salt.as_ref();
             let mut prefix = Sha256::new();
             prefix.update(DOMAIN);
@@ -122,6 +120,12 @@ impl Assignment {
                 prefix,
             }
         })
+    }
+
+    /// Whether `new` accepts these counts (a function of its own, so that
+    /// cargo-mutants, which leaves `new` alone, reaches it).
+    fn valid(buckets: u32, per_tenant: u32) -> bool {
+        (1..=buckets.min(MAX_PER_TENANT)).contains(&per_tenant) && buckets <= MAX_BUCKETS
     }
 
     /// N: buckets in all.
@@ -238,19 +242,24 @@ impl ShardCache {
     /// A cache of at least `entries` tenants (rounded up to a power of two
     /// sets of five), or none for 0.
     pub(crate) fn new(entries: usize) -> Self {
-        let sets = if entries == 0 {
-            0
-        } else {
-            entries.div_ceil(WAYS).next_power_of_two()
-        };
         ShardCache {
-            sets: (0..sets)
+            sets: (0..Self::sets_for(entries))
                 .map(|_| Set {
                     version: AtomicU64::new(0),
                     ways: std::array::from_fn(|_| std::array::from_fn(|_| AtomicU64::new(0))),
                 })
                 .collect(),
             hashers: Default::default(),
+        }
+    }
+
+    /// Sets for at least `entries` tenants: a power of two, or none for 0.
+    /// (Apart from `new`, which cargo-mutants leaves alone.)
+    fn sets_for(entries: usize) -> usize {
+        if entries == 0 {
+            0
+        } else {
+            entries.div_ceil(WAYS).next_power_of_two()
         }
     }
 
@@ -381,6 +390,106 @@ mod tests {
         assert_eq!(cache.get_or_assign(&long, &a), a.shard(&long));
         assert_eq!(cache.get_or_assign(&long, &a), a.shard(&long));
         assert_eq!(ShardCache::new(0).get_or_assign(b"x", &a), a.shard(b"x"));
+    }
+
+    #[test]
+    fn scores_match_the_worked_example_of_the_specification() {
+        // docs/assignment.md, "Worked example": tenant-0 under example-salt.
+        let seed = 0x4433_efaf_c1ce_150c;
+        assert_eq!(
+            Assignment::new(5, 2, b"example-salt")
+                .unwrap()
+                .seed(b"tenant-0"),
+            seed
+        );
+        let want: [u64; 5] = [
+            0xfd54_215b_f3f1_2e91,
+            0x71e1_5126_a816_3610,
+            0xe30e_c87a_dc93_1941,
+            0x5197_9f48_6e10_0318,
+            0xfc93_42d4_35f3_2932,
+        ];
+        for (bucket, &score_of) in (0..).zip(&want) {
+            assert_eq!(score(seed, bucket), score_of, "bucket {bucket}");
+        }
+    }
+
+    #[test]
+    fn shards_compare_as_sets_and_count_what_they_share() {
+        let shard = |buckets: &[u32]| {
+            let mut s = Shard {
+                len: buckets.len() as u8,
+                buckets: [0; MAX_PER_TENANT as usize],
+            };
+            s.buckets[..buckets.len()].copy_from_slice(buckets);
+            s
+        };
+        let (a, b) = (shard(&[3, 1, 4]), shard(&[4, 3, 1]));
+        assert!(a.same_set(&b) && a != b);
+        assert_eq!(a.overlap(&shard(&[1, 5, 4])), 2);
+        assert!(!a.same_set(&shard(&[3, 1, 5])));
+        // A shorter shard inside a longer one is not the same set, either way.
+        assert!(!shard(&[3, 1]).same_set(&a));
+        assert!(!a.same_set(&shard(&[3, 1])));
+        assert!(a.contains(4) && !a.contains(0));
+        assert_eq!(format!("{a:?}"), "Shard([3, 1, 4])");
+    }
+
+    /// Keys whose shards differ under the two assignments, so that a lookup
+    /// under `b` that returns the shard under `a` must have hit the cache.
+    fn keys_told_apart(a: &Assignment, b: &Assignment, count: usize) -> Vec<[u8; 4]> {
+        (0..1_000u32)
+            .map(u32::to_le_bytes)
+            .filter(|key| a.shard(key) != b.shard(key))
+            .take(count)
+            .collect()
+    }
+
+    #[test]
+    fn a_second_lookup_hits_the_cache() {
+        let (a, b) = (
+            Assignment::new(64, 4, b"a").unwrap(),
+            Assignment::new(64, 4, b"b").unwrap(),
+        );
+        let cache = ShardCache::new(1_000);
+        let keys = keys_told_apart(&a, &b, 100);
+        for key in &keys {
+            assert_eq!(cache.get_or_assign(key, &a), a.shard(key)); // a miss
+        }
+        let hits = keys
+            .iter()
+            .filter(|key| cache.get_or_assign(&key[..], &b) == a.shard(key))
+            .count();
+        // 100 tenants in 256 sets of 5: only a set of six or more evicts one.
+        assert!(hits >= 95, "{hits} of 100 hit");
+    }
+
+    #[test]
+    fn a_full_set_keeps_all_five_entries_and_evicts_the_oldest() {
+        let (a, b) = (
+            Assignment::new(64, 4, b"a").unwrap(),
+            Assignment::new(64, 4, b"b").unwrap(),
+        );
+        let cache = ShardCache::new(5); // one set
+        let keys = keys_told_apart(&a, &b, 6);
+        for key in &keys[..5] {
+            cache.get_or_assign(key, &a);
+        }
+        for key in &keys[..5] {
+            assert_eq!(cache.get_or_assign(key, &b), a.shard(key), "kept");
+        }
+        // A sixth tenant takes the place of the first, the oldest.
+        cache.get_or_assign(&keys[5], &a);
+        for key in &keys[1..6] {
+            assert_eq!(cache.get_or_assign(key, &b), a.shard(key), "kept");
+        }
+        assert_eq!(cache.get_or_assign(&keys[0], &b), b.shard(keys[0]));
+        // Looked up again, the first comes back in the place of the second.
+        assert_eq!(cache.get_or_assign(&keys[0], &a), b.shard(keys[0]));
+        for key in &keys[2..6] {
+            assert_eq!(cache.get_or_assign(key, &b), a.shard(key), "kept");
+        }
+        assert_eq!(cache.get_or_assign(&keys[1], &b), b.shard(keys[1]));
     }
 
     #[test]

@@ -36,8 +36,9 @@ pub(crate) struct Pace {
 }
 
 impl Pace {
-    /// One token every `interval` units (at least 1).
-    pub(crate) fn new(interval: u64) -> Pace {
+    /// One token every `interval` units (at least 1). (Not called `new`:
+    /// cargo-mutants leaves functions of that name alone; see TESTING.md.)
+    pub(crate) fn every(interval: u64) -> Pace {
         Pace {
             interval,
             per_unit: 1.0 / interval as f64,
@@ -277,6 +278,39 @@ mod tests {
     }
 
     #[test]
+    fn a_denial_prefers_the_sooner_bucket_wherever_the_pass_starts() {
+        // Rooms at now = 100: 0 and 10; a request of 2 costs 20. Bucket 1 can
+        // pay at 110, bucket 0 only at 120, even when bucket 0 is visited
+        // last.
+        for start in 0..2 {
+            assert_eq!(
+                draw(PACE, &[3, 3], &[130, 120], 100, 2, start),
+                Outcome::Deny { index: 1, at: 110 },
+                "start {start}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_bucket_is_visited_once_from_any_start() {
+        // Rooms 10, 20, 30, 0: the third pays whatever the start, and the
+        // remaining tokens count every bucket once.
+        for start in 0..4 {
+            assert_eq!(
+                draw(PACE, &[3; 4], &[120, 110, 100, 130], 100, 1, start),
+                Outcome::Grant {
+                    index: 2,
+                    seen: 100,
+                    tat: 110,
+                    remaining: 1 + 2 + 3 - 1,
+                    full_in: 30
+                },
+                "start {start}"
+            );
+        }
+    }
+
+    #[test]
     fn a_request_of_zero_tokens_moves_nothing_even_after_a_clock_jump_back() {
         // tat far beyond now + capacity: the clock went backwards.
         let outcome = draw(PACE, &[3, 3], &[500, 0], 10, 0, 0);
@@ -320,7 +354,7 @@ mod tests {
     #[test]
     fn counting_tokens_is_exact_division() {
         for interval in [1, 3, 7, 10, 999_999_937, 2_142_857_143, (1 << 40) + 1] {
-            let pace = Pace::new(interval);
+            let pace = Pace::every(interval);
             let capacity = pace.capacity(5);
             for room in (0..=capacity).step_by((interval / 3).max(1) as usize) {
                 for r in [room, room.saturating_sub(1), (room + 1).min(capacity)] {
@@ -328,7 +362,18 @@ mod tests {
                 }
             }
         }
-        let wide = Pace::new(1);
+        // Where f64 rounds the quotient down: 49 · (1/49) < 1.
+        for interval in [49, 98, 103] {
+            assert_eq!(Pace::every(interval).tokens(interval), 1, "{interval}");
+            assert_eq!(Pace::every(interval).tokens(interval - 1), 0, "{interval}");
+        }
+        // Where f64 rounds the room up: 2⁶¹ − 1 becomes 2⁶¹.
+        let slow = Pace::every(1 << 61);
+        assert_eq!(slow.tokens((1 << 61) - 1), 0);
+        assert_eq!(slow.tokens(1 << 61), 1);
+        assert_eq!(slow.tokens((1 << 62) - 1), 1);
+        assert_eq!(slow.tokens(1 << 62), 2);
+        let wide = Pace::every(1);
         for r in [
             u64::from(u32::MAX),
             u64::from(u32::MAX) - 1,

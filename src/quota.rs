@@ -72,3 +72,29 @@ impl Quota {
         self.burst
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_constructor_sets_its_period_and_a_burst_of_its_count() {
+        for (quota, secs) in [
+            (Quota::per_second(7), 1),
+            (Quota::per_minute(7), 60),
+            (Quota::per_hour(7), 3_600),
+            (Quota::new(7, Duration::from_secs(5)), 5),
+        ] {
+            let period = Duration::from_secs(secs);
+            assert_eq!(
+                (quota.count(), quota.period(), quota.burst()),
+                (7, period, 7)
+            );
+            let burst = quota.with_burst(3);
+            assert_eq!(
+                (burst.count(), burst.period(), burst.burst()),
+                (7, period, 3)
+            );
+        }
+    }
+}

@@ -1,5 +1,4 @@
 //! Runs the built `shuffle-lab` binary and checks what it prints.
-#![cfg(feature = "cli")]
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;

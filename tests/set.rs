@@ -1,6 +1,5 @@
 //! Per-upstream limiter sets from TOML and JSON configs: rate strings, every
 //! malformed input reported with its place, and lookups.
-#![cfg(feature = "serde")]
 
 use std::time::Duration;
 

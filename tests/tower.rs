@@ -1,7 +1,6 @@
 //! The tower layer over real HTTP on 127.0.0.1: an axum server on an
 //! ephemeral port, a reqwest client, and a ManualClock so that time moves
 //! only when the test says.
-#![cfg(feature = "tower")]
 
 use std::future::IntoFuture;
 use std::net::SocketAddr;

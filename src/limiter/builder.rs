@@ -135,6 +135,25 @@ impl<C: Clock> Builder<C> {
 
     /// Validates everything but the storage: the core every store builds on.
     pub(crate) fn plan(&self) -> Result<Core, ConfigError> {
+        let (quota, split, assignment) = self.validate()?;
+        Ok(Core {
+            metrics: Metrics::new(
+                &self.name,
+                quota,
+                assignment.buckets(),
+                assignment.per_tenant(),
+            ),
+            quota,
+            split,
+            assignment,
+            cache: ShardCache::new(self.cache),
+            name: self.name.clone(),
+        })
+    }
+
+    /// Checks every setting without allocating the tenant cache, whose size
+    /// is one of the settings checked.
+    fn validate(&self) -> Result<(Quota, Split, Assignment), ConfigError> {
         let quota = self.quota.ok_or(ConfigError::MissingQuota)?;
         let (buckets, per_tenant) = self.shape();
         if buckets == 0 {
@@ -167,17 +186,10 @@ impl<C: Clock> Builder<C> {
                 max: MAX_CACHE_ENTRIES,
             });
         }
-        let split = Split::new(quota, buckets)?;
+        let split = Split::of(quota, buckets)?;
         let assignment = Assignment::new(buckets, per_tenant, &self.salt)
             .expect("bucket and shard counts were checked above");
-        Ok(Core {
-            metrics: Metrics::new(&self.name, quota, buckets, per_tenant),
-            quota,
-            split,
-            assignment,
-            cache: ShardCache::new(self.cache),
-            name: self.name.clone(),
-        })
+        Ok((quota, split, assignment))
     }
 }
 
@@ -193,5 +205,57 @@ impl ShardedLimiter<MonotonicClock> {
             name: "default".to_owned(),
             clock: MonotonicClock::new(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_largest_tenant_cache_is_accepted_and_one_entry_more_is_not() {
+        // Checked by `validate`, which allocates no cache: the largest one
+        // takes half a gigabyte.
+        let builder = |entries| {
+            ShardedLimiter::builder()
+                .quota(Quota::per_second(100))
+                .tenant_cache(entries)
+        };
+        assert!(builder(MAX_CACHE_ENTRIES).validate().is_ok());
+        assert_eq!(
+            builder(MAX_CACHE_ENTRIES + 1).validate().unwrap_err(),
+            ConfigError::CacheTooLarge {
+                entries: MAX_CACHE_ENTRIES + 1,
+                max: MAX_CACHE_ENTRIES
+            }
+        );
+        // `plan` reports what `validate` found.
+        assert_eq!(
+            builder(MAX_CACHE_ENTRIES + 1).plan().unwrap_err(),
+            ConfigError::CacheTooLarge {
+                entries: MAX_CACHE_ENTRIES + 1,
+                max: MAX_CACHE_ENTRIES
+            }
+        );
+    }
+
+    #[test]
+    fn the_plan_carries_the_settings() {
+        let core = ShardedLimiter::builder()
+            .quota(Quota::per_second(10))
+            .buckets(4)
+            .per_tenant(3)
+            .tenant_cache(12)
+            .name("n")
+            .plan()
+            .unwrap();
+        assert_eq!(core.quota, Quota::per_second(10));
+        assert_eq!((core.split.burst, core.split.larger), (2, 2));
+        assert_eq!(
+            (core.assignment.buckets(), core.assignment.per_tenant()),
+            (4, 3)
+        );
+        assert_eq!(core.cache.capacity(), 20); // 12 entries: 4 sets of 5
+        assert_eq!(core.name, "n");
     }
 }

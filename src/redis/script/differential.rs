@@ -88,7 +88,7 @@ fn the_script_draws_exactly_as_the_pure_function() {
                 }
             }
             let want = draw(
-                Pace::new(case.interval),
+                Pace::every(case.interval),
                 k,
                 |j| case.bursts[j],
                 |j| case.tats[j],
