@@ -80,6 +80,7 @@ impl Split {
         })
     }
 
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))] // the Redis store's
     /// The same split with the interval rounded up to a whole multiple of
     /// `unit` nanoseconds, for a store that counts time in coarser units:
     /// each bucket's rate can only go down.
@@ -102,6 +103,7 @@ impl Split {
         self.burst + u32::from(bucket < self.larger)
     }
 
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))] // the Redis store's
     /// The full bursts of the shard's buckets, in shard order (the first
     /// k entries).
     #[inline]

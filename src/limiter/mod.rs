@@ -18,7 +18,6 @@ use crate::assign::Assignment;
 use crate::clock::MonotonicClock;
 use crate::quota::Quota;
 
-pub(crate) use self::builder::Builder;
 use self::core::Core;
 use self::memory::InProcess;
 

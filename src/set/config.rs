@@ -12,7 +12,7 @@ use super::rate::Rate;
 #[cfg(feature = "redis")]
 use super::redis::{RedisConfig, RedisKeys};
 use crate::clock::MonotonicClock;
-use crate::limiter::{Builder, ShardedLimiter};
+use crate::{Builder, ShardedLimiter};
 
 /// The settings of one named limiter, as read from a config.
 ///
