@@ -5,7 +5,6 @@ use ::redis::Script;
 use ::redis::aio::ConnectionLike;
 
 use super::error::Error;
-use crate::MAX_PER_TENANT;
 use crate::draw::Outcome;
 use crate::limiter::core::Split;
 use crate::{Denied, Grant, Shard};
@@ -122,9 +121,7 @@ fn parse(reply: &[i64], k: usize) -> Option<Outcome> {
 
 /// The answer for the caller; `at` of a denial is already relative.
 pub(super) fn answer(outcome: Outcome, shard: &Shard) -> Result<Grant, Denied> {
-    let ids = shard.buckets();
-    debug_assert!(ids.len() <= MAX_PER_TENANT as usize);
-    crate::limiter::decision::answer(outcome, ids, 0, MICROS)
+    crate::limiter::decision::answer(outcome, shard.buckets(), 0, MICROS)
 }
 
 #[cfg(test)]
