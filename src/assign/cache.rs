@@ -1,204 +1,12 @@
-//! Which buckets a tenant draws from: the specified assignment, and a bounded
-//! cache in front of it.
-//!
-//! The assignment is a compatibility contract, specified in
-//! `docs/assignment.md`: it depends on the salt, the tenant's bytes, the
-//! number of buckets N and the shard size k, and on nothing else, so every
-//! process on every platform computes the same shard.
+//! A bounded, lock-free cache of tenant → shard in front of the assignment,
+//! so that a hot tenant does not pay SHA-256 on every check.
 
 use std::fmt;
 use std::hash::BuildHasher;
 
-use sha2::{Digest, Sha256};
-
 use crate::sync::{AtomicU64, Ordering, fence};
 
-/// The most buckets a limiter may have.
-pub const MAX_BUCKETS: u32 = 1 << 16;
-
-/// The most buckets one tenant may be assigned.
-pub const MAX_PER_TENANT: u32 = 8;
-
-/// Domain separation for the seed hash; part of the specification.
-const DOMAIN: &[u8] = b"shuffle-limiter/assign/v1";
-
-/// SplitMix64's increment; the score of bucket `i` is the (i+1)-th output of
-/// SplitMix64 started at the tenant's seed.
-const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
-
-/// The k buckets assigned to one tenant, highest rendezvous score first.
-///
-/// ```
-/// use shuffle_limiter::{Quota, ShardedLimiter};
-///
-/// let limiter = ShardedLimiter::builder()
-///     .quota(Quota::per_second(16))
-///     .buckets(16)
-///     .per_tenant(2)
-///     .build()?;
-/// let shard = limiter.shard("tenant-42");
-/// assert_eq!(shard.buckets().len(), 2);
-/// assert!(shard.buckets().iter().all(|&b| b < 16));
-/// assert_ne!(shard.buckets()[0], shard.buckets()[1]);
-/// # Ok::<(), shuffle_limiter::ConfigError>(())
-/// ```
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Shard {
-    len: u8,
-    buckets: [u32; MAX_PER_TENANT as usize],
-}
-
-impl Shard {
-    /// The bucket indices, k distinct values below N, highest score first.
-    #[inline]
-    pub fn buckets(&self) -> &[u32] {
-        &self.buckets[..usize::from(self.len)]
-    }
-
-    /// Whether `bucket` is one of this shard's.
-    pub fn contains(&self, bucket: u32) -> bool {
-        self.buckets().contains(&bucket)
-    }
-
-    /// How many buckets two shards have in common.
-    pub fn overlap(&self, other: &Shard) -> usize {
-        self.buckets()
-            .iter()
-            .filter(|&&b| other.contains(b))
-            .count()
-    }
-
-    /// The same buckets as a set, ignoring the rank order.
-    pub fn same_set(&self, other: &Shard) -> bool {
-        self.len == other.len && self.overlap(other) == usize::from(self.len)
-    }
-}
-
-impl fmt::Debug for Shard {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("Shard").field(&self.buckets()).finish()
-    }
-}
-
-/// The specified tenant → shard function, without a cache or buckets.
-///
-/// [`ShardedLimiter::shard`](crate::ShardedLimiter::shard) gives the same
-/// answer; this type is for tools that need shards without a limiter, such as
-/// a sizing script or another backend. See `docs/assignment.md` for the
-/// specification and known-answer vectors.
-///
-/// ```
-/// use shuffle_limiter::Assignment;
-///
-/// let a = Assignment::new(16, 2, b"").unwrap();
-/// assert_eq!(a.shard("tenant-0"), a.shard(b"tenant-0"));
-/// ```
-#[derive(Clone)]
-pub struct Assignment {
-    buckets: u32,
-    per_tenant: u32,
-    /// SHA-256 with the domain, salt length and salt already absorbed.
-    prefix: Sha256,
-}
-
-impl Assignment {
-    /// The assignment of `per_tenant` of `buckets` buckets under `salt`.
-    ///
-    /// Returns `None` unless `1 <= per_tenant <= min(buckets, MAX_PER_TENANT)`
-    /// and `buckets <= MAX_BUCKETS`; the limiter's builder reports the same
-    /// conditions as typed errors.
-    pub fn new(buckets: u32, per_tenant: u32, salt: impl AsRef<[u8]>) -> Option<Self> {
-        Self::valid(buckets, per_tenant).then(|| {
-            let salt = salt.as_ref();
-            let mut prefix = Sha256::new();
-            prefix.update(DOMAIN);
-            prefix.update((salt.len() as u64).to_be_bytes());
-            prefix.update(salt);
-            Assignment {
-                buckets,
-                per_tenant,
-                prefix,
-            }
-        })
-    }
-
-    /// Whether `new` accepts these counts (a function of its own, so that
-    /// cargo-mutants, which leaves `new` alone, reaches it).
-    fn valid(buckets: u32, per_tenant: u32) -> bool {
-        (1..=buckets.min(MAX_PER_TENANT)).contains(&per_tenant) && buckets <= MAX_BUCKETS
-    }
-
-    /// N: buckets in all.
-    pub fn buckets(&self) -> u32 {
-        self.buckets
-    }
-
-    /// k: buckets per tenant.
-    pub fn per_tenant(&self) -> u32 {
-        self.per_tenant
-    }
-
-    /// The tenant's 64-bit seed: the first 8 bytes, big-endian, of
-    /// SHA-256(domain ‖ salt length ‖ salt ‖ tenant).
-    pub fn seed(&self, tenant: impl AsRef<[u8]>) -> u64 {
-        let mut h = self.prefix.clone();
-        h.update(tenant.as_ref());
-        let digest = h.finalize();
-        let mut first = [0u8; 8];
-        first.copy_from_slice(&digest[..8]);
-        u64::from_be_bytes(first)
-    }
-
-    /// The tenant's shard.
-    pub fn shard(&self, tenant: impl AsRef<[u8]>) -> Shard {
-        self.shard_of_seed(self.seed(tenant))
-    }
-
-    /// The shard for a seed: the k buckets with the highest scores.
-    pub(crate) fn shard_of_seed(&self, seed: u64) -> Shard {
-        let k = self.per_tenant as usize;
-        let mut top = Shard {
-            len: 0,
-            buckets: [0; MAX_PER_TENANT as usize],
-        };
-        let mut scores = [0u64; MAX_PER_TENANT as usize];
-        for bucket in 0..self.buckets {
-            let s = score(seed, bucket);
-            let filled = usize::from(top.len);
-            if filled == k && s <= scores[k - 1] {
-                continue;
-            }
-            // Strictly lower scores move down; an equal score keeps its place
-            // ahead, because it belongs to a smaller bucket index.
-            let at = scores[..filled].iter().take_while(|&&t| t >= s).count();
-            let end = filled.min(k - 1);
-            scores.copy_within(at..end, at + 1);
-            top.buckets.copy_within(at..end, at + 1);
-            scores[at] = s;
-            top.buckets[at] = bucket;
-            top.len = (end + 1) as u8;
-        }
-        top
-    }
-}
-
-impl fmt::Debug for Assignment {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Assignment")
-            .field("buckets", &self.buckets)
-            .field("per_tenant", &self.per_tenant)
-            .finish_non_exhaustive()
-    }
-}
-
-/// The rendezvous score of `bucket` for a tenant with `seed`.
-#[inline]
-fn score(seed: u64, bucket: u32) -> u64 {
-    let mut z = seed.wrapping_add(GAMMA.wrapping_mul(u64::from(bucket) + 1));
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
+use super::{Assignment, MAX_PER_TENANT, Shard};
 
 /// The most tenants the cache may hold.
 pub(crate) const MAX_CACHE_ENTRIES: usize = 1 << 24;
@@ -360,19 +168,7 @@ impl fmt::Debug for ShardCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn top_k_ranks_by_score_with_ties_to_the_smaller_index() {
-        let a = Assignment::new(64, 4, b"").unwrap();
-        for t in 0..200u32 {
-            let seed = a.seed(t.to_le_bytes());
-            let shard = a.shard_of_seed(seed);
-            let mut all: Vec<(u64, u32)> = (0..64).map(|b| (score(seed, b), b)).collect();
-            all.sort_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));
-            let want: Vec<u32> = all[..4].iter().map(|&(_, b)| b).collect();
-            assert_eq!(shard.buckets(), &want[..]);
-        }
-    }
+    use crate::assign::MAX_BUCKETS;
 
     #[test]
     fn the_cache_returns_exactly_what_the_assignment_computes() {
@@ -390,49 +186,6 @@ mod tests {
         assert_eq!(cache.get_or_assign(&long, &a), a.shard(&long));
         assert_eq!(cache.get_or_assign(&long, &a), a.shard(&long));
         assert_eq!(ShardCache::new(0).get_or_assign(b"x", &a), a.shard(b"x"));
-    }
-
-    #[test]
-    fn scores_match_the_worked_example_of_the_specification() {
-        // docs/assignment.md, "Worked example": tenant-0 under example-salt.
-        let seed = 0x4433_efaf_c1ce_150c;
-        assert_eq!(
-            Assignment::new(5, 2, b"example-salt")
-                .unwrap()
-                .seed(b"tenant-0"),
-            seed
-        );
-        let want: [u64; 5] = [
-            0xfd54_215b_f3f1_2e91,
-            0x71e1_5126_a816_3610,
-            0xe30e_c87a_dc93_1941,
-            0x5197_9f48_6e10_0318,
-            0xfc93_42d4_35f3_2932,
-        ];
-        for (bucket, &score_of) in (0..).zip(&want) {
-            assert_eq!(score(seed, bucket), score_of, "bucket {bucket}");
-        }
-    }
-
-    #[test]
-    fn shards_compare_as_sets_and_count_what_they_share() {
-        let shard = |buckets: &[u32]| {
-            let mut s = Shard {
-                len: buckets.len() as u8,
-                buckets: [0; MAX_PER_TENANT as usize],
-            };
-            s.buckets[..buckets.len()].copy_from_slice(buckets);
-            s
-        };
-        let (a, b) = (shard(&[3, 1, 4]), shard(&[4, 3, 1]));
-        assert!(a.same_set(&b) && a != b);
-        assert_eq!(a.overlap(&shard(&[1, 5, 4])), 2);
-        assert!(!a.same_set(&shard(&[3, 1, 5])));
-        // A shorter shard inside a longer one is not the same set, either way.
-        assert!(!shard(&[3, 1]).same_set(&a));
-        assert!(!a.same_set(&shard(&[3, 1])));
-        assert!(a.contains(4) && !a.contains(0));
-        assert_eq!(format!("{a:?}"), "Shard([3, 1, 4])");
     }
 
     /// Keys whose shards differ under the two assignments, so that a lookup
