@@ -27,21 +27,27 @@
 
 /// The pace every bucket of a limiter shares: one token per `interval` units
 /// of time.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Pace {
     /// Units of time between two tokens of one bucket.
     interval: u64,
-    /// `1 / interval`, so that counting tokens needs no integer division.
-    per_unit: f64,
+    /// `⌊2^(63+shift) / interval⌋ + 1`, so that counting tokens is a
+    /// multiply and a shift instead of a division (see [`Pace::tokens`]).
+    magic: u64,
+    /// `⌈log₂ interval⌉`.
+    shift: u32,
 }
 
 impl Pace {
-    /// One token every `interval` units (at least 1). (Not called `new`:
-    /// cargo-mutants leaves functions of that name alone; see TESTING.md.)
-    pub(crate) fn every(interval: u64) -> Pace {
+    /// One token every `interval` units (at least 1, at most 2⁶²). (Not
+    /// called `new`: cargo-mutants leaves functions of that name alone; see
+    /// TESTING.md.)
+    pub(crate) const fn every(interval: u64) -> Pace {
+        let shift = u64::BITS - (interval - 1).leading_zeros();
         Pace {
             interval,
-            per_unit: 1.0 / interval as f64,
+            magic: ((1u128 << (63 + shift)) / interval as u128 + 1) as u64,
+            shift,
         }
     }
 
@@ -64,20 +70,20 @@ impl Pace {
         capacity.saturating_sub(tat.saturating_sub(now))
     }
 
-    /// `⌊room / interval⌋`, exactly. The floating-point estimate is within
-    /// one of the answer (the quotient is below 2³², far inside f64's 53
-    /// bits), and one integer step each way corrects it. Room never exceeds
-    /// 2⁶², so the signed conversions (one instruction each) are exact enough.
+    /// `⌊room / interval⌋`, exactly, for any room below 2⁶³ (room never
+    /// exceeds 2⁶²), by one multiply and two shifts.
+    ///
+    /// With `l = ⌈log₂ interval⌉` and `magic = ⌊2^(63+l) / interval⌋ + 1`,
+    /// `magic · interval` lies in `(2^(63+l), 2^(63+l) + 2^l]`, which makes
+    /// `⌊room · magic / 2^(63+l)⌋` the exact quotient of every room below
+    /// 2⁶³ (Granlund and Montgomery, "Division by invariant integers using
+    /// multiplication", 1994, theorem 4.2). `magic` is below 2⁶⁴ because
+    /// `interval > 2^(l−1)`. Doubling the room first turns the shift by
+    /// `63 + l` into taking the high word and shifting it by `l`.
     #[inline]
     pub(crate) fn tokens(self, room: u64) -> u64 {
-        let q = (room as i64 as f64 * self.per_unit) as i64 as u64;
-        if q * self.interval > room {
-            q - 1
-        } else if (q + 1) * self.interval <= room {
-            q + 1
-        } else {
-            q
-        }
+        let high = ((u128::from(room << 1) * u128::from(self.magic)) >> 64) as u64;
+        high >> self.shift
     }
 }
 
@@ -112,22 +118,25 @@ pub(crate) enum Outcome {
 /// Decides a request of `n` tokens against the shard's `k` buckets: `burst(j)`
 /// and `tat(j)` give the full burst and the arrival time of the bucket at
 /// shard position `j` (the in-process store loads its atomic there; each is
-/// asked once per position).
+/// asked once per position, in shard order).
 ///
-/// One pass visits the buckets from position `start`, wrapping around
-/// (callers pick `start` at random, so equally roomy buckets favour none),
-/// and finds at once:
-/// - the winner: the first bucket visited whose room fits the cost and that
-///   has strictly more room than any bucket before it;
-/// - for a denial, the bucket that can pay soonest among those whose
-///   capacity could ever hold the cost: the earliest `at`, an equal `at`
-///   going to the lower shard position;
-/// - the whole tokens of every bucket, and the longest wait until one is
-///   full, for the grant's `remaining` and `full_in`.
+/// - The winner is the bucket with the most room, if that room fits the
+///   cost. Where several have that much, the first of them at or after
+///   position `start()` pays, wrapping around: callers pick the start at
+///   random, so equally roomy buckets favour none. `start` is called only
+///   then, so that the common case does not wait for a random number.
+/// - Without a winner, the denial names the bucket that can pay soonest
+///   among those whose capacity could ever hold the cost: the earliest
+///   `at`, an equal `at` going to the lower shard position.
+/// - A grant counts the whole tokens of every bucket, and the longest wait
+///   until one is full, for its `remaining` and `full_in`.
 ///
 /// A request of 0 tokens is granted by the roomiest bucket without moving
 /// any arrival time. A request that no bucket could ever hold is denied with
 /// `at = u64::MAX`; callers refuse such weights before drawing.
+///
+/// Two buckets per tenant, the default, take a straight-line path with the
+/// same results as the general one.
 #[inline]
 pub(crate) fn draw(
     pace: Pace,
@@ -136,64 +145,153 @@ pub(crate) fn draw(
     tat: impl Fn(usize) -> u64,
     now: u64,
     n: u32,
-    start: usize,
+    start: impl FnOnce() -> usize,
 ) -> Outcome {
     let cost = u64::from(n) * pace.interval;
-    let (mut best, mut best_room, mut best_tat) = (usize::MAX, 0, 0);
-    let (mut soonest, mut soonest_at) = (0, u64::MAX);
-    let (mut tokens, mut full_in) = (0, 0);
-    let mut j = start;
-    for _ in 0..k {
-        let (capacity, tat) = (pace.capacity(burst(j)), tat(j));
-        let room = Pace::room(capacity, tat, now);
-        tokens += pace.tokens(room);
-        full_in = full_in.max(tat.saturating_sub(now));
-        if room >= cost {
-            if best == usize::MAX || room > best_room {
-                (best, best_room, best_tat) = (j, room, tat);
-            }
-        } else if capacity >= cost {
-            // room < cost, so `at` is later than `now` (and the subtraction
-            // cannot wrap); subtracting first keeps the sum inside u64.
-            let at = tat.max(now) - (capacity - cost);
-            if at < soonest_at || (at == soonest_at && j < soonest) {
-                (soonest, soonest_at) = (j, at);
-            }
-        }
-        j = if j + 1 == k { 0 } else { j + 1 };
-    }
-    if best == usize::MAX {
-        return Outcome::Deny {
-            index: soonest,
-            at: soonest_at,
-        };
-    }
-    let tat = if n == 0 {
-        best_tat
+    if k == 2 {
+        pair(pace, burst, tat, now, n, cost, start)
     } else {
-        best_tat.max(now) + cost
+        any(pace, k, burst, tat, now, n, cost, start)
+    }
+}
+
+/// [`draw`] for two buckets, straight-line: both loads issued at once, a
+/// branch-free pick, the coin only for a tie.
+#[inline]
+fn pair(
+    pace: Pace,
+    burst: impl Fn(usize) -> u32,
+    tat: impl Fn(usize) -> u64,
+    now: u64,
+    n: u32,
+    cost: u64,
+    start: impl FnOnce() -> usize,
+) -> Outcome {
+    let (capacity0, capacity1) = (pace.capacity(burst(0)), pace.capacity(burst(1)));
+    let (tat0, tat1) = (tat(0), tat(1));
+    let room0 = Pace::room(capacity0, tat0, now);
+    let room1 = Pace::room(capacity1, tat1, now);
+    let best = if room0 == room1 {
+        start()
+    } else {
+        usize::from(room1 > room0)
     };
+    let (room, seen) = if best == 0 {
+        (room0, tat0)
+    } else {
+        (room1, tat1)
+    };
+    if room < cost {
+        return deny(&[capacity0, capacity1], &[tat0, tat1], now, cost);
+    }
+    let tokens = pace.tokens(room0) + pace.tokens(room1);
+    let full_in = tat0.max(tat1).saturating_sub(now);
+    grant(best, seen, now, n, cost, tokens, full_in)
+}
+
+/// [`draw`] for any number of buckets.
+#[inline(never)]
+#[allow(clippy::too_many_arguments)] // draw's, and the cost
+fn any(
+    pace: Pace,
+    k: usize,
+    burst: impl Fn(usize) -> u32,
+    tat: impl Fn(usize) -> u64,
+    now: u64,
+    n: u32,
+    cost: u64,
+    start: impl FnOnce() -> usize,
+) -> Outcome {
+    let mut capacities = [0; MAX_K];
+    let mut tats = [0; MAX_K];
+    let mut rooms = [0; MAX_K];
+    let (mut best, mut ties) = (0, 0);
+    let (mut tokens, mut full_in) = (0, 0);
+    for j in 0..k {
+        capacities[j] = pace.capacity(burst(j));
+        tats[j] = tat(j);
+        rooms[j] = Pace::room(capacities[j], tats[j], now);
+        tokens += pace.tokens(rooms[j]);
+        full_in = full_in.max(tats[j].saturating_sub(now));
+        if j == 0 || rooms[j] > rooms[best] {
+            (best, ties) = (j, 1);
+        } else if rooms[j] == rooms[best] {
+            ties += 1;
+        }
+    }
+    if rooms[best] < cost {
+        return deny(&capacities[..k], &tats[..k], now, cost);
+    }
+    if ties > 1 {
+        let most = rooms[best];
+        let start = start();
+        best = (start..k)
+            .chain(0..start)
+            .find(|&j| rooms[j] == most)
+            .unwrap_or(best);
+    }
+    grant(best, tats[best], now, n, cost, tokens, full_in)
+}
+
+/// The most buckets a shard may have, as the draw's arrays hold them.
+const MAX_K: usize = crate::assign::MAX_PER_TENANT as usize;
+
+/// The grant by the bucket at `index`, whose arrival time was `seen`.
+#[inline]
+fn grant(
+    index: usize,
+    seen: u64,
+    now: u64,
+    n: u32,
+    cost: u64,
+    tokens: u64,
+    full_in: u64,
+) -> Outcome {
+    let tat = if n == 0 { seen } else { seen.max(now) + cost };
     Outcome::Grant {
-        index: best,
-        seen: best_tat,
+        index,
+        seen,
         tat,
         remaining: tokens - u64::from(n),
         full_in: full_in.max(tat.saturating_sub(now)),
     }
 }
 
+/// The denial when no bucket has room for `cost`: the bucket that could
+/// ever pay and has room first.
+#[cold]
+fn deny(capacities: &[u64], tats: &[u64], now: u64, cost: u64) -> Outcome {
+    let (mut index, mut at) = (0, u64::MAX);
+    for (j, (&capacity, &tat)) in capacities.iter().zip(tats).enumerate() {
+        if capacity >= cost {
+            // room < cost, so this is later than `now` (and the subtraction
+            // cannot wrap); subtracting first keeps the sum inside u64.
+            let at_j = tat.max(now) - (capacity - cost);
+            if at_j < at {
+                (index, at) = (j, at_j);
+            }
+        }
+    }
+    Outcome::Deny { index, at }
+}
+
 #[cfg(test)]
 mod tests {
     use super::{Outcome, Pace};
 
-    const PACE: Pace = Pace {
-        interval: 10,
-        per_unit: 0.1,
-    };
+    const PACE: Pace = Pace::every(10);
 
     /// The draw over slices, as the tests write it.
     fn draw(pace: Pace, bursts: &[u32], tats: &[u64], now: u64, n: u32, start: usize) -> Outcome {
-        super::draw(pace, tats.len(), |j| bursts[j], |j| tats[j], now, n, start)
+        super::draw(
+            pace,
+            tats.len(),
+            |j| bursts[j],
+            |j| tats[j],
+            now,
+            n,
+            || start,
+        )
     }
 
     fn grant_tat(outcome: Outcome) -> u64 {
@@ -351,36 +449,71 @@ mod tests {
         ));
     }
 
+    /// Intervals where a multiply-by-reciprocal is most likely to be off:
+    /// the smallest, powers of two and their neighbours (where `⌈log₂⌉`
+    /// steps), the limiter's real ones and the largest.
+    fn awkward_intervals() -> Vec<u64> {
+        let mut intervals = vec![1, 3, 7, 10, 49, 98, 103, 999_999_937, 2_142_857_143];
+        for bit in 1..=62 {
+            let p = 1u64 << bit;
+            intervals.extend([p - 1, p, p + 1]);
+        }
+        intervals.retain(|&d| d <= 1 << 62);
+        intervals
+    }
+
     #[test]
-    fn counting_tokens_is_exact_division() {
-        for interval in [1, 3, 7, 10, 999_999_937, 2_142_857_143, (1 << 40) + 1] {
+    fn counting_tokens_is_exact_division_at_every_edge() {
+        for interval in awkward_intervals() {
             let pace = Pace::every(interval);
-            let capacity = pace.capacity(5);
-            for room in (0..=capacity).step_by((interval / 3).max(1) as usize) {
-                for r in [room, room.saturating_sub(1), (room + 1).min(capacity)] {
-                    assert_eq!(pace.tokens(r), r / interval, "{r} / {interval}");
+            // Rooms on both sides of a whole number of tokens, for token
+            // counts from 0 to the largest room of all, 2⁶³ − 1.
+            let most = (u64::MAX >> 1) / interval;
+            let mut counts = vec![0, 1, 2, 3, most - 1, most];
+            counts.extend((0..64).map(|b| 1u64 << b).filter(|&c| c <= most));
+            for q in counts {
+                let whole = q * interval;
+                let rooms = [whole.saturating_sub(1), whole, whole + (interval - 1)];
+                for room in rooms.into_iter().filter(|&room| room <= u64::MAX >> 1) {
+                    assert_eq!(pace.tokens(room), room / interval, "{room} / {interval}");
                 }
             }
+            assert_eq!(pace.tokens(u64::MAX >> 1), (u64::MAX >> 1) / interval);
         }
-        // Where f64 rounds the quotient down: 49 · (1/49) < 1.
-        for interval in [49, 98, 103] {
-            assert_eq!(Pace::every(interval).tokens(interval), 1, "{interval}");
-            assert_eq!(Pace::every(interval).tokens(interval - 1), 0, "{interval}");
+    }
+
+    proptest::proptest! {
+        /// The straight-line path for two buckets decides as the general
+        /// one: same winner, tie, denial and counts, on nearby times so that
+        /// ties, empty and full buckets all come up.
+        #[test]
+        fn two_buckets_draw_as_any_number_do(
+            bursts in proptest::array::uniform2(1..=4u32),
+            tats in proptest::array::uniform2(0..=80u64),
+            now in 0..=60u64,
+            n in 0..=5u32,
+            start in 0..2usize,
+        ) {
+            let cost = u64::from(n) * PACE.interval;
+            let (burst, tat) = (|j: usize| bursts[j], |j: usize| tats[j]);
+            proptest::prop_assert_eq!(
+                super::pair(PACE, burst, tat, now, n, cost, || start),
+                super::any(PACE, 2, burst, tat, now, n, cost, || start)
+            );
         }
-        // Where f64 rounds the room up: 2⁶¹ − 1 becomes 2⁶¹.
-        let slow = Pace::every(1 << 61);
-        assert_eq!(slow.tokens((1 << 61) - 1), 0);
-        assert_eq!(slow.tokens(1 << 61), 1);
-        assert_eq!(slow.tokens((1 << 62) - 1), 1);
-        assert_eq!(slow.tokens(1 << 62), 2);
-        let wide = Pace::every(1);
-        for r in [
-            u64::from(u32::MAX),
-            u64::from(u32::MAX) - 1,
-            1 << 31,
-            12_345_678_901 % (1 << 32),
-        ] {
-            assert_eq!(wide.tokens(r), r);
+
+        #[test]
+        fn counting_tokens_is_exact_division(
+            interval in 1..=1u64 << 62,
+            room in 0..=u64::MAX >> 1,
+            small in 0..=1u64 << 20,
+        ) {
+            let pace = Pace::every(interval);
+            proptest::prop_assert_eq!(pace.tokens(room), room / interval);
+            proptest::prop_assert_eq!(pace.tokens(small), small / interval);
+            let near = (room / interval) * interval;
+            proptest::prop_assert_eq!(pace.tokens(near), room / interval);
+            proptest::prop_assert_eq!(pace.tokens(near.saturating_sub(1)), near.saturating_sub(1) / interval);
         }
     }
 }

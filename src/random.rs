@@ -1,5 +1,5 @@
 //! Cheap per-thread pseudo-random numbers: for spreading, not for secrets.
-//! Used to break ties between equally full buckets and to jitter wake-ups.
+//! Used to jitter wake-ups, and to break ties between equally full buckets.
 
 use std::cell::Cell;
 use std::collections::hash_map::RandomState;
@@ -30,4 +30,61 @@ pub(crate) fn next_u64() -> u64 {
 #[inline]
 pub(crate) fn below(n: u64) -> u64 {
     ((u128::from(next_u64()) * u128::from(n)) >> 64) as u64
+}
+
+/// A position in `0..k` for breaking a tie between equally roomy buckets:
+/// a per-thread Weyl sequence (the golden-ratio step, from a random start),
+/// mapped by multiply-shift. It is the cheapest coin there is — one add and
+/// one multiply, on the path of every check of a full shard — and, unlike a
+/// random bit, it has no long runs: consecutive positions of one thread
+/// spread evenly over `0..k`.
+#[inline]
+pub(crate) fn position(k: u64) -> u64 {
+    thread_local! {
+        static WEYL: Cell<u64> = const { Cell::new(0) };
+    }
+    WEYL.with(|state| {
+        let x = match state.get() {
+            0 => start(),
+            x => x,
+        }
+        .wrapping_add(0x9E37_79B9_7F4A_7C15);
+        state.set(x);
+        ((u128::from(x) * u128::from(k)) >> 64) as u64
+    })
+}
+
+/// A thread's random start, once: out of line, so that the coin inlines.
+#[cold]
+#[inline(never)]
+fn start() -> u64 {
+    next_u64() | 1
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn positions_spread_evenly_without_long_runs() {
+        for k in 2..=8u64 {
+            let mut counts = [0u32; 8];
+            let (mut run, mut longest, mut last) = (0, 0, u64::MAX);
+            for _ in 0..8_000 {
+                let p = super::position(k);
+                assert!(p < k);
+                counts[p as usize] += 1;
+                run = if p == last { run + 1 } else { 1 };
+                longest = longest.max(run);
+                last = p;
+            }
+            let each = 8_000 / k as u32;
+            for &c in &counts[..k as usize] {
+                assert!(c.abs_diff(each) <= 2, "k {k}: {counts:?}");
+            }
+            // The golden-ratio step (0.618 of a turn) lands in the same half
+            // at most twice in a row, and never twice in the same third or
+            // smaller slice.
+            let most = if k == 2 { 2 } else { 1 };
+            assert!(longest <= most, "k {k}: a run of {longest}");
+        }
+    }
 }

@@ -55,10 +55,10 @@ impl<C: Clock> InProcess<C> {
         let now = self.now();
         let ids = shard.buckets();
         let split = &core.split;
-        let start = tie_break(ids.len());
         loop {
             let burst = |j: usize| split.burst_of(ids[j]);
             let tat = |j: usize| self.tat(ids[j]);
+            let start = || tie_break(ids.len());
             let outcome = draw(split.pace, ids.len(), burst, tat, now, n, start);
             if let Outcome::Grant {
                 index, seen, tat, ..
@@ -118,7 +118,7 @@ pub(crate) fn tie_break(k: usize) -> usize {
     if k == 1 {
         return 0;
     }
-    crate::random::below(k as u64) as usize
+    crate::random::position(k as u64) as usize
 }
 
 /// # Deciding, in process

@@ -31,6 +31,18 @@ struct Case {
     start: usize,
 }
 
+impl Case {
+    /// Whether two or more buckets share the most room, so that `start`
+    /// settles which pays.
+    fn tied(&self) -> bool {
+        let rooms: Vec<u64> = (self.bursts.iter().zip(&self.tats))
+            .map(|(&burst, &tat)| Pace::room(u64::from(burst) * self.interval, tat, self.now))
+            .collect();
+        let most = rooms.iter().max().copied().unwrap_or(0);
+        rooms.iter().filter(|&&room| room == most).count() > 1
+    }
+}
+
 fn case(rng: &mut XorShift) -> Case {
     let k = 1 + rng.below(8) as usize;
     let interval = [1, 7, 1000, 20_000, 123_457][rng.below(5) as usize];
@@ -75,7 +87,7 @@ fn the_script_draws_exactly_as_the_pure_function() {
         let script = DrawScript::new("differential", 8);
         let ids: Vec<u32> = (0..8).collect();
         let mut rng = XorShift(0x5EED_D1FF);
-        let (mut grants, mut denials, mut zero) = (0, 0, 0);
+        let (mut grants, mut denials, mut zero, mut ties) = (0, 0, 0, 0);
         for step in 0..4000 {
             let case = case(&mut rng);
             let k = case.bursts.len();
@@ -94,7 +106,7 @@ fn the_script_draws_exactly_as_the_pure_function() {
                 |j| case.tats[j],
                 case.now,
                 case.n,
-                case.start,
+                || case.start,
             );
             let got = script
                 .run(
@@ -135,13 +147,14 @@ fn the_script_draws_exactly_as_the_pure_function() {
                 assert_eq!(stored.unwrap_or(0), tat, "step {step}: {case:?}");
                 grants += 1;
                 zero += usize::from(case.n == 0);
+                ties += usize::from(case.tied());
             } else {
                 denials += 1;
             }
         }
         assert!(
-            grants > 1000 && denials > 400 && zero > 100,
-            "{grants} grants, {denials} denials, {zero} of 0 tokens"
+            grants > 1000 && denials > 400 && zero > 100 && ties > 300,
+            "{grants} grants, {denials} denials, {zero} of 0 tokens, {ties} ties"
         );
     });
 }
