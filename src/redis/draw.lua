@@ -11,8 +11,8 @@
 --             (tat) in microseconds; a missing key is a full bucket (tat = 0).
 -- ARGV[1]     interval: microseconds between two tokens of one bucket.
 -- ARGV[2]     n: tokens asked for.
--- ARGV[3]     start: 0-based shard position where the scan begins (drawn at
---             random by the Rust side).
+-- ARGV[3]     start: 0-based shard position from which a tie for the most
+--             room is settled (drawn at random by the Rust side).
 -- ARGV[3 + j] the burst (tokens when full) of KEYS[j].
 -- ARGV[4 + k] absent in production, where the script reads the server's
 --             clock (TIME); the differential test sends a time in
@@ -47,18 +47,17 @@ if now > MAX_NOW then
   now = MAX_NOW
 end
 
--- One pass over the shard from `start`, wrapping around. Each bucket is
--- first read (the in-process store's atomic load), then drawn on exactly as
--- `draw` does. The script runs for every decision, so it spares the
--- interpreter: no closures, no tables beyond MGET's reply, comparisons
--- instead of math.* calls.
+-- `any` of src/draw.rs: one pass over the shard in order. Each bucket is
+-- first read (the in-process store's atomic load), then counted and compared
+-- exactly as there; a tie for the most room is settled from `start` only
+-- after the pass. The script runs for every decision, so it spares the
+-- interpreter: no closures, no tables beyond MGET's reply (which keeps each
+-- bucket's arrival time once read), comparisons instead of math.* calls.
 local raw = redis.call('MGET', unpack(KEYS))
 local cost = n * interval
-local best, best_room, best_tat = nil, 0, 0
-local soonest, soonest_at = 1, math.huge
+local best, best_room, ties = 1, -1, 0
 local tokens, full_in = 0, 0
-local j = start + 1
-for _ = 1, k do
+for j = 1, k do
   local capacity = ARGV[3 + j] * interval
   local tat = raw[j]
   if tat then
@@ -78,6 +77,7 @@ for _ = 1, k do
     end
     tat = 0
   end
+  raw[j] = tat
   -- Pace::room: capacity - max(tat - now, 0), never below 0.
   local room = capacity
   if tat > now then
@@ -91,30 +91,55 @@ for _ = 1, k do
   end
   -- Pace::tokens: floor(room / interval), exact: `%` floors in Lua.
   tokens = tokens + (room - room % interval) / interval
-  if room >= cost then
-    if best == nil or room > best_room then
-      best, best_room, best_tat = j, room, tat
-    end
-  elseif capacity >= cost then
-    local at = tat
-    if at < now then
-      at = now
-    end
-    at = at - (capacity - cost)
-    if at < soonest_at or (at == soonest_at and j < soonest) then
-      soonest, soonest_at = j, at
+  if room > best_room then
+    best, best_room, ties = j, room, 1
+  elseif room == best_room then
+    ties = ties + 1
+  end
+end
+if best_room < cost then
+  -- `deny`: among the buckets that could ever pay, the one with room
+  -- first; an equal time goes to the lower position.
+  local soonest, soonest_at = 1, math.huge
+  for j = 1, k do
+    local capacity = ARGV[3 + j] * interval
+    if capacity >= cost then
+      local at = raw[j]
+      if at < now then
+        at = now
+      end
+      at = at - (capacity - cost)
+      if at < soonest_at then
+        soonest, soonest_at = j, at
+      end
     end
   end
-  if j == k then j = 1 else j = j + 1 end
-end
-if best == nil then
   local retry = soonest_at - now
   if retry < 1 then
     retry = 1
   end
   return { 0, soonest - 1, retry, 0 }
 end
-local tat = best_tat
+if ties > 1 then
+  -- The first bucket with the most room at or after `start`, wrapping.
+  local j = start + 1
+  for _ = 1, k do
+    local capacity = ARGV[3 + j] * interval
+    local room = capacity
+    if raw[j] > now then
+      room = capacity - (raw[j] - now)
+      if room < 0 then
+        room = 0
+      end
+    end
+    if room == best_room then
+      best = j
+      break
+    end
+    if j == k then j = 1 else j = j + 1 end
+  end
+end
+local tat = raw[best]
 if n > 0 then
   if tat < now then
     tat = now
