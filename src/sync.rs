@@ -3,6 +3,6 @@
 //! (`tests/loom.rs`).
 
 #[cfg(shuffle_limiter_loom)]
-pub(crate) use loom::sync::atomic::{AtomicU64, Ordering, fence};
+pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
 #[cfg(not(shuffle_limiter_loom))]
-pub(crate) use std::sync::atomic::{AtomicU64, Ordering, fence};
+pub(crate) use std::sync::atomic::{AtomicU64, Ordering};

@@ -704,7 +704,7 @@ fn the_accessors_and_the_debug_output_show_the_settings() {
         .unwrap();
     assert_eq!(limiter.name(), "upstream-a");
     assert_eq!(limiter.quota(), Quota::per_second(10));
-    assert_eq!(limiter.tenant_cache_capacity(), 10); // 2 sets of 5
+    assert_eq!(limiter.tenant_cache_capacity(), 16); // 12 ways: 2 sets of 8
     assert_eq!(limiter.bucket_burst(3), Some(2));
     assert_eq!(limiter.bucket_burst(4), None);
     assert_eq!(limiter.bucket_burst(u32::MAX), None);
@@ -718,7 +718,7 @@ fn the_accessors_and_the_debug_output_show_the_settings() {
         "count: 10",
         "buckets: 4",
         "per_tenant: 2",
-        "capacity: 10",
+        "capacity: 16",
         "InProcess { buckets: 4",
     ] {
         assert!(debug.contains(field), "{debug} lacks {field}");
@@ -744,8 +744,8 @@ fn the_accessors_and_the_debug_output_show_the_settings() {
         .build()
         .unwrap();
     assert_eq!(defaults.name(), "default");
-    // 4 096 entries: 820 sets of 5, rounded up to 1 024 sets.
-    assert_eq!(defaults.tenant_cache_capacity(), 5_120);
+    // 100 000 tenants: 150 000 ways, 8 to a set.
+    assert_eq!(defaults.tenant_cache_capacity(), 150_000);
     let uncached = ShardedLimiter::builder()
         .quota(Quota::per_second(10))
         .tenant_cache(0)

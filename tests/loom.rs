@@ -59,14 +59,12 @@ fn two_buckets_pay_two_racing_checks_once_each() {
     });
 }
 
-#[test]
-fn the_shard_cache_never_returns_a_torn_or_foreign_shard() {
-    model_bounded(2, || {
-        // One set of five ways. "a" is cached first, in way 0; while another
-        // thread reads it (and "b" from a possibly half-written way), five
-        // more tenants are written, the fifth of them over "a".
-        let limiter = loom::sync::Arc::new(limiter(Quota::per_second(64), 64, 4, 3));
-        let reference = Assignment::new(64, 4, b"").unwrap();
+/// A tenant cache of one set, looked up by two threads while one of them
+/// fills it past its ways: every lookup returns the assignment's shard.
+fn cache_race(n: u32, k: u32, tenants: &'static [&'static str]) {
+    model_bounded(2, move || {
+        let limiter = loom::sync::Arc::new(limiter(Quota::per_second(1024), n, k, 1));
+        let reference = Assignment::new(n, k, b"").unwrap();
         assert_eq!(limiter.shard("a"), reference.shard("a"));
         let other = limiter.clone();
         let reference2 = reference.clone();
@@ -75,9 +73,22 @@ fn the_shard_cache_never_returns_a_torn_or_foreign_shard() {
                 assert_eq!(other.shard(key), reference2.shard(key));
             }
         });
-        for key in ["b", "c", "d", "e", "f"] {
+        for key in tenants {
             assert_eq!(limiter.shard(key), reference.shard(key));
         }
         t.join().unwrap();
     });
+}
+
+#[test]
+fn the_shard_cache_never_returns_a_torn_or_foreign_shard() {
+    // One word an entry, eight to the set: "a" and eight more overflow it.
+    cache_race(64, 4, &["b", "c", "d", "e", "f", "g", "h", "i"]);
+}
+
+#[test]
+fn a_shard_of_four_words_is_never_returned_torn() {
+    // Four words an entry, two to the set: "c" overwrites one of "a" and "b"
+    // word by word while the other thread reads them both.
+    cache_race(1024, 8, &["b", "c"]);
 }

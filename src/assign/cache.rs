@@ -1,79 +1,194 @@
 //! A bounded, lock-free cache of tenant → shard in front of the assignment,
-//! so that a hot tenant does not pay SHA-256 on every check.
+//! so that a hot tenant does not pay SHA-256 and the rendezvous on every
+//! check.
+//!
+//! # Layout
+//! The cache is an array of 64-byte sets, each one cache line of eight
+//! `AtomicU64` words, and a tenant's set is picked by a hash of its key. An
+//! entry is one word for every limiter with a shard of at most 32 bits
+//! (k · ⌈log₂ N⌉ ≤ 32: N ≤ 256 with k ≤ 4, N ≤ 65 536 with k ≤ 2, the default
+//! N = 8 and k = 2 in 6 bits): the packed shard in the low bits, and a tag
+//! from a second, independent hash of the key in the others. Larger shards
+//! take two or four words, each with 32 bits of shard and 32 of tag. So a
+//! set holds eight tenants (four or two for the large shards), and a cached
+//! tenant costs 8 bytes (16 or 32) of a cache sized 1.5 times the tenants
+//! asked for, so that sets seldom fill and the eviction of a tenant that is
+//! still active stays rare.
+//!
+//! # Without a lock
+//! A word is read and written whole, so a reader never sees a torn word, and
+//! it trusts an entry only if every word of it carries the tag of the key it
+//! looks for. Two writers racing on one way may leave words of two tenants
+//! mixed; then the tags disagree and the readers miss, and compute the shard
+//! again. A miss that finds no empty way replaces a way chosen by a
+//! per-thread coin.
+//!
+//! # False hits
+//! A false hit needs another tenant in the same set with the same tag: at
+//! most (ways in a set) × 2^−t per lookup, where t is the tag's bits of
+//! randomness, 63 minus the shard's bits in a one-word entry (57 bits at the
+//! defaults, so 8 × 2^−57 per lookup) and at least 62 over the words of a
+//! multi-word entry. The hashers are seeded at random for each cache, so a
+//! tenant cannot aim for one; and a false hit would draw from another
+//! tenant's buckets, never more than the budget.
 
 use std::fmt;
 use std::hash::BuildHasher;
 
-use crate::sync::{AtomicU64, Ordering, fence};
+use crate::sync::{AtomicU64, Ordering};
 
 use super::{Assignment, MAX_PER_TENANT, Shard};
 
-/// The most tenants the cache may hold.
+/// The most tenants the cache may be sized for.
 pub(crate) const MAX_CACHE_ENTRIES: usize = 1 << 24;
 
-/// Entries per set: with its version, a set fills two cache lines exactly.
-const WAYS: usize = 5;
+/// Words in a set: one 64-byte cache line.
+const WORDS: usize = 8;
 
-/// One set of a [`ShardCache`]: a sequence lock over five entries, each a
-/// 64-bit tenant fingerprint (zero when empty) and a packed shard.
-///
-/// Everything is an atomic, so readers never write: they read the version,
-/// the entries, and the version again, and trust what they read only if the
-/// version was even and unchanged. A writer makes the version odd while it
-/// writes, and simply skips caching if another writer holds the set.
-#[repr(align(128))]
-struct Set {
-    version: AtomicU64,
-    /// `[fingerprint, shard low, shard high]` per way.
-    ways: [[AtomicU64; 3]; WAYS],
+/// Seeded at random for each cache; fixed under loom, which replays a model
+/// many times over and needs its values to repeat.
+#[cfg(not(shuffle_limiter_loom))]
+type Hashers = foldhash::fast::RandomState;
+#[cfg(shuffle_limiter_loom)]
+type Hashers = foldhash::fast::FixedState;
+
+/// One set: a cache line of words, zero when empty.
+#[repr(align(64))]
+struct Set([AtomicU64; WORDS]);
+
+#[cfg(not(shuffle_limiter_loom))]
+const _: () = assert!(std::mem::size_of::<Set>() == 64);
+
+/// How a shard is packed into an entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Layout {
+    /// Bits per bucket index: ⌈log₂ N⌉.
+    bits: u32,
+    /// Buckets per shard, k.
+    k: u32,
+    /// Words per entry: 1, 2 or 4.
+    words: usize,
+    /// Bits of the packed shard in each word: all of it in a one-word entry,
+    /// else 32.
+    payload: u32,
 }
 
-// Two cache lines exactly: one miss (and its adjacent-line prefetch) per lookup.
-#[cfg(not(shuffle_limiter_loom))]
-const _: () = assert!(std::mem::size_of::<Set>() == 128);
+impl Layout {
+    fn of(buckets: u32, per_tenant: u32) -> Layout {
+        let bits = u32::BITS - buckets.saturating_sub(1).leading_zeros();
+        let shard = bits * per_tenant;
+        let (words, payload) = if shard <= 32 {
+            (1, shard)
+        } else {
+            (shard.div_ceil(32).next_power_of_two() as usize, 32)
+        };
+        Layout {
+            bits,
+            k: per_tenant,
+            words,
+            payload,
+        }
+    }
 
-/// A fixed-size, set-associative cache of tenant → shard, allocated once.
-///
-/// A tenant is known by a 64-bit fingerprint from a hasher seeded at random
-/// for each cache, independent of the hash that picks its set. A false hit
-/// needs two tenants in one set with equal fingerprints: about 5 in 2⁶⁴ per
-/// lookup, no likelier than two tenants sharing a 64-bit seed, which the
-/// assignment itself accepts, and not something a tenant can aim for without
-/// the random seeds. Memory is fixed at build time and never grows with the
-/// number of distinct tenants.
+    /// Entries in a set.
+    fn ways(self) -> usize {
+        WORDS / self.words
+    }
+
+    /// The words of the entry for a tenant with tag hash `tag` and `shard`;
+    /// none of them is zero, so an empty word never matches.
+    fn entry(self, tag: u64, shard: &Shard) -> [u64; 4] {
+        let mut packed = 0u128;
+        for (i, &b) in shard.buckets().iter().enumerate() {
+            packed |= u128::from(b) << (i as u32 * self.bits);
+        }
+        let mut words = [0; 4];
+        for (w, word) in words.iter_mut().enumerate().take(self.words) {
+            let payload = (packed >> (w as u32 * self.payload)) as u64 & self.mask();
+            *word = self.tag(tag, w) | payload;
+        }
+        words
+    }
+
+    /// The tag bits of word `w` of an entry: the high bits of the tag hash
+    /// in a one-word entry; in a multi-word entry, alternately its high and
+    /// low halves, so that a whole entry carries 62 bits of it. The top bit
+    /// is always set.
+    #[inline]
+    fn tag(self, tag: u64, w: usize) -> u64 {
+        let tag = if self.words == 1 {
+            tag
+        } else if w.is_multiple_of(2) {
+            tag & !0xFFFF_FFFF
+        } else {
+            tag << 32
+        };
+        (tag | 1 << 63) & !self.mask()
+    }
+
+    /// The payload bits of a word.
+    #[inline]
+    fn mask(self) -> u64 {
+        (1u64 << self.payload) - 1 // payload <= 32
+    }
+
+    /// The shard packed in an entry's payloads.
+    #[inline]
+    fn unpack(self, payloads: impl Iterator<Item = u64>) -> Shard {
+        let mut packed = 0u128;
+        for (w, payload) in payloads.enumerate() {
+            packed |= u128::from(payload) << (w as u32 * self.payload);
+        }
+        let index = (1u32 << self.bits) - 1;
+        let mut shard = Shard {
+            len: self.k as u8,
+            buckets: [0; MAX_PER_TENANT as usize],
+        };
+        for (i, b) in shard.buckets.iter_mut().take(self.k as usize).enumerate() {
+            *b = (packed >> (i as u32 * self.bits)) as u32 & index;
+        }
+        shard
+    }
+}
+
+/// A fixed-size, set-associative cache of tenant → shard, allocated once;
+/// see the module documentation for its layout and its false hits. Memory
+/// never grows with the number of distinct tenants.
 pub(crate) struct ShardCache {
     sets: Box<[Set]>,
-    hashers: [foldhash::fast::RandomState; 2],
+    layout: Layout,
+    /// One hasher picks the set, the other makes the tag.
+    hashers: [Hashers; 2],
 }
 
 impl ShardCache {
-    /// A cache of at least `entries` tenants (rounded up to a power of two
-    /// sets of five), or none for 0.
-    pub(crate) fn new(entries: usize) -> Self {
+    /// A cache for about `entries` tenants of `assignment`'s shards, or none
+    /// for 0.
+    pub(crate) fn new(entries: usize, assignment: &Assignment) -> Self {
+        let layout = Layout::of(assignment.buckets(), assignment.per_tenant());
         ShardCache {
-            sets: (0..Self::sets_for(entries))
-                .map(|_| Set {
-                    version: AtomicU64::new(0),
-                    ways: std::array::from_fn(|_| std::array::from_fn(|_| AtomicU64::new(0))),
-                })
+            sets: (0..Self::sets_for(entries, layout))
+                .map(|_| Set(std::array::from_fn(|_| AtomicU64::new(0))))
                 .collect(),
+            layout,
             hashers: Default::default(),
         }
     }
 
-    /// Sets for at least `entries` tenants: a power of two, or none for 0.
+    /// Sets for `entries` tenants with room to spare: 1.5 ways per tenant.
     /// (Apart from `new`, which cargo-mutants leaves alone.)
-    fn sets_for(entries: usize) -> usize {
-        if entries == 0 {
-            0
-        } else {
-            entries.div_ceil(WAYS).next_power_of_two()
-        }
+    fn sets_for(entries: usize, layout: Layout) -> usize {
+        (entries + entries / 2).div_ceil(layout.ways())
     }
 
-    /// Entries the cache can hold.
+    /// Tenants the cache can hold at once: its ways in all.
     pub(crate) fn capacity(&self) -> usize {
-        self.sets.len() * WAYS
+        self.sets.len() * self.layout.ways()
+    }
+
+    /// Bytes the cache takes.
+    pub(crate) fn bytes(&self) -> usize {
+        self.sets.len() * std::mem::size_of::<Set>()
     }
 
     /// The cached shard of `key`, computing and caching it on a miss.
@@ -82,85 +197,63 @@ impl ShardCache {
         if self.sets.is_empty() {
             return assignment.shard(key);
         }
-        let set = &self.sets[self.hashers[0].hash_one(key) as usize & (self.sets.len() - 1)];
-        // Never zero, so an empty way never matches.
-        let fingerprint = self.hashers[1].hash_one(key) | 1;
-        if let Some(packed) = set.find(fingerprint) {
-            return unpack(packed, assignment.per_tenant);
+        let at = u128::from(self.hashers[0].hash_one(key)) * self.sets.len() as u128;
+        let set = &self.sets[(at >> 64) as usize];
+        let tag = self.hashers[1].hash_one(key);
+        if let Some(shard) = self.find(set, tag) {
+            return shard;
         }
         let shard = assignment.shard(key);
-        set.insert(fingerprint, pack(&shard));
+        self.insert(set, tag, &shard);
         shard
     }
-}
 
-impl Set {
     #[inline]
-    fn find(&self, fingerprint: u64) -> Option<[u64; 2]> {
-        let before = self.version.load(Ordering::Acquire);
-        if before & 1 == 1 {
-            return None; // being written: treat as a miss
+    fn find(&self, set: &Set, tag: u64) -> Option<Shard> {
+        let layout = self.layout;
+        let mask = layout.mask();
+        if layout.words == 1 {
+            let tag = layout.tag(tag, 0);
+            let word = set
+                .0
+                .iter()
+                .map(|w| w.load(Ordering::Relaxed))
+                .find(|w| w & !mask == tag)?;
+            return Some(layout.unpack(std::iter::once(word & mask)));
         }
-        let mut found = None;
-        for way in &self.ways {
-            if way[0].load(Ordering::Relaxed) == fingerprint {
-                found = Some([
-                    way[1].load(Ordering::Relaxed),
-                    way[2].load(Ordering::Relaxed),
-                ]);
-                break;
+        let mut words = [0; 4];
+        for way in set.0.chunks_exact(layout.words) {
+            let entry = &mut words[..layout.words];
+            for (word, atomic) in entry.iter_mut().zip(way) {
+                *word = atomic.load(Ordering::Relaxed);
+            }
+            if (0..layout.words).all(|w| entry[w] & !mask == layout.tag(tag, w)) {
+                return Some(layout.unpack(entry.iter().map(|w| w & mask)));
             }
         }
-        fence(Ordering::Acquire);
-        (self.version.load(Ordering::Relaxed) == before)
-            .then_some(found)
-            .flatten()
+        None
     }
 
-    fn insert(&self, fingerprint: u64, packed: [u64; 2]) {
-        let version = self.version.load(Ordering::Relaxed);
-        if version & 1 == 1
-            || self
-                .version
-                .compare_exchange(version, version + 1, Ordering::Acquire, Ordering::Relaxed)
-                .is_err()
-        {
-            return; // another thread is writing this set; caching can wait
+    fn insert(&self, set: &Set, tag: u64, shard: &Shard) {
+        let words = self.layout.words;
+        let empty = set
+            .0
+            .chunks_exact(words)
+            .position(|way| way[0].load(Ordering::Relaxed) == 0);
+        let way =
+            empty.unwrap_or_else(|| crate::random::position(self.layout.ways() as u64) as usize);
+        let entry = self.layout.entry(tag, shard);
+        for (atomic, &word) in set.0[way * words..][..words].iter().zip(&entry) {
+            atomic.store(word, Ordering::Relaxed);
         }
-        fence(Ordering::Release);
-        // Round robin over the ways, by the number of writes so far.
-        let way = &self.ways[(version / 2) as usize % WAYS];
-        for (word, value) in way.iter().zip([fingerprint, packed[0], packed[1]]) {
-            word.store(value, Ordering::Relaxed);
-        }
-        self.version.store(version + 2, Ordering::Release);
     }
-}
-
-/// Bucket indices are below 2¹⁶, so a shard of up to 8 packs into 128 bits.
-fn pack(shard: &Shard) -> [u64; 2] {
-    let mut words = [0u64; 2];
-    for (i, &b) in shard.buckets().iter().enumerate() {
-        words[i / 4] |= u64::from(b) << (16 * (i % 4));
-    }
-    words
-}
-
-fn unpack(words: [u64; 2], k: u32) -> Shard {
-    let mut shard = Shard {
-        len: k as u8,
-        buckets: [0; MAX_PER_TENANT as usize],
-    };
-    for (i, b) in shard.buckets.iter_mut().enumerate().take(k as usize) {
-        *b = (words[i / 4] >> (16 * (i % 4))) as u32 & 0xFFFF;
-    }
-    shard
 }
 
 impl fmt::Debug for ShardCache {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ShardCache")
             .field("capacity", &self.capacity())
+            .field("bytes", &self.bytes())
             .finish()
     }
 }
@@ -171,21 +264,76 @@ mod tests {
     use crate::assign::MAX_BUCKETS;
 
     #[test]
-    fn the_cache_returns_exactly_what_the_assignment_computes() {
-        let a = Assignment::new(MAX_BUCKETS, 8, b"salt").unwrap();
-        let cache = ShardCache::new(8);
-        assert_eq!(cache.capacity(), 10); // 2 sets of 5
-        for round in 0..3 {
-            for t in 0..100u32 {
-                let key = format!("tenant-{t}");
-                let cached = cache.get_or_assign(key.as_bytes(), &a);
-                assert_eq!(cached, a.shard(&key), "{round}");
+    fn shards_of_every_size_pack_into_one_two_or_four_words() {
+        let layout = |n, k| {
+            let l = Layout::of(n, k);
+            (l.bits, l.words, l.payload, l.ways())
+        };
+        assert_eq!(layout(8, 2), (3, 1, 6, 8));
+        assert_eq!(layout(1, 1), (0, 1, 0, 8));
+        assert_eq!(layout(256, 4), (8, 1, 32, 8));
+        assert_eq!(layout(257, 4), (9, 2, 32, 4));
+        assert_eq!(layout(MAX_BUCKETS, 2), (16, 1, 32, 8));
+        assert_eq!(layout(MAX_BUCKETS, 5), (16, 4, 32, 2)); // 80 bits: 3 words, rounded up
+        assert_eq!(layout(MAX_BUCKETS, 8), (16, 4, 32, 2));
+        for k in 1..=MAX_PER_TENANT {
+            for n in [k, 2, 3, 8, 100, 256, 1000, MAX_BUCKETS - 1, MAX_BUCKETS] {
+                let Some(a) = Assignment::new(n, k, b"") else {
+                    continue;
+                };
+                let layout = Layout::of(n, k);
+                for t in 0..40u32 {
+                    let shard = a.shard(t.to_le_bytes());
+                    let tag = u64::from(t).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                    let entry = layout.entry(tag, &shard);
+                    let words = &entry[..layout.words];
+                    assert!(words.iter().all(|&w| w != 0), "{n} {k}");
+                    for (w, &word) in words.iter().enumerate() {
+                        assert_eq!(word & !layout.mask(), layout.tag(tag, w));
+                    }
+                    let unpacked = layout.unpack(words.iter().map(|w| w & layout.mask()));
+                    assert_eq!(unpacked, shard, "N = {n}, k = {k}");
+                }
             }
         }
-        let long = vec![7u8; 1 << 20];
-        assert_eq!(cache.get_or_assign(&long, &a), a.shard(&long));
-        assert_eq!(cache.get_or_assign(&long, &a), a.shard(&long));
-        assert_eq!(ShardCache::new(0).get_or_assign(b"x", &a), a.shard(b"x"));
+    }
+
+    #[test]
+    fn the_cache_returns_exactly_what_the_assignment_computes() {
+        for (n, k) in [(8, 2), (64, 4), (MAX_BUCKETS, 8), (1, 1)] {
+            let a = Assignment::new(n, k, b"salt").unwrap();
+            let cache = ShardCache::new(8, &a);
+            assert_eq!(cache.capacity(), Layout::of(n, k).ways() * cache.sets.len());
+            for round in 0..3 {
+                for t in 0..100u32 {
+                    let key = format!("tenant-{t}");
+                    let cached = cache.get_or_assign(key.as_bytes(), &a);
+                    assert_eq!(cached, a.shard(&key), "{round}");
+                }
+            }
+            let long = vec![7u8; 1 << 20];
+            assert_eq!(cache.get_or_assign(&long, &a), a.shard(&long));
+            assert_eq!(cache.get_or_assign(&long, &a), a.shard(&long));
+            assert_eq!(
+                ShardCache::new(0, &a).get_or_assign(b"x", &a),
+                a.shard(b"x")
+            );
+        }
+    }
+
+    #[test]
+    fn a_cache_is_one_and_a_half_ways_per_tenant_asked_for() {
+        let small = Assignment::new(8, 2, b"").unwrap();
+        let large = Assignment::new(MAX_BUCKETS, 8, b"").unwrap();
+        let cache = ShardCache::new(100_000, &small);
+        // 150 000 ways of one word, 8 to a set of 64 bytes.
+        assert_eq!((cache.capacity(), cache.bytes()), (150_000, 1_200_000));
+        let cache = ShardCache::new(100_000, &large);
+        // Four words an entry: 2 to a set.
+        assert_eq!((cache.capacity(), cache.bytes()), (150_000, 4_800_000));
+        let cache = ShardCache::new(1, &small);
+        assert_eq!((cache.capacity(), cache.bytes()), (8, 64));
+        assert_eq!(ShardCache::new(0, &small).capacity(), 0);
     }
 
     /// Keys whose shards differ under the two assignments, so that a lookup
@@ -200,78 +348,132 @@ mod tests {
 
     #[test]
     fn a_second_lookup_hits_the_cache() {
-        let (a, b) = (
-            Assignment::new(64, 4, b"a").unwrap(),
-            Assignment::new(64, 4, b"b").unwrap(),
-        );
-        let cache = ShardCache::new(1_000);
-        let keys = keys_told_apart(&a, &b, 100);
-        for key in &keys {
-            assert_eq!(cache.get_or_assign(key, &a), a.shard(key)); // a miss
+        for (n, k) in [(64, 4), (1024, 8)] {
+            let (a, b) = (
+                Assignment::new(n, k, b"a").unwrap(),
+                Assignment::new(n, k, b"b").unwrap(),
+            );
+            let cache = ShardCache::new(1_000, &a);
+            let keys = keys_told_apart(&a, &b, 100);
+            for key in &keys {
+                assert_eq!(cache.get_or_assign(key, &a), a.shard(key)); // a miss
+            }
+            let hits = keys
+                .iter()
+                .filter(|key| cache.get_or_assign(&key[..], &b) == a.shard(key))
+                .count();
+            // 100 tenants in 1 500 ways: only a set that overflows evicts one.
+            assert!(hits >= 98, "N = {n}, k = {k}: {hits} of 100 hit");
         }
-        let hits = keys
-            .iter()
-            .filter(|key| cache.get_or_assign(&key[..], &b) == a.shard(key))
-            .count();
-        // 100 tenants in 256 sets of 5: only a set of six or more evicts one.
-        assert!(hits >= 95, "{hits} of 100 hit");
     }
 
     #[test]
-    fn a_full_set_keeps_all_five_entries_and_evicts_the_oldest() {
+    fn a_full_set_keeps_what_it_holds_and_evicts_one_entry_per_miss() {
         let (a, b) = (
             Assignment::new(64, 4, b"a").unwrap(),
             Assignment::new(64, 4, b"b").unwrap(),
         );
-        let cache = ShardCache::new(5); // one set
-        let keys = keys_told_apart(&a, &b, 6);
-        for key in &keys[..5] {
+        let cache = ShardCache::new(1, &a); // one set of 8 ways
+        let keys = keys_told_apart(&a, &b, 9);
+        for key in &keys[..8] {
             cache.get_or_assign(key, &a);
         }
-        for key in &keys[..5] {
-            assert_eq!(cache.get_or_assign(key, &b), a.shard(key), "kept");
-        }
-        // A sixth tenant takes the place of the first, the oldest.
-        cache.get_or_assign(&keys[5], &a);
-        for key in &keys[1..6] {
-            assert_eq!(cache.get_or_assign(key, &b), a.shard(key), "kept");
-        }
-        assert_eq!(cache.get_or_assign(&keys[0], &b), b.shard(keys[0]));
-        // Looked up again, the first comes back in the place of the second.
-        assert_eq!(cache.get_or_assign(&keys[0], &a), b.shard(keys[0]));
-        for key in &keys[2..6] {
-            assert_eq!(cache.get_or_assign(key, &b), a.shard(key), "kept");
-        }
-        assert_eq!(cache.get_or_assign(&keys[1], &b), b.shard(keys[1]));
+        let cached = |key: &[u8; 4]| cache.get_or_assign(key, &b) == a.shard(key);
+        assert!(
+            keys[..8].iter().all(cached),
+            "eight tenants fill the eight ways"
+        );
+        // A ninth takes the place of exactly one of them.
+        cache.get_or_assign(&keys[8], &a);
+        // Looked at without a lookup, which would cache what it misses.
+        let held = |key: &[u8; 4]| cache.find(&cache.sets[0], cache.hashers[1].hash_one(key));
+        assert_eq!(held(&keys[8]), Some(a.shard(keys[8])));
+        assert_eq!(
+            keys[..8].iter().filter(|key| held(key).is_some()).count(),
+            7
+        );
     }
 
     #[test]
-    fn shards_survive_packing() {
-        for k in 1..=8 {
-            let a = Assignment::new(MAX_BUCKETS, k, b"").unwrap();
-            for t in 0..50u32 {
-                let shard = a.shard(t.to_le_bytes());
-                assert_eq!(unpack(pack(&shard), k), shard);
-            }
-        }
-    }
-
-    #[test]
-    fn readers_racing_a_writer_see_whole_entries_or_miss() {
+    fn evictions_spread_over_the_ways() {
+        // Tenants cycling through one set of 8 ways: each miss replaces a way
+        // chosen by the coin, so over many misses every way is replaced.
         let a = Assignment::new(64, 4, b"").unwrap();
-        let cache = ShardCache::new(5); // one set: constant eviction
-        let keys: Vec<[u8; 4]> = (0..16u32).map(|t| t.to_le_bytes()).collect();
-        let want: Vec<Shard> = keys.iter().map(|k| a.shard(k)).collect();
-        std::thread::scope(|s| {
-            for offset in 0..2 {
-                let (cache, a, keys, want) = (&cache, &a, &keys, &want);
-                s.spawn(move || {
-                    for i in 0..20_000 {
-                        let j = (i * 7 + offset) % keys.len();
-                        assert_eq!(cache.get_or_assign(&keys[j], a), want[j]);
-                    }
-                });
+        let cache = ShardCache::new(1, &a);
+        let mut seen = [false; WORDS];
+        for t in 0..200u32 {
+            cache.get_or_assign(&t.to_le_bytes(), &a);
+            let words: Vec<u64> = cache.sets[0]
+                .0
+                .iter()
+                .map(|w| w.load(Ordering::Relaxed))
+                .collect();
+            for (w, word) in words.iter().enumerate() {
+                seen[w] |= t >= 8 && *word != 0;
             }
-        });
+        }
+        assert_eq!(seen, [true; WORDS]);
+    }
+
+    #[test]
+    fn false_hits_are_as_rare_as_the_tag_bits_say() {
+        // With the tag cut to 8 bits of randomness (as if the shard took 55),
+        // a lookup of an absent tenant in a full set hits one of the tags
+        // held with probability (distinct tags held) / 2⁸ — about 3 % for 8.
+        let a = Assignment::new(8, 2, b"").unwrap();
+        let mut cache = ShardCache::new(1, &a);
+        cache.layout.payload = 55;
+        for t in 0..8u32 {
+            cache.get_or_assign(&t.to_le_bytes(), &a);
+        }
+        let mask = cache.layout.mask();
+        let mut held: Vec<u64> = cache.sets[0]
+            .0
+            .iter()
+            .map(|w| w.load(Ordering::Relaxed) & !mask)
+            .collect();
+        held.sort_unstable();
+        held.dedup();
+        held.retain(|&tag| tag != 0);
+        assert!(held.len() >= 5, "{held:?}");
+        let lookups = 100_000u32;
+        let false_hits = (1_000..1_000 + lookups)
+            .filter(|t| {
+                let tag = cache
+                    .layout
+                    .tag(cache.hashers[1].hash_one(t.to_le_bytes()), 0);
+                held.contains(&tag)
+            })
+            .count() as f64;
+        let p = held.len() as f64 / 256.0;
+        let (mean, sd) = (
+            p * f64::from(lookups),
+            (p * (1.0 - p) * f64::from(lookups)).sqrt(),
+        );
+        assert!(
+            (false_hits - mean).abs() < 5.0 * sd,
+            "{false_hits} false hits, expected {mean:.0} ± {sd:.0}"
+        );
+    }
+
+    #[test]
+    fn readers_racing_writers_see_whole_entries_or_miss() {
+        for (n, k) in [(64, 4), (1024, 8)] {
+            let a = Assignment::new(n, k, b"").unwrap();
+            let cache = ShardCache::new(1, &a); // one set: constant eviction
+            let keys: Vec<[u8; 4]> = (0..16u32).map(|t| t.to_le_bytes()).collect();
+            let want: Vec<Shard> = keys.iter().map(|k| a.shard(k)).collect();
+            std::thread::scope(|s| {
+                for offset in 0..2 {
+                    let (cache, a, keys, want) = (&cache, &a, &keys, &want);
+                    s.spawn(move || {
+                        for i in 0..20_000 {
+                            let j = (i * 7 + offset) % keys.len();
+                            assert_eq!(cache.get_or_assign(&keys[j], a), want[j]);
+                        }
+                    });
+                }
+            });
+        }
     }
 }

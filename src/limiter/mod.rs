@@ -128,7 +128,9 @@ impl<S> Limiter<S> {
             .expect("the builder checked 1 <= k <= N")
     }
 
-    /// Entries the tenant cache holds.
+    /// Tenants the tenant cache can hold at once: 1.5 times the
+    /// [`tenant_cache`](crate::Builder::tenant_cache) asked for, rounded up
+    /// to whole sets, so that tenants seldom push each other out.
     pub fn tenant_cache_capacity(&self) -> usize {
         self.core.cache.capacity()
     }
