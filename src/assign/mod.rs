@@ -11,6 +11,7 @@ use std::fmt;
 use sha2::{Digest, Sha256};
 
 mod cache;
+mod top;
 
 pub(crate) use cache::{MAX_CACHE_ENTRIES, ShardCache};
 
@@ -157,29 +158,7 @@ impl Assignment {
 
     /// The shard for a seed: the k buckets with the highest scores.
     pub(crate) fn shard_of_seed(&self, seed: u64) -> Shard {
-        let k = self.per_tenant as usize;
-        let mut top = Shard {
-            len: 0,
-            buckets: [0; MAX_PER_TENANT as usize],
-        };
-        let mut scores = [0u64; MAX_PER_TENANT as usize];
-        for bucket in 0..self.buckets {
-            let s = score(seed, bucket);
-            let filled = usize::from(top.len);
-            if filled == k && s <= scores[k - 1] {
-                continue;
-            }
-            // Strictly lower scores move down; an equal score keeps its place
-            // ahead, because it belongs to a smaller bucket index.
-            let at = scores[..filled].iter().take_while(|&&t| t >= s).count();
-            let end = filled.min(k - 1);
-            scores.copy_within(at..end, at + 1);
-            top.buckets.copy_within(at..end, at + 1);
-            scores[at] = s;
-            top.buckets[at] = bucket;
-            top.len = (end + 1) as u8;
-        }
-        top
+        top::top_k(self.buckets, self.per_tenant, |bucket| score(seed, bucket))
     }
 }
 
