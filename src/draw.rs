@@ -115,58 +115,110 @@ pub(crate) enum Outcome {
     },
 }
 
-/// Decides a request of `n` tokens against the shard's `k` buckets: `burst(j)`
-/// and `tat(j)` give the full burst and the arrival time of the bucket at
-/// shard position `j` (the in-process store loads its atomic there; each is
-/// asked once per position, in shard order).
+/// Which positions of a draw are the tenant's own buckets and which are
+/// spill buckets it may borrow from, and how much of a spill bucket its
+/// owners keep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Span {
+    /// k: positions `0..own` are the tenant's own buckets.
+    pub(crate) own: usize,
+    /// d: positions `own..own + spill` are its spill buckets.
+    pub(crate) spill: usize,
+    /// The lender's reserve as a fraction of a bucket's capacity, in units
+    /// of 2⁻³²: a borrower may take a spill bucket's room above
+    /// ⌈capacity · reserve / 2³²⌉ only.
+    pub(crate) reserve: u32,
+}
+
+impl Span {
+    /// k own buckets and no borrowing.
+    #[cfg(test)]
+    pub(crate) fn own(k: usize) -> Span {
+        Span {
+            own: k,
+            spill: 0,
+            reserve: 0,
+        }
+    }
+
+    /// The credit a borrower must leave in a spill bucket of `capacity`.
+    #[inline]
+    pub(crate) fn reserve_of(self, capacity: u64) -> u64 {
+        ((u128::from(capacity) * u128::from(self.reserve)).div_ceil(1 << 32)) as u64
+    }
+}
+
+/// The request as every path of the draw sees it.
+#[derive(Clone, Copy)]
+struct Ask {
+    now: u64,
+    n: u32,
+    cost: u64,
+}
+
+/// Decides a request of `n` tokens against a shard: `burst(j)` and `tat(j)`
+/// give the full burst and the arrival time of the bucket at shard position
+/// `j`, the tenant's own buckets first and its spill buckets after them (the
+/// in-process store loads its atomic there; each is asked at most once per
+/// position, the own ones in order, and the spill ones only when no own
+/// bucket can pay).
 ///
-/// - The winner is the bucket with the most room, if that room fits the
+/// - The winner is the own bucket with the most room, if that room fits the
 ///   cost. Where several have that much, the first of them at or after
 ///   position `start()` pays, wrapping around: callers pick the start at
 ///   random, so equally roomy buckets favour none. `start` is called only
 ///   then, so that the common case does not wait for a random number.
+/// - When no own bucket can pay, a spill bucket may: the one with the most
+///   room above its reserve, if that fits the cost (equal room to the
+///   higher rank).
 /// - Without a winner, the denial names the bucket that can pay soonest
-///   among those whose capacity could ever hold the cost: the earliest
-///   `at`, an equal `at` going to the lower shard position.
-/// - A grant counts the whole tokens of every bucket, and the longest wait
-///   until one is full, for its `remaining` and `full_in`.
+///   among those whose capacity (above the reserve, for a spill bucket)
+///   could ever hold the cost: the earliest `at`, an equal `at` going to
+///   the lower position.
+/// - A grant counts the whole tokens of every own bucket, and the longest
+///   wait until one (or the spill bucket that paid) is full, for its
+///   `remaining` and `full_in`.
 ///
-/// A request of 0 tokens is granted by the roomiest bucket without moving
-/// any arrival time. A request that no bucket could ever hold is denied with
-/// `at = u64::MAX`; callers refuse such weights before drawing.
+/// A request of 0 tokens is granted by the roomiest own bucket without
+/// moving any arrival time. A request that no bucket could ever hold is
+/// denied with `at = u64::MAX`; callers refuse such weights before drawing.
 ///
 /// Two buckets per tenant, the default, take a straight-line path with the
 /// same results as the general one.
 #[inline]
 pub(crate) fn draw(
     pace: Pace,
-    k: usize,
+    span: Span,
     burst: impl Fn(usize) -> u32,
     tat: impl Fn(usize) -> u64,
     now: u64,
     n: u32,
     start: impl FnOnce() -> usize,
 ) -> Outcome {
-    let cost = u64::from(n) * pace.interval;
-    if k == 2 {
-        pair(pace, burst, tat, now, n, cost, start)
+    let ask = Ask {
+        now,
+        n,
+        cost: u64::from(n) * pace.interval,
+    };
+    if span.own == 2 {
+        pair(pace, span, burst, tat, ask, start)
     } else {
-        any(pace, k, burst, tat, now, n, cost, start)
+        any(pace, span, burst, tat, ask, start)
     }
 }
 
-/// [`draw`] for two buckets, straight-line: both loads issued at once, a
-/// branch-free pick, the coin only for a tie.
+/// [`draw`] for two own buckets, straight-line: both loads issued at once,
+/// a branch-free pick, the coin only for a tie.
 #[inline]
 fn pair(
     pace: Pace,
+    span: Span,
     burst: impl Fn(usize) -> u32,
     tat: impl Fn(usize) -> u64,
-    now: u64,
-    n: u32,
-    cost: u64,
+    ask: Ask,
     start: impl FnOnce() -> usize,
 ) -> Outcome {
+    let now = ask.now;
     let (capacity0, capacity1) = (pace.capacity(burst(0)), pace.capacity(burst(1)));
     let (tat0, tat1) = (tat(0), tat(1));
     let room0 = Pace::room(capacity0, tat0, now);
@@ -181,27 +233,26 @@ fn pair(
     } else {
         (room1, tat1)
     };
-    if room < cost {
-        return deny(&[capacity0, capacity1], &[tat0, tat1], now, cost);
+    if room < ask.cost {
+        let own = ([capacity0, capacity1], [tat0, tat1]);
+        return refuse(pace, span, &own.0, &own.1, ask, burst, tat);
     }
     let tokens = pace.tokens(room0) + pace.tokens(room1);
     let full_in = tat0.max(tat1).saturating_sub(now);
-    grant(best, seen, now, n, cost, tokens, full_in)
+    grant(best, seen, ask, tokens - u64::from(ask.n), full_in)
 }
 
-/// [`draw`] for any number of buckets.
+/// [`draw`] for any number of own buckets.
 #[inline(never)]
-#[allow(clippy::too_many_arguments)] // draw's, and the cost
 fn any(
     pace: Pace,
-    k: usize,
+    span: Span,
     burst: impl Fn(usize) -> u32,
     tat: impl Fn(usize) -> u64,
-    now: u64,
-    n: u32,
-    cost: u64,
+    ask: Ask,
     start: impl FnOnce() -> usize,
 ) -> Outcome {
+    let (k, now) = (span.own, ask.now);
     let mut capacities = [0; MAX_K];
     let mut tats = [0; MAX_K];
     let mut rooms = [0; MAX_K];
@@ -219,8 +270,8 @@ fn any(
             ties += 1;
         }
     }
-    if rooms[best] < cost {
-        return deny(&capacities[..k], &tats[..k], now, cost);
+    if rooms[best] < ask.cost {
+        return refuse(pace, span, &capacities[..k], &tats[..k], ask, burst, tat);
     }
     if ties > 1 {
         let most = rooms[best];
@@ -230,39 +281,47 @@ fn any(
             .find(|&j| rooms[j] == most)
             .unwrap_or(best);
     }
-    grant(best, tats[best], now, n, cost, tokens, full_in)
+    grant(best, tats[best], ask, tokens - u64::from(ask.n), full_in)
 }
 
 /// The most buckets a shard may have, as the draw's arrays hold them.
 const MAX_K: usize = crate::assign::MAX_PER_TENANT as usize;
 
-/// The grant by the bucket at `index`, whose arrival time was `seen`.
+/// The grant by the bucket at `index`, whose arrival time was `seen`, with
+/// the own buckets' `remaining` tokens and `full_in` as read.
 #[inline]
-fn grant(
-    index: usize,
-    seen: u64,
-    now: u64,
-    n: u32,
-    cost: u64,
-    tokens: u64,
-    full_in: u64,
-) -> Outcome {
-    let tat = if n == 0 { seen } else { seen.max(now) + cost };
+fn grant(index: usize, seen: u64, ask: Ask, remaining: u64, full_in: u64) -> Outcome {
+    let tat = if ask.n == 0 {
+        seen
+    } else {
+        seen.max(ask.now) + ask.cost
+    };
     Outcome::Grant {
         index,
         seen,
         tat,
-        remaining: tokens - u64::from(n),
-        full_in: full_in.max(tat.saturating_sub(now)),
+        remaining,
+        full_in: full_in.max(tat.saturating_sub(ask.now)),
     }
 }
 
-/// The denial when no bucket has room for `cost`: the bucket that could
-/// ever pay and has room first.
+/// When no own bucket has room for the cost: a spill bucket pays from its
+/// room above the reserve, or the denial names the bucket, own or spill,
+/// that has room first. Own buckets come first in both, so an equal time
+/// goes to an own bucket.
 #[cold]
-fn deny(capacities: &[u64], tats: &[u64], now: u64, cost: u64) -> Outcome {
+fn refuse(
+    pace: Pace,
+    span: Span,
+    capacities: &[u64],
+    tats: &[u64],
+    ask: Ask,
+    burst: impl Fn(usize) -> u32,
+    tat: impl Fn(usize) -> u64,
+) -> Outcome {
+    let (now, cost) = (ask.now, ask.cost);
     let (mut index, mut at) = (0, u64::MAX);
-    for (j, (&capacity, &tat)) in capacities.iter().zip(tats).enumerate() {
+    let mut soonest = |j: usize, capacity: u64, tat: u64| {
         if capacity >= cost {
             // room < cost, so this is later than `now` (and the subtraction
             // cannot wrap); subtracting first keeps the sum inside u64.
@@ -271,8 +330,40 @@ fn deny(capacities: &[u64], tats: &[u64], now: u64, cost: u64) -> Outcome {
                 (index, at) = (j, at_j);
             }
         }
+    };
+    for (j, (&capacity, &tat)) in capacities.iter().zip(tats).enumerate() {
+        soonest(j, capacity, tat);
     }
-    Outcome::Deny { index, at }
+    let (mut best, mut best_above, mut best_tat) = (usize::MAX, 0, 0);
+    for j in span.own..span.own + span.spill {
+        let capacity = pace.capacity(burst(j));
+        let tat = tat(j);
+        // A borrower sees the bucket as if it were `reserve` smaller.
+        let lendable = capacity - span.reserve_of(capacity);
+        let above = Pace::room(lendable, tat, now);
+        if above >= cost {
+            if best == usize::MAX || above > best_above {
+                (best, best_above, best_tat) = (j, above, tat);
+            }
+        } else {
+            soonest(j, lendable, tat);
+        }
+    }
+    if best == usize::MAX {
+        return Outcome::Deny { index, at };
+    }
+    let rooms = capacities
+        .iter()
+        .zip(tats)
+        .map(|(&c, &t)| Pace::room(c, t, now));
+    // Nothing was taken from the own buckets.
+    let tokens = rooms.map(|room| pace.tokens(room)).sum();
+    let full_in = tats
+        .iter()
+        .map(|t| t.saturating_sub(now))
+        .max()
+        .unwrap_or(0);
+    grant(best, best_tat, ask, tokens, full_in)
 }
 
 #[cfg(test)]
@@ -285,7 +376,7 @@ mod tests {
     fn draw(pace: Pace, bursts: &[u32], tats: &[u64], now: u64, n: u32, start: usize) -> Outcome {
         super::draw(
             pace,
-            tats.len(),
+            super::Span::own(tats.len()),
             |j| bursts[j],
             |j| tats[j],
             now,
@@ -408,6 +499,118 @@ mod tests {
         }
     }
 
+    /// The draw over slices with `spill` of the buckets lending above a
+    /// reserve of half their capacity.
+    fn lend(bursts: &[u32], tats: &[u64], spill: usize, now: u64, n: u32) -> Outcome {
+        let own = tats.len() - spill;
+        let span = super::Span {
+            own,
+            spill,
+            reserve: 1 << 31,
+        };
+        super::draw(PACE, span, |j| bursts[j], |j| tats[j], now, n, || 0)
+    }
+
+    #[test]
+    fn a_tenant_borrows_from_a_spill_bucket_only_above_its_reserve() {
+        // Own buckets empty at now = 100; the spill bucket full: 40 of
+        // credit, 20 of them above the reserve.
+        let (bursts, mut tats) = ([2, 2, 4], [120, 120, 0]);
+        for want in [110, 120] {
+            assert_eq!(
+                lend(&bursts, &tats, 1, 100, 1),
+                Outcome::Grant {
+                    index: 2,
+                    seen: tats[2],
+                    tat: want,
+                    remaining: 0,
+                    full_in: 20
+                }
+            );
+            tats[2] = want;
+        }
+        // 20 of credit left: the reserve. An own bucket and the spill
+        // bucket have room for one more token at 110; the own one is named.
+        assert_eq!(
+            lend(&bursts, &tats, 1, 100, 1),
+            Outcome::Deny { index: 0, at: 110 }
+        );
+        // Two tokens never fit above a reserve of 20 in the spill bucket,
+        // nor in the first own bucket: the second pays when it is full.
+        assert_eq!(
+            lend(&[2, 3, 4], &[120, 130, 0], 1, 100, 3),
+            Outcome::Deny { index: 1, at: 130 }
+        );
+    }
+
+    #[test]
+    fn own_buckets_pay_before_any_spill_bucket_however_roomy() {
+        // One own token left; the spill buckets are full.
+        let outcome = lend(&[2, 2, 4, 4], &[110, 120, 0, 0], 2, 100, 1);
+        assert_eq!(
+            outcome,
+            Outcome::Grant {
+                index: 0,
+                seen: 110,
+                tat: 120,
+                remaining: 0,
+                full_in: 20
+            }
+        );
+        // Once both are empty, the roomier spill bucket above its reserve
+        // pays, and the own tokens left are reported as they are.
+        let outcome = lend(&[2, 2, 4, 4], &[120, 115, 0, 105], 2, 100, 1);
+        assert!(
+            matches!(
+                outcome,
+                Outcome::Grant {
+                    index: 2,
+                    tat: 110,
+                    remaining: 0,
+                    ..
+                }
+            ),
+            "{outcome:?}"
+        );
+        let outcome = lend(&[2, 2, 4, 4], &[120, 115, 115, 0], 2, 100, 1);
+        assert!(
+            matches!(
+                outcome,
+                Outcome::Grant {
+                    index: 3,
+                    tat: 110,
+                    remaining: 0,
+                    ..
+                }
+            ),
+            "{outcome:?}"
+        );
+    }
+
+    #[test]
+    fn a_reserve_of_nothing_lends_the_whole_bucket_and_one_of_everything_lends_none() {
+        let span = |reserve| super::Span {
+            own: 1,
+            spill: 1,
+            reserve,
+        };
+        assert_eq!(span(0).reserve_of(40), 0);
+        assert_eq!(span(1 << 31).reserve_of(40), 20);
+        assert_eq!(span(1 << 31).reserve_of(41), 21); // rounded up: owners keep more
+        assert_eq!(span(u32::MAX).reserve_of(40), 40);
+        assert_eq!(span(u32::MAX).reserve_of(1 << 62), (1 << 62) - (1 << 30));
+        let full = |reserve| super::draw(PACE, span(reserve), |_| 4, |j| [200, 0][j], 100, 4, || 0);
+        assert!(matches!(
+            full(0),
+            Outcome::Grant {
+                index: 1,
+                tat: 140,
+                ..
+            }
+        ));
+        assert!(matches!(full(1 << 31), Outcome::Deny { index: 0, at: 200 }));
+    }
+
     #[test]
     fn a_request_of_zero_tokens_moves_nothing_even_after_a_clock_jump_back() {
         // tat far beyond now + capacity: the clock went backwards.
@@ -488,17 +691,20 @@ mod tests {
         /// ties, empty and full buckets all come up.
         #[test]
         fn two_buckets_draw_as_any_number_do(
-            bursts in proptest::array::uniform2(1..=4u32),
-            tats in proptest::array::uniform2(0..=80u64),
+            bursts in proptest::array::uniform4(1..=4u32),
+            tats in proptest::array::uniform4(0..=80u64),
             now in 0..=60u64,
             n in 0..=5u32,
             start in 0..2usize,
+            spill in 0..=2usize,
+            reserve in proptest::sample::select(vec![0, 1 << 31, u32::MAX]),
         ) {
-            let cost = u64::from(n) * PACE.interval;
+            let span = super::Span { own: 2, spill, reserve };
+            let ask = super::Ask { now, n, cost: u64::from(n) * PACE.interval };
             let (burst, tat) = (|j: usize| bursts[j], |j: usize| tats[j]);
             proptest::prop_assert_eq!(
-                super::pair(PACE, burst, tat, now, n, cost, || start),
-                super::any(PACE, 2, burst, tat, now, n, cost, || start)
+                super::pair(PACE, span, burst, tat, ask, || start),
+                super::any(PACE, span, burst, tat, ask, || start)
             );
         }
 

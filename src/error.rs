@@ -78,6 +78,21 @@ pub enum ConfigError {
         /// The time one bucket takes to refill completely, in seconds.
         refill_secs: u128,
     },
+    /// The spill set asked for would give a tenant more buckets, own and
+    /// spill together, than there are or than a shard holds.
+    SpillTooLarge {
+        /// Spill buckets asked for (d).
+        spill: u32,
+        /// Own buckets per tenant (k).
+        per_tenant: u32,
+        /// The largest d: min(N, 8) − k.
+        max: u32,
+    },
+    /// The lender's reserve is not a share in 0 ≤ r < 1.
+    LenderReserve {
+        /// The value given, as written.
+        reserve: String,
+    },
     /// The tenant cache asked for is larger than supported.
     CacheTooLarge {
         /// Entries asked for.
@@ -145,6 +160,22 @@ impl fmt::Display for ConfigError {
                 f,
                 "a bucket would take {refill_secs} s to refill, beyond 64-bit nanoseconds \
                  (about 146 years): use a shorter period, a higher count or a smaller burst"
+            ),
+            ConfigError::SpillTooLarge {
+                spill,
+                per_tenant,
+                max,
+            } => write!(
+                f,
+                "borrow_from({spill}) with per_tenant({per_tenant}) gives each tenant {} buckets, \
+                 more than the buckets there are or the 8 a shard holds: use borrow_from of \
+                 at most {max}",
+                spill + per_tenant
+            ),
+            ConfigError::LenderReserve { ref reserve } => write!(
+                f,
+                "lender_reserve({reserve}) is not a share of a bucket's burst: use a value \
+                 from 0 (lend everything) up to but not including 1, such as 0.5"
             ),
             ConfigError::CacheTooLarge { entries, max } => write!(
                 f,

@@ -115,7 +115,9 @@ pub mod wait;
 pub use assign::{Assignment, MAX_BUCKETS, MAX_PER_TENANT, Shard};
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use error::{ConfigError, InsufficientCapacity};
-pub use limiter::builder::{Builder, DEFAULT_BUCKETS, DEFAULT_PER_TENANT, DEFAULT_TENANT_CACHE};
+pub use limiter::builder::{
+    Builder, DEFAULT_BUCKETS, DEFAULT_LENDER_RESERVE, DEFAULT_PER_TENANT, DEFAULT_TENANT_CACHE,
+};
 pub use limiter::decision::{BucketState, Denied, Grant};
 pub use limiter::memory::Tenant;
 pub use limiter::{Limiter, ShardedLimiter};

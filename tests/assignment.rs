@@ -235,6 +235,120 @@ fn the_crate_reproduces_every_documented_vector() {
     }
 }
 
+/// One row of "Known-answer vectors: spill sets".
+#[derive(Debug)]
+struct SpillVector {
+    line: &'static str,
+    buckets: u32,
+    per_tenant: u32,
+    spill: u32,
+    salt: Vec<u8>,
+    tenant: Vec<u8>,
+    shard: Vec<u32>,
+    spill_set: Vec<u32>,
+}
+
+fn spill_vectors() -> Vec<SpillVector> {
+    section("Known-answer vectors: spill sets")
+        .lines()
+        .filter(|line| line.starts_with("| ") && line.as_bytes()[2].is_ascii_digit())
+        .map(|line| {
+            let cells: Vec<&str> = line.trim_matches('|').split(" | ").map(str::trim).collect();
+            assert_eq!(cells.len(), 8, "{line}");
+            let salt = match cells[3] {
+                "none" => Vec::new(),
+                other => code(other)
+                    .unwrap_or_else(|| panic!("salt cell in {line}"))
+                    .into(),
+            };
+            let tenant = match cells[4] {
+                "-" => Vec::new(),
+                other => hex_bytes(code(other).unwrap_or_else(|| panic!("tenant cell in {line}"))),
+            };
+            if let Some(text) = code(cells[5]) {
+                assert_eq!(
+                    text.as_bytes(),
+                    &tenant[..],
+                    "rendering differs from hex: {line}"
+                );
+            }
+            SpillVector {
+                line,
+                buckets: cells[0].parse().unwrap(),
+                per_tenant: cells[1].parse().unwrap(),
+                spill: cells[2].parse().unwrap(),
+                salt,
+                tenant,
+                shard: bucket_list(cells[6]),
+                spill_set: match cells[7] {
+                    "-" => Vec::new(),
+                    list => bucket_list(list),
+                },
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn the_crate_reproduces_every_spill_set_vector() {
+    let vectors = spill_vectors();
+    assert!(vectors.len() >= 50, "{} spill vectors", vectors.len());
+    assert!(vectors.iter().any(|v| v.spill == 0) && vectors.iter().any(|v| v.buckets == 65536));
+    for v in vectors {
+        let (n, k, d) = (v.buckets, v.per_tenant, v.spill);
+        let lending = Assignment::new(n, k, &v.salt)
+            .unwrap()
+            .with_spill(d)
+            .unwrap();
+        let shard = lending.shard(&v.tenant);
+        assert_eq!(shard.buckets(), v.shard, "shard: {}", v.line);
+        assert_eq!(shard.spill(), v.spill_set, "spill: {}", v.line);
+        // The shard for k + d is the shard followed by the spill set.
+        let wider = reference_shard(n, k + d, &v.salt, &v.tenant);
+        assert_eq!(
+            wider,
+            [v.shard.clone(), v.spill_set.clone()].concat(),
+            "{}",
+            v.line
+        );
+        // A limiter that lends draws on the same buckets, cached or not.
+        for cache in [DEFAULT_TENANT_CACHE, 0] {
+            let limiter = ShardedLimiter::builder()
+                .quota(Quota::per_second(n))
+                .buckets(n)
+                .per_tenant(k)
+                .borrow_from(d)
+                .salt(&v.salt)
+                .tenant_cache(cache)
+                .clock(ManualClock::new())
+                .build()
+                .unwrap();
+            for _ in 0..2 {
+                assert_eq!(limiter.shard(&v.tenant), shard, "limiter: {}", v.line);
+            }
+        }
+    }
+}
+
+#[test]
+fn spill_sets_are_bounded_by_what_a_shard_holds() {
+    let a = || Assignment::new(8, 2, b"").unwrap();
+    assert_eq!(a().with_spill(6).map(|a| a.spill()), Some(6));
+    assert!(a().with_spill(7).is_none());
+    assert!(Assignment::new(64, 4, b"").unwrap().with_spill(5).is_none());
+    assert!(Assignment::new(5, 2, b"").unwrap().with_spill(4).is_none());
+    assert_eq!(
+        Assignment::new(5, 2, b"")
+            .unwrap()
+            .with_spill(3)
+            .unwrap()
+            .shard("t")
+            .spill()
+            .len(),
+        3
+    );
+}
+
 #[test]
 fn the_worked_example_checks_out() {
     let block = section("Worked example");

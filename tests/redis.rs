@@ -97,6 +97,50 @@ fn the_redis_limiter_answers_as_the_in_process_limiter() {
     });
 }
 
+#[test]
+fn a_tenant_borrows_over_redis_exactly_as_in_process() {
+    let server = RedisServer::start();
+    serial(async {
+        // 8 buckets of 4 tokens that never refill during the test; a
+        // tenant owns 2 and may borrow from the other 6 down to half.
+        let builder = ShardedLimiter::builder()
+            .quota(Quota::new(8, Duration::from_secs(8000)).with_burst(32))
+            .buckets(8)
+            .per_tenant(2)
+            .borrow_from(6)
+            .lender_reserve(0.5)
+            .name("borrowing");
+        let local = builder.clone().clock(ManualClock::new()).build().unwrap();
+        let remote = builder
+            .build_redis(&server.url(), options(FailurePolicy::FailClosed))
+            .await
+            .unwrap();
+        for tenant in ["first", "second"] {
+            let shard = local.shard(tenant);
+            assert_eq!(remote.shard(tenant), shard);
+            let mut answers = Vec::new();
+            loop {
+                let (want, got) = (local.check(tenant), remote.check(tenant).await);
+                assert_eq!(want.is_ok(), got.is_ok(), "{tenant}: {want:?} {got:?}");
+                let Ok(got) = got else { break };
+                assert_eq!(got.borrowed(), shard.spill().contains(&got.bucket()));
+                answers.push(got.borrowed());
+            }
+            let borrowed = answers.iter().filter(|&&b| b).count();
+            // The first drains its own 8 tokens and 2 above the reserve of
+            // each of its 6 spill buckets; the second finds some of its own
+            // and spill buckets drained by the first.
+            if tenant == "first" {
+                assert_eq!((answers.len(), borrowed), (20, 12), "{answers:?}");
+            }
+            assert!(
+                answers[..answers.len() - borrowed].iter().all(|&b| !b),
+                "own first: {answers:?}"
+            );
+        }
+    });
+}
+
 // ---------------------------------------------------------------------------
 // Isolation.
 

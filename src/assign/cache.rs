@@ -65,7 +65,9 @@ struct Layout {
     /// Bits per bucket index: ⌈log₂ N⌉.
     bits: u32,
     /// Buckets per shard, k.
-    k: u32,
+    own: u32,
+    /// Spill buckets per shard, d, packed after the own ones.
+    spill: u32,
     /// Words per entry: 1, 2 or 4.
     words: usize,
     /// Bits of the packed shard in each word: all of it in a one-word entry,
@@ -74,9 +76,9 @@ struct Layout {
 }
 
 impl Layout {
-    fn of(buckets: u32, per_tenant: u32) -> Layout {
+    fn of(buckets: u32, per_tenant: u32, spill: u32) -> Layout {
         let bits = u32::BITS - buckets.saturating_sub(1).leading_zeros();
-        let shard = bits * per_tenant;
+        let shard = bits * (per_tenant + spill);
         let (words, payload) = if shard <= 32 {
             (1, shard)
         } else {
@@ -84,7 +86,8 @@ impl Layout {
         };
         Layout {
             bits,
-            k: per_tenant,
+            own: per_tenant,
+            spill,
             words,
             payload,
         }
@@ -99,7 +102,7 @@ impl Layout {
     /// none of them is zero, so an empty word never matches.
     fn entry(self, tag: u64, shard: &Shard) -> [u64; 4] {
         let mut packed = 0u128;
-        for (i, &b) in shard.buckets().iter().enumerate() {
+        for (i, &b) in shard.ranked().iter().enumerate() {
             packed |= u128::from(b) << (i as u32 * self.bits);
         }
         let mut words = [0; 4];
@@ -141,10 +144,12 @@ impl Layout {
         }
         let index = (1u32 << self.bits) - 1;
         let mut shard = Shard {
-            len: self.k as u8,
+            len: self.own as u8,
+            spill: self.spill as u8,
             buckets: [0; MAX_PER_TENANT as usize],
         };
-        for (i, b) in shard.buckets.iter_mut().take(self.k as usize).enumerate() {
+        let ranked = (self.own + self.spill) as usize;
+        for (i, b) in shard.buckets.iter_mut().take(ranked).enumerate() {
             *b = (packed >> (i as u32 * self.bits)) as u32 & index;
         }
         shard
@@ -165,7 +170,11 @@ impl ShardCache {
     /// A cache for about `entries` tenants of `assignment`'s shards, or none
     /// for 0.
     pub(crate) fn new(entries: usize, assignment: &Assignment) -> Self {
-        let layout = Layout::of(assignment.buckets(), assignment.per_tenant());
+        let layout = Layout::of(
+            assignment.buckets(),
+            assignment.per_tenant(),
+            assignment.spill(),
+        );
         ShardCache {
             sets: (0..Self::sets_for(entries, layout))
                 .map(|_| Set(std::array::from_fn(|_| AtomicU64::new(0))))
@@ -266,7 +275,7 @@ mod tests {
     #[test]
     fn shards_of_every_size_pack_into_one_two_or_four_words() {
         let layout = |n, k| {
-            let l = Layout::of(n, k);
+            let l = Layout::of(n, k, 0);
             (l.bits, l.words, l.payload, l.ways())
         };
         assert_eq!(layout(8, 2), (3, 1, 6, 8));
@@ -281,7 +290,7 @@ mod tests {
                 let Some(a) = Assignment::new(n, k, b"") else {
                     continue;
                 };
-                let layout = Layout::of(n, k);
+                let layout = Layout::of(n, k, 0);
                 for t in 0..40u32 {
                     let shard = a.shard(t.to_le_bytes());
                     let tag = u64::from(t).wrapping_mul(0x9E37_79B9_7F4A_7C15);
@@ -300,10 +309,23 @@ mod tests {
 
     #[test]
     fn the_cache_returns_exactly_what_the_assignment_computes() {
-        for (n, k) in [(8, 2), (64, 4), (MAX_BUCKETS, 8), (1, 1)] {
-            let a = Assignment::new(n, k, b"salt").unwrap();
+        for (n, k, d) in [
+            (8, 2, 0),
+            (8, 2, 6),
+            (64, 4, 0),
+            (MAX_BUCKETS, 8, 0),
+            (1, 1, 0),
+            (1024, 2, 4),
+        ] {
+            let a = Assignment::new(n, k, b"salt")
+                .unwrap()
+                .with_spill(d)
+                .unwrap();
             let cache = ShardCache::new(8, &a);
-            assert_eq!(cache.capacity(), Layout::of(n, k).ways() * cache.sets.len());
+            assert_eq!(
+                cache.capacity(),
+                Layout::of(n, k, d).ways() * cache.sets.len()
+            );
             for round in 0..3 {
                 for t in 0..100u32 {
                     let key = format!("tenant-{t}");

@@ -28,7 +28,9 @@ const DOMAIN: &[u8] = b"shuffle-limiter/assign/v1";
 /// SplitMix64 started at the tenant's seed.
 const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
 
-/// The k buckets assigned to one tenant, highest rendezvous score first.
+/// The k buckets assigned to one tenant, highest rendezvous score first,
+/// and, when its limiter lets tenants borrow, the d spill buckets that follow
+/// them in the same ranking (docs/assignment.md, "the spill set").
 ///
 /// ```
 /// use shuffle_limiter::{Quota, ShardedLimiter};
@@ -46,8 +48,12 @@ const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Shard {
-    len: u8,
-    buckets: [u32; MAX_PER_TENANT as usize],
+    /// k: the tenant's own buckets, the first entries of `buckets`.
+    pub(crate) len: u8,
+    /// d: spill buckets, the entries right after the own ones.
+    pub(crate) spill: u8,
+    /// Own, then spill buckets; zero beyond them.
+    pub(crate) buckets: [u32; MAX_PER_TENANT as usize],
 }
 
 impl Shard {
@@ -57,7 +63,24 @@ impl Shard {
         &self.buckets[..usize::from(self.len)]
     }
 
-    /// Whether `bucket` is one of this shard's.
+    /// The spill buckets, which the tenant may borrow from when none of its
+    /// own can pay: the d buckets ranked right after its own, highest score
+    /// first; empty unless the limiter lends
+    /// ([`Builder::borrow_from`](crate::Builder::borrow_from)).
+    #[inline]
+    pub fn spill(&self) -> &[u32] {
+        let own = usize::from(self.len);
+        &self.buckets[own..own + usize::from(self.spill)]
+    }
+
+    /// Own buckets, then spill buckets: every bucket the tenant may draw
+    /// from, in rank order.
+    #[inline]
+    pub(crate) fn ranked(&self) -> &[u32] {
+        &self.buckets[..usize::from(self.len + self.spill)]
+    }
+
+    /// Whether `bucket` is one of this shard's own.
     pub fn contains(&self, bucket: u32) -> bool {
         self.buckets().contains(&bucket)
     }
@@ -78,7 +101,12 @@ impl Shard {
 
 impl fmt::Debug for Shard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("Shard").field(&self.buckets()).finish()
+        let mut tuple = f.debug_tuple("Shard");
+        tuple.field(&self.buckets());
+        if self.spill > 0 {
+            tuple.field(&self.spill());
+        }
+        tuple.finish()
     }
 }
 
@@ -99,6 +127,8 @@ impl fmt::Debug for Shard {
 pub struct Assignment {
     buckets: u32,
     per_tenant: u32,
+    /// d: spill buckets per tenant.
+    spill: u32,
     /// SHA-256 with the domain, salt length and salt already absorbed.
     prefix: Sha256,
 }
@@ -119,9 +149,32 @@ impl Assignment {
             Assignment {
                 buckets,
                 per_tenant,
+                spill: 0,
                 prefix,
             }
         })
+    }
+
+    /// The same assignment with `spill` spill buckets per tenant: the d
+    /// buckets ranked right after each tenant's own k (docs/assignment.md,
+    /// "the spill set"). Shards keep their own buckets as they are.
+    ///
+    /// Returns `None` unless `per_tenant + spill <= min(buckets,
+    /// MAX_PER_TENANT)`.
+    ///
+    /// ```
+    /// use shuffle_limiter::Assignment;
+    ///
+    /// let own = Assignment::new(8, 2, b"").unwrap();
+    /// let lending = own.clone().with_spill(2).unwrap();
+    /// let shard = lending.shard("tenant-0");
+    /// assert_eq!(shard.buckets(), own.shard("tenant-0").buckets());
+    /// assert_eq!(shard.spill(), [3, 7]); // docs/assignment.md's vectors
+    /// assert!(own.clone().with_spill(7).is_none()); // 2 + 7 > 8 buckets
+    /// ```
+    pub fn with_spill(self, spill: u32) -> Option<Self> {
+        (self.per_tenant + spill <= self.buckets.min(MAX_PER_TENANT))
+            .then_some(Assignment { spill, ..self })
     }
 
     /// Whether `new` accepts these counts (a function of its own, so that
@@ -156,9 +209,19 @@ impl Assignment {
         self.shard_of_seed(self.seed(tenant))
     }
 
-    /// The shard for a seed: the k buckets with the highest scores.
+    /// d: spill buckets per tenant (0 unless [`with_spill`](Self::with_spill)).
+    pub fn spill(&self) -> u32 {
+        self.spill
+    }
+
+    /// The shard for a seed: the k + d buckets with the highest scores, the
+    /// first k its own.
     pub(crate) fn shard_of_seed(&self, seed: u64) -> Shard {
-        top::top_k(self.buckets, self.per_tenant, |bucket| score(seed, bucket))
+        let ranked = self.per_tenant + self.spill;
+        let mut shard = top::top_k(self.buckets, ranked, |bucket| score(seed, bucket));
+        shard.len = self.per_tenant as u8;
+        shard.spill = self.spill as u8;
+        shard
     }
 }
 
@@ -167,6 +230,7 @@ impl fmt::Debug for Assignment {
         f.debug_struct("Assignment")
             .field("buckets", &self.buckets)
             .field("per_tenant", &self.per_tenant)
+            .field("spill", &self.spill)
             .finish_non_exhaustive()
     }
 }
@@ -224,6 +288,7 @@ mod tests {
         let shard = |buckets: &[u32]| {
             let mut s = Shard {
                 len: buckets.len() as u8,
+                spill: 0,
                 buckets: [0; MAX_PER_TENANT as usize],
             };
             s.buckets[..buckets.len()].copy_from_slice(buckets);

@@ -102,6 +102,7 @@ fn shard(top: &[u32]) -> Shard {
     buckets[..top.len()].copy_from_slice(top);
     Shard {
         len: top.len() as u8,
+        spill: 0,
         buckets,
     }
 }

@@ -18,6 +18,10 @@ pub const DEFAULT_BUCKETS: u32 = 8;
 /// there are fewer buckets.
 pub const DEFAULT_PER_TENANT: u32 = 2;
 
+/// The share of each bucket's burst that borrowers must leave to its owners
+/// unless [`Builder::lender_reserve`] says otherwise.
+pub const DEFAULT_LENDER_RESERVE: f64 = 0.5;
+
 /// Tenants the tenant cache is sized for unless [`Builder::tenant_cache`]
 /// says otherwise: a working set of 100 000 active tenants.
 pub const DEFAULT_TENANT_CACHE: usize = 100_000;
@@ -47,6 +51,8 @@ pub struct Builder<C = MonotonicClock> {
     pub(crate) buckets: Option<u32>,
     pub(crate) per_tenant: Option<u32>,
     pub(crate) salt: Vec<u8>,
+    pub(crate) spill: u32,
+    pub(crate) reserve: f64,
     pub(crate) cache: usize,
     pub(crate) name: String,
     pub(crate) clock: C,
@@ -79,6 +85,61 @@ impl<C: Clock> Builder<C> {
         self
     }
 
+    /// d: lets each tenant borrow idle capacity from d more buckets, its
+    /// *spill set*, when none of its own k can pay. 0, the default, turns
+    /// borrowing off. Requires k + d ≤ min(N, 8).
+    ///
+    /// A tenant's spill set is the d buckets ranked right after its own in
+    /// the same assignment (docs/assignment.md, "the spill set"), so it is
+    /// as stable and as evenly spread as the shard, and turning borrowing on
+    /// changes no shard. A request is paid by the tenant's own buckets
+    /// whenever one can (the roomiest, as without borrowing); only then by
+    /// the spill bucket with the most room above its
+    /// [reserve](Self::lender_reserve), and
+    /// [`Grant::borrowed`](crate::Grant::borrowed) says so.
+    /// Borrowing never adds to the budget: every grant still comes out of a
+    /// bucket, so R·t + B holds.
+    ///
+    /// What it trades: a tenant alone can use up to (k + d)/N of the budget
+    /// instead of k/N; a flooding tenant now also drains its spill buckets
+    /// down to their reserve, so its neighbours keep a reserve's share of
+    /// those buckets' burst where without borrowing they kept all of it, and
+    /// a tenant is cut off entirely only when its own and its spill buckets
+    /// are all a flooder's (1 in C(N, k)·C(N − k, d) with equal k and d).
+    ///
+    /// ```
+    /// use shuffle_limiter::{ManualClock, Quota, ShardedLimiter};
+    ///
+    /// let limiter = ShardedLimiter::builder()
+    ///     .quota(Quota::per_second(8))
+    ///     .buckets(8)
+    ///     .per_tenant(2)
+    ///     .borrow_from(2)
+    ///     .lender_reserve(0.0)
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// // One token in each of 8 buckets: 2 own, then 2 borrowed.
+    /// let grants: Vec<bool> = (0..4).map(|_| limiter.check("t").unwrap().borrowed()).collect();
+    /// assert_eq!(grants, [false, false, true, true]);
+    /// assert!(limiter.check("t").is_err());
+    /// # Ok::<(), shuffle_limiter::ConfigError>(())
+    /// ```
+    pub fn borrow_from(mut self, spill: u32) -> Self {
+        self.spill = spill;
+        self
+    }
+
+    /// r: the share of each bucket's burst, 0 ≤ r < 1, that borrowers must
+    /// leave to the bucket's owners ([`DEFAULT_LENDER_RESERVE`], a half,
+    /// unless set). A borrower may take a spill bucket only down to r of its
+    /// burst; the bucket's owners may take it to zero. 0 lends everything;
+    /// values near 1 lend almost nothing. Has no effect without
+    /// [`borrow_from`](Self::borrow_from).
+    pub fn lender_reserve(mut self, reserve: f64) -> Self {
+        self.reserve = reserve;
+        self
+    }
+
     /// How many tenants' shards to keep, so that a recently seen tenant does
     /// not pay a SHA-256 per check. Size it to the tenants active at once: a
     /// tenant that misses pays the SHA-256 and the rendezvous over all N
@@ -103,6 +164,8 @@ impl<C: Clock> Builder<C> {
             buckets: self.buckets,
             per_tenant: self.per_tenant,
             salt: self.salt,
+            spill: self.spill,
+            reserve: self.reserve,
             cache: self.cache,
             name: self.name,
             clock,
@@ -151,6 +214,7 @@ impl<C: Clock> Builder<C> {
                 assignment.per_tenant(),
             ),
             cache: ShardCache::new(self.cache, &assignment),
+            reserve: reserve_parts(self.reserve),
             quota,
             split,
             assignment,
@@ -193,11 +257,31 @@ impl<C: Clock> Builder<C> {
                 max: MAX_CACHE_ENTRIES,
             });
         }
+        let most = buckets.min(MAX_PER_TENANT) - per_tenant;
+        if self.spill > most {
+            return Err(ConfigError::SpillTooLarge {
+                spill: self.spill,
+                per_tenant,
+                max: most,
+            });
+        }
+        if !(0.0..1.0).contains(&self.reserve) {
+            return Err(ConfigError::LenderReserve {
+                reserve: self.reserve.to_string(),
+            });
+        }
         let split = Split::of(quota, buckets)?;
         let assignment = Assignment::new(buckets, per_tenant, &self.salt)
-            .expect("bucket and shard counts were checked above");
+            .and_then(|a| a.with_spill(self.spill))
+            .expect("bucket, shard and spill counts were checked above");
         Ok((quota, split, assignment))
     }
+}
+
+/// The reserve as the draw counts it, in units of 2⁻³² of a capacity,
+/// rounded up: the owners keep at least the share asked for.
+fn reserve_parts(reserve: f64) -> u32 {
+    (reserve * 4_294_967_296.0).ceil().min(f64::from(u32::MAX)) as u32
 }
 
 impl ShardedLimiter<MonotonicClock> {
@@ -208,6 +292,8 @@ impl ShardedLimiter<MonotonicClock> {
             buckets: None,
             per_tenant: None,
             salt: Vec::new(),
+            spill: 0,
+            reserve: DEFAULT_LENDER_RESERVE,
             cache: DEFAULT_TENANT_CACHE,
             name: "default".to_owned(),
             clock: MonotonicClock::new(),

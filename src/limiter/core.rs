@@ -3,7 +3,7 @@
 //! name and the metrics handles.
 
 use crate::assign::{Assignment, MAX_PER_TENANT, ShardCache};
-use crate::draw::Pace;
+use crate::draw::{Pace, Span};
 use crate::error::{ConfigError, InsufficientCapacity};
 use crate::metrics::Metrics;
 use crate::quota::Quota;
@@ -104,12 +104,12 @@ impl Split {
     }
 
     #[cfg_attr(not(feature = "redis"), allow(dead_code))] // the Redis store's
-    /// The full bursts of the shard's buckets, in shard order (the first
-    /// k entries).
+    /// The full bursts of the shard's buckets, own then spill, in shard
+    /// order (the first k + d entries).
     #[inline]
     pub(crate) fn bursts(&self, shard: &Shard) -> [u32; MAX_PER_TENANT as usize] {
         let mut bursts = [0; MAX_PER_TENANT as usize];
-        for (burst, &b) in bursts.iter_mut().zip(shard.buckets()) {
+        for (burst, &b) in bursts.iter_mut().zip(shard.ranked()) {
             *burst = self.burst_of(b);
         }
         bursts
@@ -137,6 +137,9 @@ pub(crate) struct Core {
     pub(crate) split: Split,
     pub(crate) assignment: Assignment,
     pub(crate) cache: ShardCache,
+    /// The lender's reserve, in units of 2⁻³² of a bucket's capacity
+    /// (meaningful only when tenants have spill buckets).
+    pub(crate) reserve: u32,
     pub(crate) name: String,
     pub(crate) metrics: Metrics,
 }
@@ -146,6 +149,17 @@ impl Core {
     #[inline]
     pub(crate) fn shard(&self, tenant: &[u8]) -> Shard {
         self.cache.get_or_assign(tenant, &self.assignment)
+    }
+
+    /// How the draw sees the shard: its own and spill buckets, and the
+    /// reserve lenders keep.
+    #[inline]
+    pub(crate) fn span(&self, shard: &Shard) -> Span {
+        Span {
+            own: shard.buckets().len(),
+            spill: shard.spill().len(),
+            reserve: self.reserve,
+        }
     }
 
     /// Counts a decision in the metrics (nothing without the feature).

@@ -4,12 +4,14 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::Shard;
 use crate::draw::Outcome;
 
 /// A granted request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Grant {
     pub(crate) bucket: u32,
+    pub(crate) borrowed: bool,
     pub(crate) remaining: u64,
     /// Nanoseconds; turned into a `Duration` only when asked.
     pub(crate) full_in: u64,
@@ -21,8 +23,15 @@ impl Grant {
         self.bucket
     }
 
+    /// Whether a spill bucket paid, lending from its room above its owners'
+    /// reserve because none of the tenant's own buckets could
+    /// ([`Builder::borrow_from`](crate::Builder::borrow_from)).
+    pub fn borrowed(&self) -> bool {
+        self.borrowed
+    }
+
     /// Tokens the tenant could still take right after this grant, over all
-    /// its buckets, as read during the decision.
+    /// its own buckets, as read during the decision.
     pub fn remaining(&self) -> u64 {
         self.remaining
     }
@@ -81,11 +90,17 @@ impl fmt::Display for Denied {
 
 impl std::error::Error for Denied {}
 
-/// The draw's outcome as the public answer: `ids` are the shard's buckets,
-/// `now` the reading it was drawn at and `unit` the nanoseconds in one unit
-/// of the store's time.
+/// The draw's outcome as the public answer: `shard` is what was drawn on
+/// (its own buckets, then its spill buckets), `now` the reading it was drawn
+/// at and `unit` the nanoseconds in one unit of the store's time.
 #[inline]
-pub(crate) fn answer(outcome: Outcome, ids: &[u32], now: u64, unit: u64) -> Result<Grant, Denied> {
+pub(crate) fn answer(
+    outcome: Outcome,
+    shard: &Shard,
+    now: u64,
+    unit: u64,
+) -> Result<Grant, Denied> {
+    let ids = shard.ranked();
     let duration = |units: u64| Duration::from_nanos(units.saturating_mul(unit));
     match outcome {
         Outcome::Grant {
@@ -95,6 +110,7 @@ pub(crate) fn answer(outcome: Outcome, ids: &[u32], now: u64, unit: u64) -> Resu
             ..
         } => Ok(Grant {
             bucket: ids[index],
+            borrowed: index >= shard.buckets().len(),
             remaining,
             full_in: full_in.saturating_mul(unit),
         }),

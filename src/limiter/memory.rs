@@ -53,13 +53,14 @@ impl<C: Clock> InProcess<C> {
     #[inline]
     pub(crate) fn take(&self, core: &Core, shard: &Shard, n: u32) -> Result<Grant, Denied> {
         let now = self.now();
-        let ids = shard.buckets();
+        let ids = shard.ranked();
         let split = &core.split;
+        let span = core.span(shard);
         loop {
             let burst = |j: usize| split.burst_of(ids[j]);
             let tat = |j: usize| self.tat(ids[j]);
-            let start = || tie_break(ids.len());
-            let outcome = draw(split.pace, ids.len(), burst, tat, now, n, start);
+            let start = || tie_break(span.own);
+            let outcome = draw(split.pace, span, burst, tat, now, n, start);
             if let Outcome::Grant {
                 index, seen, tat, ..
             } = outcome
@@ -70,7 +71,7 @@ impl<C: Clock> InProcess<C> {
             {
                 continue;
             }
-            let result = answer(outcome, ids, now, 1);
+            let result = answer(outcome, shard, now, 1);
             core.record(&result);
             return result;
         }

@@ -243,6 +243,7 @@ impl<C> Parts<C> {
             connection,
             script: self.script,
             split: self.core.split,
+            reserve: self.core.reserve,
             breaker: Breaker::new(buckets, options.retry_every),
             denials: DenialCache::new(buckets),
             fallback: self.fallback,

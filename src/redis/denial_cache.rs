@@ -33,8 +33,10 @@ impl DenialCache {
     /// A denial of `n` tokens at local time `now`, when every bucket of the
     /// shard that could hold `n` is known to lack them.
     pub(super) fn lookup(&self, split: &Split, shard: &Shard, n: u32, now: u64) -> Option<Denied> {
+        // A tenant that may borrow is denied only if its spill buckets are
+        // blocked too (for their owners, so all the more for a borrower).
         let mut soonest = (u64::MAX, shard.buckets()[0]);
-        for &b in shard.buckets() {
+        for &b in shard.ranked() {
             if split.burst_of(b) < n {
                 continue; // can never pay; the denial did not speak of it
             }

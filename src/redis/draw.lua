@@ -6,22 +6,29 @@
 -- doubles hold it exactly: the Rust side refuses a bucket capacity above
 -- 2^50 us, and the clock reading is capped at 2^53 - 2^50 (the year 2255).
 --
--- KEYS[j]     the tenant's bucket keys, "{limiter-name}:b<i>", in shard order.
---             A bucket is a string key holding its theoretical arrival time
---             (tat) in microseconds; a missing key is a full bucket (tat = 0).
+-- KEYS[j]     the tenant's bucket keys, "{limiter-name}:b<i>": its k own
+--             buckets in shard order, then its d spill buckets in rank
+--             order. A bucket is a string key holding its theoretical
+--             arrival time (tat) in microseconds; a missing key is a full
+--             bucket (tat = 0).
 -- ARGV[1]     interval: microseconds between two tokens of one bucket.
 -- ARGV[2]     n: tokens asked for.
 -- ARGV[3]     start: 0-based shard position from which a tie for the most
 --             room is settled (drawn at random by the Rust side).
--- ARGV[3 + j] the burst (tokens when full) of KEYS[j].
--- ARGV[4 + k] absent in production, where the script reads the server's
---             clock (TIME); the differential test sends a time in
+-- ARGV[4]     k: how many of the keys are the tenant's own.
+-- ARGV[4 + j] the burst (tokens when full) of KEYS[j].
+-- ARGV[4 + k + d + i]  the reserve of spill bucket i (KEYS[k + i]): the
+--             credit, in microseconds, a borrower must leave in it
+--             (`Span::reserve_of`, worked out by the Rust side).
+-- ARGV[5 + k + 2d]  absent in production, where the script reads the
+--             server's clock (TIME); the differential test sends a time in
 --             microseconds.
 --
--- Reply: { granted (1 or 0), j (0-based shard position of the bucket that
--- paid, or that has room first), wait (on a grant: microseconds until every
--- bucket of the shard is full again; on a denial: retry_after, at least 1),
--- remaining (whole tokens left over the shard after a grant; 0 on a denial) }.
+-- Reply: { granted (1 or 0), j (0-based position of the bucket that paid,
+-- or that has room first), wait (on a grant: microseconds until every own
+-- bucket, and the one that paid, is full again; on a denial: retry_after,
+-- at least 1), remaining (whole tokens left over the own buckets after a
+-- grant; 0 on a denial) }.
 --
 -- A bucket key holding a string that is not a time (nan, inf, 1e300, -5,
 -- 1.5, "x") is repaired: it is read, and written back, as an empty bucket,
@@ -34,9 +41,11 @@ local MAX_NOW = 7881299347898367 -- 2^53 - 2^50 - 1
 local interval = ARGV[1] + 0
 local n = ARGV[2] + 0
 local start = ARGV[3] + 0
-local k = #KEYS
+local k = ARGV[4] + 0
+local ranked = #KEYS
+local d = ranked - k
 
-local now = ARGV[4 + k]
+local now = ARGV[5 + ranked + d]
 if now then
   now = now + 0
 else
@@ -47,23 +56,18 @@ if now > MAX_NOW then
   now = MAX_NOW
 end
 
--- `any` of src/draw.rs: one pass over the shard in order. Each bucket is
--- first read (the in-process store's atomic load), then counted and compared
--- exactly as there; a tie for the most room is settled from `start` only
--- after the pass. The script runs for every decision, so it spares the
--- interpreter: no closures, no tables beyond MGET's reply (which keeps each
--- bucket's arrival time once read), comparisons instead of math.* calls.
+-- Every bucket is first read (the in-process store's atomic load) and kept
+-- in MGET's reply as a number. The script runs for every decision, so it
+-- spares the interpreter: no closures, no tables beyond MGET's reply,
+-- comparisons instead of math.* calls.
 local raw = redis.call('MGET', unpack(KEYS))
-local cost = n * interval
-local best, best_room, ties = 1, -1, 0
-local tokens, full_in = 0, 0
-for j = 1, k do
-  local capacity = ARGV[3 + j] * interval
+for j = 1, ranked do
   local tat = raw[j]
   if tat then
     tat = tonumber(tat)
     if not tat or tat ~= tat or tat < 0 or tat >= 9007199254740992 or tat % 1 ~= 0 then
       -- Not a time: an empty bucket, written back so that it refills.
+      local capacity = ARGV[4 + j] * interval
       tat = now + capacity
       redis.call('SET', KEYS[j], string.format('%d', tat), 'PX',
         (capacity - capacity % 1000) / 1000 + 1001)
@@ -78,6 +82,17 @@ for j = 1, k do
     tat = 0
   end
   raw[j] = tat
+end
+
+-- `any` of src/draw.rs: one pass over the own buckets in order, counted and
+-- compared exactly as there; a tie for the most room is settled from
+-- `start` only after the pass.
+local cost = n * interval
+local best, best_room, ties = 1, -1, 0
+local tokens, full_in = 0, 0
+for j = 1, k do
+  local capacity = ARGV[4 + j] * interval
+  local tat = raw[j]
   -- Pace::room: capacity - max(tat - now, 0), never below 0.
   local room = capacity
   if tat > now then
@@ -97,12 +112,14 @@ for j = 1, k do
     ties = ties + 1
   end
 end
+local remaining = tokens - n
 if best_room < cost then
-  -- `deny`: among the buckets that could ever pay, the one with room
-  -- first; an equal time goes to the lower position.
+  -- `refuse`: no own bucket can pay. The denial names the bucket that has
+  -- room first, own ones first; a spill bucket counts with its capacity
+  -- less the reserve, and may pay from its room above the reserve.
   local soonest, soonest_at = 1, math.huge
   for j = 1, k do
-    local capacity = ARGV[3 + j] * interval
+    local capacity = ARGV[4 + j] * interval
     if capacity >= cost then
       local at = raw[j]
       if at < now then
@@ -114,17 +131,46 @@ if best_room < cost then
       end
     end
   end
-  local retry = soonest_at - now
-  if retry < 1 then
-    retry = 1
+  best, best_room = nil, 0
+  for j = k + 1, ranked do
+    local lendable = ARGV[4 + j] * interval - ARGV[4 + ranked + j - k]
+    local tat = raw[j]
+    local above = lendable
+    if tat > now then
+      above = lendable - (tat - now)
+      if above < 0 then
+        above = 0
+      end
+    end
+    if above >= cost then
+      if best == nil or above > best_room then
+        best, best_room = j, above
+      end
+    elseif lendable >= cost then
+      local at = tat
+      if at < now then
+        at = now
+      end
+      at = at - (lendable - cost)
+      if at < soonest_at then
+        soonest, soonest_at = j, at
+      end
+    end
   end
-  return { 0, soonest - 1, retry, 0 }
-end
-if ties > 1 then
+  if best == nil then
+    local retry = soonest_at - now
+    if retry < 1 then
+      retry = 1
+    end
+    return { 0, soonest - 1, retry, 0 }
+  end
+  -- Nothing was taken from the own buckets.
+  remaining = tokens
+elseif ties > 1 then
   -- The first bucket with the most room at or after `start`, wrapping.
   local j = start + 1
   for _ = 1, k do
-    local capacity = ARGV[3 + j] * interval
+    local capacity = ARGV[4 + j] * interval
     local room = capacity
     if raw[j] > now then
       room = capacity - (raw[j] - now)
@@ -156,4 +202,4 @@ end
 if tat - now > full_in then
   full_in = tat - now
 end
-return { 1, best - 1, full_in, tokens - n }
+return { 1, best - 1, full_in, remaining }

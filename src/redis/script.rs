@@ -5,7 +5,7 @@ use ::redis::Script;
 use ::redis::aio::ConnectionLike;
 
 use super::error::Error;
-use crate::draw::Outcome;
+use crate::draw::{Outcome, Span};
 use crate::limiter::core::Split;
 use crate::{Denied, Grant, Shard};
 
@@ -39,63 +39,86 @@ impl DrawScript {
         self.keys.get(bucket as usize).map(String::as_str)
     }
 
-    /// One round trip: the draw for `n` tokens over `shard`, scanning from
-    /// shard position `start`, on the server's clock.
+    /// One round trip: the draw for `n` tokens over `shard` (its own
+    /// buckets, then its spill buckets above a `reserve` of 2⁻³² parts),
+    /// settling a tie from shard position `start`, on the server's clock.
     pub(super) async fn draw<Conn: ConnectionLike>(
         &self,
         connection: &mut Conn,
         split: &Split,
         shard: &Shard,
+        reserve: u32,
         n: u32,
         start: usize,
     ) -> Result<Outcome, Error> {
-        let ids = shard.buckets();
+        let ids = shard.ranked();
         let bursts = split.bursts(shard);
+        let span = Span {
+            own: shard.buckets().len(),
+            spill: shard.spill().len(),
+            reserve,
+        };
         let interval = split.interval() / MICROS;
-        self.run(
-            connection,
+        let call = Call {
             ids,
+            span,
             interval,
-            &bursts[..ids.len()],
+            bursts: &bursts[..ids.len()],
             n,
             start,
-            None,
-        )
-        .await
+            now: None,
+        };
+        self.run(connection, &call).await
     }
 
-    /// The script's inputs, one for one those of `draw` in `src/draw.rs`
-    /// (`now` in µs, or the server's clock when `None`).
-    #[allow(clippy::too_many_arguments)]
+    /// The script's inputs, one for one those of `draw` in `src/draw.rs`.
     async fn run<Conn: ConnectionLike>(
         &self,
         connection: &mut Conn,
-        ids: &[u32],
-        interval: u64,
-        bursts: &[u32],
-        n: u32,
-        start: usize,
-        now: Option<u64>,
+        call: &Call<'_>,
     ) -> Result<Outcome, Error> {
         let mut invocation = self.script.prepare_invoke();
-        for &b in ids {
+        for &b in call.ids {
             invocation.key(self.keys[b as usize].as_str());
         }
-        invocation.arg(interval).arg(n).arg(start);
-        for &burst in bursts {
+        invocation
+            .arg(call.interval)
+            .arg(call.n)
+            .arg(call.start)
+            .arg(call.span.own);
+        for &burst in call.bursts {
             invocation.arg(burst);
         }
-        if let Some(now) = now {
+        // What a borrower must leave in each spill bucket, worked out here:
+        // the product would not fit in Lua's doubles.
+        for &burst in &call.bursts[call.span.own..] {
+            let capacity = u64::from(burst) * call.interval;
+            invocation.arg(call.span.reserve_of(capacity));
+        }
+        if let Some(now) = call.now {
             invocation.arg(now);
         }
         let reply: Vec<i64> = invocation
             .invoke_async(connection)
             .await
             .map_err(Error::from_redis)?;
-        parse(&reply, ids.len()).ok_or_else(|| Error::Reply {
+        parse(&reply, call.ids.len()).ok_or_else(|| Error::Reply {
             detail: format!("{reply:?}"),
         })
     }
+}
+
+/// One call of the script: the ranked bucket ids (own, then spill), how the
+/// draw sees them, the interval in µs, their bursts, the request, and `now`
+/// in µs (or the server's clock when `None`).
+struct Call<'a> {
+    ids: &'a [u32],
+    span: Span,
+    interval: u64,
+    bursts: &'a [u32],
+    n: u32,
+    start: usize,
+    now: Option<u64>,
 }
 
 /// The script's reply as the draw's outcome, in microseconds (the arrival
@@ -121,7 +144,7 @@ fn parse(reply: &[i64], k: usize) -> Option<Outcome> {
 
 /// The answer for the caller; `at` of a denial is already relative.
 pub(super) fn answer(outcome: Outcome, shard: &Shard) -> Result<Grant, Denied> {
-    crate::limiter::decision::answer(outcome, shard.buckets(), 0, MICROS)
+    crate::limiter::decision::answer(outcome, shard, 0, MICROS)
 }
 
 #[cfg(test)]

@@ -56,6 +56,8 @@ pub(super) struct Shared<Conn, C> {
     pub(super) script: DrawScript,
     /// The limiter's split, its interval a whole number of microseconds.
     pub(super) split: Split,
+    /// The lender's reserve, as the core's.
+    pub(super) reserve: u32,
     pub(super) options: RedisOptions,
     pub(super) breaker: Breaker,
     pub(super) denials: DenialCache,
@@ -96,9 +98,9 @@ where
         }
         let start = tie_break(shard.buckets().len());
         let mut connection = self.connection.clone();
-        let round_trip = self
-            .script
-            .draw(&mut connection, &self.split, &shard, n, start);
+        let round_trip =
+            self.script
+                .draw(&mut connection, &self.split, &shard, self.reserve, n, start);
         let error = match timeout(self.options.deadline, round_trip).await {
             Ok(Ok(outcome)) => {
                 self.breaker.answered(&shard, self.breaker.micros());
@@ -140,6 +142,7 @@ where
             },
             (None, FailurePolicy::FailOpen) if outage => Ok(Grant {
                 bucket: first,
+                borrowed: false,
                 remaining: 0,
                 full_in: 0,
             }),

@@ -4,8 +4,8 @@
 use redis::AsyncCommands;
 
 use super::redis_server::RedisServer;
-use super::{DrawScript, MICROS};
-use crate::draw::{Outcome, Pace, draw};
+use super::{Call, DrawScript, MICROS};
+use crate::draw::{Outcome, Pace, Span, draw};
 
 /// A small deterministic generator, so that a failure can be replayed.
 struct XorShift(u64);
@@ -19,11 +19,12 @@ impl XorShift {
     }
 }
 
-/// One case: the buckets' bursts and arrival times (0 = no key), and the
-/// request.
+/// One case: the buckets' bursts and arrival times (0 = no key), own then
+/// spill, how many are spill and what they keep, and the request.
 #[derive(Debug)]
 struct Case {
     interval: u64,
+    span: Span,
     bursts: Vec<u32>,
     tats: Vec<u64>,
     now: u64,
@@ -35,7 +36,8 @@ impl Case {
     /// Whether two or more buckets share the most room, so that `start`
     /// settles which pays.
     fn tied(&self) -> bool {
-        let rooms: Vec<u64> = (self.bursts.iter().zip(&self.tats))
+        let own = self.span.own;
+        let rooms: Vec<u64> = (self.bursts[..own].iter().zip(&self.tats))
             .map(|(&burst, &tat)| Pace::room(u64::from(burst) * self.interval, tat, self.now))
             .collect();
         let most = rooms.iter().max().copied().unwrap_or(0);
@@ -44,7 +46,20 @@ impl Case {
 }
 
 fn case(rng: &mut XorShift) -> Case {
-    let k = 1 + rng.below(8) as usize;
+    let ranked = 1 + rng.below(8) as usize;
+    // Half the cases lend: a spill of 1 to 7 buckets, the rest own.
+    let spill = if ranked > 1 && rng.below(2) == 0 {
+        1 + rng.below(ranked as u64 - 1) as usize
+    } else {
+        0
+    };
+    let reserve = [0, 1 << 31, 0x4000_0001, u32::MAX][rng.below(4) as usize];
+    let span = Span {
+        own: ranked - spill,
+        spill,
+        reserve,
+    };
+    let k = ranked;
     let interval = [1, 7, 1000, 20_000, 123_457][rng.below(5) as usize];
     let bursts: Vec<u32> = (0..k).map(|_| 1 + rng.below(6) as u32).collect();
     let now = [0, 1, 1_000_000, 1_764_000_000_000_000][rng.below(4) as usize] + rng.below(1 << 20);
@@ -61,11 +76,12 @@ fn case(rng: &mut XorShift) -> Case {
             }
         })
         .collect();
-    let max = *bursts.iter().max().unwrap();
+    let max = *bursts[..span.own].iter().max().unwrap();
     Case {
         interval,
+        span,
         n: rng.below(u64::from(max) + 1) as u32,
-        start: rng.below(k as u64) as usize,
+        start: rng.below(span.own as u64) as usize,
         bursts,
         tats,
         now,
@@ -79,6 +95,19 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
+/// The pure function's outcome for a case.
+fn want_of(case: &Case) -> Outcome {
+    draw(
+        Pace::every(case.interval),
+        case.span,
+        |j| case.bursts[j],
+        |j| case.tats[j],
+        case.now,
+        case.n,
+        || case.start,
+    )
+}
+
 #[test]
 fn the_script_draws_exactly_as_the_pure_function() {
     let server = RedisServer::start();
@@ -87,10 +116,13 @@ fn the_script_draws_exactly_as_the_pure_function() {
         let script = DrawScript::new("differential", 8);
         let ids: Vec<u32> = (0..8).collect();
         let mut rng = XorShift(0x5EED_D1FF);
-        let (mut grants, mut denials, mut zero, mut ties) = (0, 0, 0, 0);
+        let (mut grants, mut denials, mut zero, mut ties, mut borrowed) = (0, 0, 0, 0, 0);
         for step in 0..4000 {
             let case = case(&mut rng);
             let k = case.bursts.len();
+            borrowed += usize::from(
+                matches!(want_of(&case), Outcome::Grant { index, .. } if index >= case.span.own),
+            );
             for (j, &tat) in case.tats.iter().enumerate() {
                 let key = script.key(j as u32).unwrap();
                 if tat == 0 {
@@ -99,27 +131,17 @@ fn the_script_draws_exactly_as_the_pure_function() {
                     let _: () = connection.set(key, tat).await.unwrap();
                 }
             }
-            let want = draw(
-                Pace::every(case.interval),
-                k,
-                |j| case.bursts[j],
-                |j| case.tats[j],
-                case.now,
-                case.n,
-                || case.start,
-            );
-            let got = script
-                .run(
-                    &mut connection,
-                    &ids[..k],
-                    case.interval,
-                    &case.bursts,
-                    case.n,
-                    case.start,
-                    Some(case.now),
-                )
-                .await
-                .unwrap();
+            let want = want_of(&case);
+            let call = Call {
+                ids: &ids[..k],
+                span: case.span,
+                interval: case.interval,
+                bursts: &case.bursts,
+                n: case.n,
+                start: case.start,
+                now: Some(case.now),
+            };
+            let got = script.run(&mut connection, &call).await.unwrap();
             // The script answers a denial's wait, not its instant, and keeps
             // the new arrival time to itself: compare those apart.
             let relative = match want {
@@ -153,8 +175,9 @@ fn the_script_draws_exactly_as_the_pure_function() {
             }
         }
         assert!(
-            grants > 1000 && denials > 400 && zero > 100 && ties > 300,
-            "{grants} grants, {denials} denials, {zero} of 0 tokens, {ties} ties"
+            grants > 1000 && denials > 400 && zero > 100 && ties > 300 && borrowed > 100,
+            "{grants} grants, {denials} denials, {zero} of 0 tokens, {ties} ties, \
+             {borrowed} borrowed"
         );
     });
 }
@@ -182,10 +205,16 @@ fn a_bucket_holding_a_string_that_is_not_a_time_is_repaired_as_empty() {
                 .unwrap();
             let _: () = connection.del(script.key(1).unwrap()).await.unwrap();
             // Bucket 0 is read as empty, so bucket 1 (full) pays.
-            let got = script
-                .run(&mut connection, &[0, 1], MICROS, &[3, 3], 1, 0, Some(now))
-                .await
-                .unwrap();
+            let call = Call {
+                ids: &[0, 1],
+                span: Span::own(2),
+                interval: MICROS,
+                bursts: &[3, 3],
+                n: 1,
+                start: 0,
+                now: Some(now),
+            };
+            let got = script.run(&mut connection, &call).await.unwrap();
             assert!(
                 matches!(
                     got,
