@@ -385,7 +385,8 @@ mod tests {
                 .filter(|key| cache.get_or_assign(&key[..], &b) == a.shard(key))
                 .count();
             // 100 tenants in 1 500 ways: only a set that overflows evicts one.
-            assert!(hits >= 98, "N = {n}, k = {k}: {hits} of 100 hit");
+            // Two ways a set for k = 8: a few sets overflow.
+            assert!(hits >= 95, "N = {n}, k = {k}: {hits} of 100 hit");
         }
     }
 
