@@ -9,7 +9,7 @@ use crossbeam_utils::CachePadded;
 
 use crate::Shard;
 use crate::clock::{Clock, MonotonicClock};
-use crate::draw::{Outcome, Pace, Span, draw};
+use crate::draw::{Outcome, Pace, draw};
 use crate::error::InsufficientCapacity;
 use crate::store::sealed::Apply;
 use crate::sync::{AtomicU64, Ordering};
@@ -60,21 +60,7 @@ impl<C: Clock> InProcess<C> {
             let burst = |j: usize| split.burst_of(ids[j]);
             let tat = |j: usize| self.tat(ids[j]);
             let start = || tie_break(span.own);
-            // Without a spill set the draw is inlined with nothing to
-            // borrow, so the common case carries no borrowing code.
-            let outcome = if span.spill == 0 {
-                draw(
-                    split.pace,
-                    Span { spill: 0, ..span },
-                    burst,
-                    tat,
-                    now,
-                    n,
-                    start,
-                )
-            } else {
-                draw(split.pace, span, burst, tat, now, n, start)
-            };
+            let outcome = draw(split.pace, span, burst, tat, now, n, start);
             if let Outcome::Grant {
                 index, seen, tat, ..
             } = outcome
