@@ -54,6 +54,16 @@ fn single(c: &mut Criterion) {
     g.bench_function("shuffle-limiter check(&str)", |b| {
         b.iter(|| black_box(limiter.check(black_box("tenant-42"))).is_ok())
     });
+    // Borrowing on: the own buckets pay, as in every check of this group.
+    let lending = ShardedLimiter::builder()
+        .quota(Quota::per_second(1_000_000_000))
+        .borrow_from(2)
+        .build()
+        .expect("valid configuration");
+    let lender = lending.tenant("tenant-42");
+    g.bench_function("shuffle-limiter tenant handle, borrowing on (d = 2)", |b| {
+        b.iter(|| black_box(lender.check()).is_ok())
+    });
     let direct = RateLimiter::direct(governor_quota());
     g.bench_function("governor direct check()", |b| {
         b.iter(|| black_box(direct.check()).is_ok())
