@@ -54,6 +54,16 @@ fn single(c: &mut Criterion) {
     g.bench_function("shuffle-limiter check(&str)", |b| {
         b.iter(|| black_box(limiter.check(black_box("tenant-42"))).is_ok())
     });
+    // Any k: four buckets per tenant take the general path.
+    let wide = ShardedLimiter::builder()
+        .quota(Quota::per_second(1_000_000_000))
+        .per_tenant(4)
+        .build()
+        .expect("valid configuration");
+    let wide_tenant = wide.tenant("tenant-42");
+    g.bench_function("shuffle-limiter tenant handle, k = 4", |b| {
+        b.iter(|| black_box(wide_tenant.check()).is_ok())
+    });
     // Borrowing on: the own buckets pay, as in every check of this group.
     let lending = ShardedLimiter::builder()
         .quota(Quota::per_second(1_000_000_000))
