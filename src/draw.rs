@@ -200,37 +200,15 @@ pub(crate) fn draw(
         n,
         cost: u64::from(n) * pace.interval,
     };
-    if span.spill > 0 {
-        return lend(pace, span, burst, tat, ask, start);
-    }
-    if span.own == 2 {
-        pair(pace, burst, tat, ask, start)
-    } else {
-        any(pace, span.own, burst, tat, ask, start)
-    }
-}
-
-/// [`draw`] for a tenant that may borrow: its own buckets first, as for any
-/// tenant, then its spill buckets. Out of line, so that a limiter that does
-/// not lend carries none of it on its path.
-#[inline(never)]
-fn lend(
-    pace: Pace,
-    span: Span,
-    burst: impl Fn(usize) -> u32 + Copy,
-    tat: impl Fn(usize) -> u64 + Copy,
-    ask: Ask,
-    start: impl FnOnce() -> usize,
-) -> Outcome {
     let own = if span.own == 2 {
         pair(pace, burst, tat, ask, start)
     } else {
         any(pace, span.own, burst, tat, ask, start)
     };
-    match own {
-        Outcome::Deny { .. } => borrow(pace, span, burst, tat, ask),
-        own => own,
+    if span.spill > 0 && matches!(own, Outcome::Deny { .. }) {
+        return borrow(pace, span, burst, tat, ask);
     }
+    own
 }
 
 /// [`draw`] for two own buckets, straight-line: both loads issued at once,
