@@ -1,7 +1,7 @@
 -- shuffle-limiter: one decision for one tenant, on the Redis server.
 --
--- This is `draw` of src/draw.rs, line by line, in integer microseconds
--- instead of nanoseconds; the differential test in src/redis/script/differential.rs feeds
+-- This is `draw` of src/draw/ (mod.rs and borrow.rs), line by line, in
+-- integer microseconds instead of nanoseconds; the differential test in src/redis/script/differential.rs feeds
 -- both the same inputs. Every value stays an integer below 2^53, so Lua's
 -- doubles hold it exactly: the Rust side refuses a bucket capacity above
 -- 2^50 us, and the clock reading is capped at 2^53 - 2^50 (the year 2255).
@@ -84,7 +84,7 @@ for j = 1, ranked do
   raw[j] = tat
 end
 
--- `any` of src/draw.rs: one pass over the own buckets in order, counted and
+-- `any` of src/draw/mod.rs: one pass over the own buckets in order, counted and
 -- compared exactly as there; a tie for the most room is settled from
 -- `start` only after the pass.
 local cost = n * interval
@@ -114,9 +114,10 @@ for j = 1, k do
 end
 local remaining = tokens - n
 if best_room < cost then
-  -- `refuse`: no own bucket can pay. The denial names the bucket that has
-  -- room first, own ones first; a spill bucket counts with its capacity
-  -- less the reserve, and may pay from its room above the reserve.
+  -- No own bucket can pay: `deny`, and `borrow` (src/draw/borrow.rs) when
+  -- there are spill keys. The denial names the bucket that has room first,
+  -- own ones first; a spill bucket counts with its capacity less the
+  -- reserve, and may pay from its room above the reserve.
   local soonest, soonest_at = 1, math.huge
   for j = 1, k do
     local capacity = ARGV[4 + j] * interval

@@ -1,4 +1,4 @@
-//! The draw on the server: `draw.lua` mirrors `draw` of `src/draw.rs` line
+//! The draw on the server: `draw.lua` mirrors `draw` of `src/draw/` line
 //! by line, and this file sends it a shard and reads its answer.
 
 use ::redis::Script;
@@ -71,7 +71,7 @@ impl DrawScript {
         self.run(connection, &call).await
     }
 
-    /// The script's inputs, one for one those of `draw` in `src/draw.rs`.
+    /// The script's inputs, one for one those of `draw` in `src/draw/`.
     async fn run<Conn: ConnectionLike>(
         &self,
         connection: &mut Conn,

@@ -25,67 +25,12 @@
 //! Redis. The caller keeps `now + capacity` inside `u64` (the stores cap
 //! their clock readings), so no sum here can overflow.
 
-/// The pace every bucket of a limiter shares: one token per `interval` units
-/// of time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Pace {
-    /// Units of time between two tokens of one bucket.
-    interval: u64,
-    /// `⌊2^(63+shift) / interval⌋ + 1`, so that counting tokens is a
-    /// multiply and a shift instead of a division (see [`Pace::tokens`]).
-    magic: u64,
-    /// `⌈log₂ interval⌉`.
-    shift: u32,
-}
+mod borrow;
+mod pace;
 
-impl Pace {
-    /// One token every `interval` units (at least 1, at most 2⁶²). (Not
-    /// called `new`: cargo-mutants leaves functions of that name alone; see
-    /// TESTING.md.)
-    pub(crate) const fn every(interval: u64) -> Pace {
-        let shift = u64::BITS - (interval - 1).leading_zeros();
-        Pace {
-            interval,
-            magic: ((1u128 << (63 + shift)) / interval as u128 + 1) as u64,
-            shift,
-        }
-    }
-
-    /// Units of time between two tokens.
-    #[inline]
-    pub(crate) fn interval(self) -> u64 {
-        self.interval
-    }
-
-    /// The credit of a full bucket holding `burst` tokens.
-    #[inline]
-    pub(crate) fn capacity(self, burst: u32) -> u64 {
-        u64::from(burst) * self.interval
-    }
-
-    /// Credit left at `now` in a bucket of `capacity`: `capacity − max(tat −
-    /// now, 0)`, never below zero.
-    #[inline]
-    pub(crate) fn room(capacity: u64, tat: u64, now: u64) -> u64 {
-        capacity.saturating_sub(tat.saturating_sub(now))
-    }
-
-    /// `⌊room / interval⌋`, exactly, for any room below 2⁶³ (room never
-    /// exceeds 2⁶²), by one multiply and two shifts.
-    ///
-    /// With `l = ⌈log₂ interval⌉` and `magic = ⌊2^(63+l) / interval⌋ + 1`,
-    /// `magic · interval` lies in `(2^(63+l), 2^(63+l) + 2^l]`, which makes
-    /// `⌊room · magic / 2^(63+l)⌋` the exact quotient of every room below
-    /// 2⁶³ (Granlund and Montgomery, "Division by invariant integers using
-    /// multiplication", 1994, theorem 4.2). `magic` is below 2⁶⁴ because
-    /// `interval > 2^(l−1)`. Doubling the room first turns the shift by
-    /// `63 + l` into taking the high word and shifting it by `l`.
-    #[inline]
-    pub(crate) fn tokens(self, room: u64) -> u64 {
-        let high = ((u128::from(room << 1) * u128::from(self.magic)) >> 64) as u64;
-        high >> self.shift
-    }
-}
+pub(crate) use borrow::Span;
+use borrow::borrow;
+pub(crate) use pace::Pace;
 
 /// What [`draw`] decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,39 +58,6 @@ pub(crate) enum Outcome {
         /// When it has room.
         at: u64,
     },
-}
-
-/// Which positions of a draw are the tenant's own buckets and which are
-/// spill buckets it may borrow from, and how much of a spill bucket its
-/// owners keep.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Span {
-    /// k: positions `0..own` are the tenant's own buckets.
-    pub(crate) own: usize,
-    /// d: positions `own..own + spill` are its spill buckets.
-    pub(crate) spill: usize,
-    /// The lender's reserve as a fraction of a bucket's capacity, in units
-    /// of 2⁻³²: a borrower may take a spill bucket's room above
-    /// ⌈capacity · reserve / 2³²⌉ only.
-    pub(crate) reserve: u32,
-}
-
-impl Span {
-    /// k own buckets and no borrowing.
-    #[cfg(test)]
-    pub(crate) fn own(k: usize) -> Span {
-        Span {
-            own: k,
-            spill: 0,
-            reserve: 0,
-        }
-    }
-
-    /// The credit a borrower must leave in a spill bucket of `capacity`.
-    #[inline]
-    pub(crate) fn reserve_of(self, capacity: u64) -> u64 {
-        ((u128::from(capacity) * u128::from(self.reserve)).div_ceil(1 << 32)) as u64
-    }
 }
 
 /// The request as every path of the draw sees it.
@@ -198,7 +110,7 @@ pub(crate) fn draw(
     let ask = Ask {
         now,
         n,
-        cost: u64::from(n) * pace.interval,
+        cost: u64::from(n) * pace.interval(),
     };
     let own = if span.own == 2 {
         pair(pace, burst, tat, ask, start)
@@ -313,78 +225,29 @@ fn grant(index: usize, seen: u64, ask: Ask, remaining: u64, full_in: u64) -> Out
 fn deny(capacities: &[u64], tats: &[u64], now: u64, cost: u64) -> Outcome {
     let (mut index, mut at) = (0, u64::MAX);
     for (j, (&capacity, &tat)) in capacities.iter().zip(tats).enumerate() {
-        if capacity >= cost {
-            // room < cost, so this is later than `now` (and the subtraction
-            // cannot wrap); subtracting first keeps the sum inside u64.
-            let at_j = tat.max(now) - (capacity - cost);
-            if at_j < at {
-                (index, at) = (j, at_j);
-            }
+        if let Some(at_j) = room_at(capacity, tat, now, cost)
+            && at_j < at
+        {
+            (index, at) = (j, at_j);
         }
     }
     Outcome::Deny { index, at }
 }
 
-/// When no own bucket has room for the cost and the tenant may borrow: a
-/// spill bucket pays from its room above the reserve, or the denial names
-/// the bucket, own or spill, that has room first. Own buckets come first in
-/// both, so an equal time goes to an own bucket. (The own buckets are asked
-/// for again here, so that the common path hands nothing over to this one.)
-#[cold]
-#[inline(never)]
-fn borrow(
-    pace: Pace,
-    span: Span,
-    burst: impl Fn(usize) -> u32,
-    tat: impl Fn(usize) -> u64,
-    ask: Ask,
-) -> Outcome {
-    let (now, cost) = (ask.now, ask.cost);
-    let (mut index, mut at) = (0, u64::MAX);
-    let mut soonest = |j: usize, capacity: u64, tat: u64| {
-        if capacity >= cost {
-            // room < cost, so this is later than `now` (and the subtraction
-            // cannot wrap); subtracting first keeps the sum inside u64.
-            let at_j = tat.max(now) - (capacity - cost);
-            if at_j < at {
-                (index, at) = (j, at_j);
-            }
-        }
-    };
-    let (mut tokens, mut full_in) = (0, 0);
-    for j in 0..span.own {
-        let (capacity, tat) = (pace.capacity(burst(j)), tat(j));
-        tokens += pace.tokens(Pace::room(capacity, tat, now));
-        full_in = full_in.max(tat.saturating_sub(now));
-        soonest(j, capacity, tat);
-    }
-    let (mut best, mut best_above, mut best_tat) = (usize::MAX, 0, 0);
-    for j in span.own..span.own + span.spill {
-        let capacity = pace.capacity(burst(j));
-        let tat = tat(j);
-        // A borrower sees the bucket as if it were `reserve` smaller.
-        let lendable = capacity - span.reserve_of(capacity);
-        let above = Pace::room(lendable, tat, now);
-        if above >= cost {
-            if best == usize::MAX || above > best_above {
-                (best, best_above, best_tat) = (j, above, tat);
-            }
-        } else {
-            soonest(j, lendable, tat);
-        }
-    }
-    if best == usize::MAX {
-        return Outcome::Deny { index, at };
-    }
-    // Nothing was taken from the own buckets.
-    grant(best, best_tat, ask, tokens, full_in)
+/// When a bucket of `capacity` whose room at `now` is short of `cost` will
+/// have it; `None` if it never can.
+#[inline]
+fn room_at(capacity: u64, tat: u64, now: u64, cost: u64) -> Option<u64> {
+    // room < cost, so this is later than `now` (and the subtraction cannot
+    // wrap); subtracting first keeps the sum inside u64.
+    (capacity >= cost).then(|| tat.max(now) - (capacity - cost))
 }
 
 #[cfg(test)]
 mod tests {
     use super::{Outcome, Pace};
 
-    const PACE: Pace = Pace::every(10);
+    pub(super) const PACE: Pace = Pace::every(10);
 
     /// The draw over slices, as the tests write it.
     fn draw(pace: Pace, bursts: &[u32], tats: &[u64], now: u64, n: u32, start: usize) -> Outcome {
@@ -513,118 +376,6 @@ mod tests {
         }
     }
 
-    /// The draw over slices with `spill` of the buckets lending above a
-    /// reserve of half their capacity.
-    fn lend(bursts: &[u32], tats: &[u64], spill: usize, now: u64, n: u32) -> Outcome {
-        let own = tats.len() - spill;
-        let span = super::Span {
-            own,
-            spill,
-            reserve: 1 << 31,
-        };
-        super::draw(PACE, span, |j| bursts[j], |j| tats[j], now, n, || 0)
-    }
-
-    #[test]
-    fn a_tenant_borrows_from_a_spill_bucket_only_above_its_reserve() {
-        // Own buckets empty at now = 100; the spill bucket full: 40 of
-        // credit, 20 of them above the reserve.
-        let (bursts, mut tats) = ([2, 2, 4], [120, 120, 0]);
-        for want in [110, 120] {
-            assert_eq!(
-                lend(&bursts, &tats, 1, 100, 1),
-                Outcome::Grant {
-                    index: 2,
-                    seen: tats[2],
-                    tat: want,
-                    remaining: 0,
-                    full_in: 20
-                }
-            );
-            tats[2] = want;
-        }
-        // 20 of credit left: the reserve. An own bucket and the spill
-        // bucket have room for one more token at 110; the own one is named.
-        assert_eq!(
-            lend(&bursts, &tats, 1, 100, 1),
-            Outcome::Deny { index: 0, at: 110 }
-        );
-        // Two tokens never fit above a reserve of 20 in the spill bucket,
-        // nor in the first own bucket: the second pays when it is full.
-        assert_eq!(
-            lend(&[2, 3, 4], &[120, 130, 0], 1, 100, 3),
-            Outcome::Deny { index: 1, at: 130 }
-        );
-    }
-
-    #[test]
-    fn own_buckets_pay_before_any_spill_bucket_however_roomy() {
-        // One own token left; the spill buckets are full.
-        let outcome = lend(&[2, 2, 4, 4], &[110, 120, 0, 0], 2, 100, 1);
-        assert_eq!(
-            outcome,
-            Outcome::Grant {
-                index: 0,
-                seen: 110,
-                tat: 120,
-                remaining: 0,
-                full_in: 20
-            }
-        );
-        // Once both are empty, the roomier spill bucket above its reserve
-        // pays, and the own tokens left are reported as they are.
-        let outcome = lend(&[2, 2, 4, 4], &[120, 115, 0, 105], 2, 100, 1);
-        assert!(
-            matches!(
-                outcome,
-                Outcome::Grant {
-                    index: 2,
-                    tat: 110,
-                    remaining: 0,
-                    ..
-                }
-            ),
-            "{outcome:?}"
-        );
-        let outcome = lend(&[2, 2, 4, 4], &[120, 115, 115, 0], 2, 100, 1);
-        assert!(
-            matches!(
-                outcome,
-                Outcome::Grant {
-                    index: 3,
-                    tat: 110,
-                    remaining: 0,
-                    ..
-                }
-            ),
-            "{outcome:?}"
-        );
-    }
-
-    #[test]
-    fn a_reserve_of_nothing_lends_the_whole_bucket_and_one_of_everything_lends_none() {
-        let span = |reserve| super::Span {
-            own: 1,
-            spill: 1,
-            reserve,
-        };
-        assert_eq!(span(0).reserve_of(40), 0);
-        assert_eq!(span(1 << 31).reserve_of(40), 20);
-        assert_eq!(span(1 << 31).reserve_of(41), 21); // rounded up: owners keep more
-        assert_eq!(span(u32::MAX).reserve_of(40), 40);
-        assert_eq!(span(u32::MAX).reserve_of(1 << 62), (1 << 62) - (1 << 30));
-        let full = |reserve| super::draw(PACE, span(reserve), |_| 4, |j| [200, 0][j], 100, 4, || 0);
-        assert!(matches!(
-            full(0),
-            Outcome::Grant {
-                index: 1,
-                tat: 140,
-                ..
-            }
-        ));
-        assert!(matches!(full(1 << 31), Outcome::Deny { index: 0, at: 200 }));
-    }
-
     #[test]
     fn a_request_of_zero_tokens_moves_nothing_even_after_a_clock_jump_back() {
         // tat far beyond now + capacity: the clock went backwards.
@@ -666,39 +417,6 @@ mod tests {
         ));
     }
 
-    /// Intervals where a multiply-by-reciprocal is most likely to be off:
-    /// the smallest, powers of two and their neighbours (where `⌈log₂⌉`
-    /// steps), the limiter's real ones and the largest.
-    fn awkward_intervals() -> Vec<u64> {
-        let mut intervals = vec![1, 3, 7, 10, 49, 98, 103, 999_999_937, 2_142_857_143];
-        for bit in 1..=62 {
-            let p = 1u64 << bit;
-            intervals.extend([p - 1, p, p + 1]);
-        }
-        intervals.retain(|&d| d <= 1 << 62);
-        intervals
-    }
-
-    #[test]
-    fn counting_tokens_is_exact_division_at_every_edge() {
-        for interval in awkward_intervals() {
-            let pace = Pace::every(interval);
-            // Rooms on both sides of a whole number of tokens, for token
-            // counts from 0 to the largest room of all, 2⁶³ − 1.
-            let most = (u64::MAX >> 1) / interval;
-            let mut counts = vec![0, 1, 2, 3, most - 1, most];
-            counts.extend((0..64).map(|b| 1u64 << b).filter(|&c| c <= most));
-            for q in counts {
-                let whole = q * interval;
-                let rooms = [whole.saturating_sub(1), whole, whole + (interval - 1)];
-                for room in rooms.into_iter().filter(|&room| room <= u64::MAX >> 1) {
-                    assert_eq!(pace.tokens(room), room / interval, "{room} / {interval}");
-                }
-            }
-            assert_eq!(pace.tokens(u64::MAX >> 1), (u64::MAX >> 1) / interval);
-        }
-    }
-
     proptest::proptest! {
         /// The straight-line path for two buckets decides as the general
         /// one: same winner, tie, denial and counts, on nearby times so that
@@ -711,7 +429,7 @@ mod tests {
             n in 0..=5u32,
             start in 0..2usize,
         ) {
-            let ask = super::Ask { now, n, cost: u64::from(n) * PACE.interval };
+            let ask = super::Ask { now, n, cost: u64::from(n) * PACE.interval() };
             let (burst, tat) = (|j: usize| bursts[j], |j: usize| tats[j]);
             proptest::prop_assert_eq!(
                 super::pair(PACE, burst, tat, ask, || start),
@@ -719,18 +437,5 @@ mod tests {
             );
         }
 
-        #[test]
-        fn counting_tokens_is_exact_division(
-            interval in 1..=1u64 << 62,
-            room in 0..=u64::MAX >> 1,
-            small in 0..=1u64 << 20,
-        ) {
-            let pace = Pace::every(interval);
-            proptest::prop_assert_eq!(pace.tokens(room), room / interval);
-            proptest::prop_assert_eq!(pace.tokens(small), small / interval);
-            let near = (room / interval) * interval;
-            proptest::prop_assert_eq!(pace.tokens(near), room / interval);
-            proptest::prop_assert_eq!(pace.tokens(near.saturating_sub(1)), near.saturating_sub(1) / interval);
-        }
     }
 }

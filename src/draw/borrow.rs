@@ -1,0 +1,208 @@
+//! Borrowing: when none of a tenant's own buckets can pay, one of its spill
+//! buckets may, from its room above the reserve its owners keep.
+
+use super::{Ask, Outcome, Pace, grant, room_at};
+
+/// Which positions of a draw are the tenant's own buckets and which are
+/// spill buckets it may borrow from, and how much of a spill bucket its
+/// owners keep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Span {
+    /// k: positions `0..own` are the tenant's own buckets.
+    pub(crate) own: usize,
+    /// d: positions `own..own + spill` are its spill buckets.
+    pub(crate) spill: usize,
+    /// The lender's reserve as a fraction of a bucket's capacity, in units
+    /// of 2⁻³²: a borrower may take a spill bucket's room above
+    /// ⌈capacity · reserve / 2³²⌉ only.
+    pub(crate) reserve: u32,
+}
+
+impl Span {
+    /// k own buckets and no borrowing.
+    #[cfg(test)]
+    pub(crate) fn own(k: usize) -> Span {
+        Span {
+            own: k,
+            spill: 0,
+            reserve: 0,
+        }
+    }
+
+    /// The credit a borrower must leave in a spill bucket of `capacity`.
+    #[inline]
+    pub(crate) fn reserve_of(self, capacity: u64) -> u64 {
+        ((u128::from(capacity) * u128::from(self.reserve)).div_ceil(1 << 32)) as u64
+    }
+}
+
+/// When no own bucket has room for the cost and the tenant may borrow: a
+/// spill bucket pays from its room above the reserve, or the denial names
+/// the bucket, own or spill, that has room first. Own buckets come first in
+/// both, so an equal time goes to an own bucket. (The own buckets are asked
+/// for again here, so that the common path hands nothing over to this one.)
+#[cold]
+#[inline(never)]
+pub(super) fn borrow(
+    pace: Pace,
+    span: Span,
+    burst: impl Fn(usize) -> u32,
+    tat: impl Fn(usize) -> u64,
+    ask: Ask,
+) -> Outcome {
+    let (now, cost) = (ask.now, ask.cost);
+    let (mut index, mut at) = (0, u64::MAX);
+    let mut soonest = |j: usize, capacity: u64, tat: u64| {
+        if let Some(at_j) = room_at(capacity, tat, now, cost)
+            && at_j < at
+        {
+            (index, at) = (j, at_j);
+        }
+    };
+    let (mut tokens, mut full_in) = (0, 0);
+    for j in 0..span.own {
+        let (capacity, tat) = (pace.capacity(burst(j)), tat(j));
+        tokens += pace.tokens(Pace::room(capacity, tat, now));
+        full_in = full_in.max(tat.saturating_sub(now));
+        soonest(j, capacity, tat);
+    }
+    let (mut best, mut best_above, mut best_tat) = (usize::MAX, 0, 0);
+    for j in span.own..span.own + span.spill {
+        let capacity = pace.capacity(burst(j));
+        let tat = tat(j);
+        // A borrower sees the bucket as if it were `reserve` smaller.
+        let lendable = capacity - span.reserve_of(capacity);
+        let above = Pace::room(lendable, tat, now);
+        if above >= cost {
+            if best == usize::MAX || above > best_above {
+                (best, best_above, best_tat) = (j, above, tat);
+            }
+        } else {
+            soonest(j, lendable, tat);
+        }
+    }
+    if best == usize::MAX {
+        return Outcome::Deny { index, at };
+    }
+    // Nothing was taken from the own buckets.
+    grant(best, best_tat, ask, tokens, full_in)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::PACE;
+    use super::{Outcome, Span};
+
+    /// The draw over slices with `spill` of the buckets lending above a
+    /// reserve of half their capacity.
+    fn lend(bursts: &[u32], tats: &[u64], spill: usize, now: u64, n: u32) -> Outcome {
+        let own = tats.len() - spill;
+        let span = Span {
+            own,
+            spill,
+            reserve: 1 << 31,
+        };
+        super::super::draw(PACE, span, |j| bursts[j], |j| tats[j], now, n, || 0)
+    }
+
+    #[test]
+    fn a_tenant_borrows_from_a_spill_bucket_only_above_its_reserve() {
+        // Own buckets empty at now = 100; the spill bucket full: 40 of
+        // credit, 20 of them above the reserve.
+        let (bursts, mut tats) = ([2, 2, 4], [120, 120, 0]);
+        for want in [110, 120] {
+            assert_eq!(
+                lend(&bursts, &tats, 1, 100, 1),
+                Outcome::Grant {
+                    index: 2,
+                    seen: tats[2],
+                    tat: want,
+                    remaining: 0,
+                    full_in: 20
+                }
+            );
+            tats[2] = want;
+        }
+        // 20 of credit left: the reserve. An own bucket and the spill
+        // bucket have room for one more token at 110; the own one is named.
+        assert_eq!(
+            lend(&bursts, &tats, 1, 100, 1),
+            Outcome::Deny { index: 0, at: 110 }
+        );
+        // Two tokens never fit above a reserve of 20 in the spill bucket,
+        // nor in the first own bucket: the second pays when it is full.
+        assert_eq!(
+            lend(&[2, 3, 4], &[120, 130, 0], 1, 100, 3),
+            Outcome::Deny { index: 1, at: 130 }
+        );
+    }
+
+    #[test]
+    fn own_buckets_pay_before_any_spill_bucket_however_roomy() {
+        // One own token left; the spill buckets are full.
+        let outcome = lend(&[2, 2, 4, 4], &[110, 120, 0, 0], 2, 100, 1);
+        assert_eq!(
+            outcome,
+            Outcome::Grant {
+                index: 0,
+                seen: 110,
+                tat: 120,
+                remaining: 0,
+                full_in: 20
+            }
+        );
+        // Once both are empty, the roomier spill bucket above its reserve
+        // pays, and the own tokens left are reported as they are.
+        let outcome = lend(&[2, 2, 4, 4], &[120, 115, 0, 105], 2, 100, 1);
+        assert!(
+            matches!(
+                outcome,
+                Outcome::Grant {
+                    index: 2,
+                    tat: 110,
+                    remaining: 0,
+                    ..
+                }
+            ),
+            "{outcome:?}"
+        );
+        let outcome = lend(&[2, 2, 4, 4], &[120, 115, 115, 0], 2, 100, 1);
+        assert!(
+            matches!(
+                outcome,
+                Outcome::Grant {
+                    index: 3,
+                    tat: 110,
+                    remaining: 0,
+                    ..
+                }
+            ),
+            "{outcome:?}"
+        );
+    }
+
+    #[test]
+    fn a_reserve_of_nothing_lends_the_whole_bucket_and_one_of_everything_lends_none() {
+        let span = |reserve| Span {
+            own: 1,
+            spill: 1,
+            reserve,
+        };
+        assert_eq!(span(0).reserve_of(40), 0);
+        assert_eq!(span(1 << 31).reserve_of(40), 20);
+        assert_eq!(span(1 << 31).reserve_of(41), 21); // rounded up: owners keep more
+        assert_eq!(span(u32::MAX).reserve_of(40), 40);
+        assert_eq!(span(u32::MAX).reserve_of(1 << 62), (1 << 62) - (1 << 30));
+        let full =
+            |reserve| super::super::draw(PACE, span(reserve), |_| 4, |j| [200, 0][j], 100, 4, || 0);
+        assert!(matches!(
+            full(0),
+            Outcome::Grant {
+                index: 1,
+                tat: 140,
+                ..
+            }
+        ));
+        assert!(matches!(full(1 << 31), Outcome::Deny { index: 0, at: 200 }));
+    }
+}
