@@ -189,10 +189,12 @@ impl fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 /// A weighted request that can never be granted, however long the tenant
-/// waits: it asks for more tokens than any of the tenant's buckets holds.
+/// waits: it asks for more tokens than the tenant's own buckets hold
+/// together when full.
 ///
-/// A request is paid by one bucket in one atomic update, so its weight must
-/// fit in one bucket's burst.
+/// A weighted request is paid by one of the tenant's buckets when one can,
+/// otherwise by several together, so its weight must fit in the sum of
+/// their bursts.
 ///
 /// ```
 /// use shuffle_limiter::{Quota, ShardedLimiter};
@@ -202,8 +204,9 @@ impl std::error::Error for ConfigError {}
 ///     .buckets(4)
 ///     .per_tenant(2)
 ///     .build()?;
-/// let err = limiter.check_n("t", 3).unwrap_err();
-/// assert_eq!((err.requested(), err.max()), (3, 2));
+/// // Two buckets of 2 tokens each.
+/// let err = limiter.check_n("t", 5).unwrap_err();
+/// assert_eq!((err.requested(), err.max()), (5, 4));
 /// # Ok::<(), shuffle_limiter::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -218,7 +221,8 @@ impl InsufficientCapacity {
         self.requested
     }
 
-    /// The largest weight one of the tenant's buckets can ever grant.
+    /// The largest weight the tenant's own buckets can ever grant: the sum
+    /// of their bursts.
     pub fn max(&self) -> u32 {
         self.max
     }
@@ -228,8 +232,8 @@ impl fmt::Display for InsufficientCapacity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "a request of {} tokens can never be granted: one bucket pays for a request \
-             and this tenant's largest holds {}; split the request or raise the burst",
+            "a request of {} tokens can never be granted: this tenant's buckets hold {} \
+             together when full; split the request or raise the burst",
             self.requested, self.max
         )
     }

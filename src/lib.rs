@@ -52,7 +52,7 @@
 //!   is split over the buckets.
 //! - [`Assignment`] and [`Shard`]: the specified tenant → buckets function
 //!   (`docs/assignment.md` is the contract, with known-answer vectors).
-//! - [`Limiter`], [`ShardedLimiter`], [`Tenant`], [`Grant`], [`Denied`]: the
+//! - [`Limiter`], [`ShardedLimiter`], [`Tenant`], [`Grant`] (and its [`Payment`]s), [`Denied`]: the
 //!   decision. A limiter is one core (the split, the assignment, the tenant
 //!   cache) over one [`store`]: [`InProcess`](store::InProcess) atomics, or
 //!   Redis. The decision itself is written once, as a pure function that
@@ -118,7 +118,7 @@ pub use error::{ConfigError, InsufficientCapacity};
 pub use limiter::builder::{
     Builder, DEFAULT_BUCKETS, DEFAULT_LENDER_RESERVE, DEFAULT_PER_TENANT, DEFAULT_TENANT_CACHE,
 };
-pub use limiter::decision::{BucketState, Denied, Grant};
+pub use limiter::decision::{BucketState, Denied, Grant, Payment};
 pub use limiter::memory::Tenant;
 pub use limiter::{Limiter, ShardedLimiter};
 pub use quota::Quota;

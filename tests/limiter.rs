@@ -186,26 +186,44 @@ fn denial_names_the_earliest_bucket_to_refill() {
 }
 
 #[test]
-fn weighted_requests_are_paid_by_one_bucket() {
-    // 4 buckets of 3, 3, 2, 2 tokens.
+fn weighted_requests_are_paid_by_one_bucket_or_several_together() {
+    // 4 buckets of 3, 3, 2, 2 tokens, a token every 400 ms each, all the
+    // tenant's: together they hold 10.
     let (limiter, clock) = make(Quota::per_second(10), 4, 4);
-    let err = limiter.check_n("w", 4).unwrap_err();
-    assert_eq!((err.requested(), err.max()), (4, 3));
+    let err = limiter.check_n("w", 11).unwrap_err();
+    assert_eq!((err.requested(), err.max()), (11, 10));
     assert!(err.to_string().contains("can never be granted"));
 
+    // A bucket that holds the request pays it alone.
+    for left in [7, 4] {
+        let grant = limiter.check_n("w", 3).unwrap().unwrap();
+        assert!(grant.bucket() < 2, "only buckets 0 and 1 hold 3");
+        assert_eq!(grant.payments().len(), 1);
+        assert_eq!(grant.payments()[0].tokens(), 3);
+        assert_eq!(grant.remaining(), left);
+    }
+    // Then no bucket does, and the two of 2 pay together.
     let grant = limiter.check_n("w", 3).unwrap().unwrap();
-    assert!(grant.bucket() < 2, "only buckets 0 and 1 hold 3");
-    assert_eq!(grant.remaining(), 10 - 3);
-    limiter.check_n("w", 3).unwrap().unwrap();
-    let denied = limiter.check_n("w", 3).unwrap().unwrap_err();
-    assert_eq!(denied.retry_after(), Duration::from_millis(1200));
-    assert_eq!(limiter.remaining("w"), 4);
+    let paid: Vec<(u32, u32)> = grant
+        .payments()
+        .iter()
+        .map(|p| (p.bucket(), p.tokens()))
+        .collect();
+    assert!(matches!(paid[..], [(2 | 3, 2), (2 | 3, 1)]), "{paid:?}");
+    assert_ne!(paid[0].0, paid[1].0);
+    assert_eq!(grant.remaining(), 1);
+    // One token left: two come when the next tokens arrive, in 400 ms.
+    let denied = limiter.check_n("w", 2).unwrap().unwrap_err();
+    assert_eq!(denied.retry_after(), Duration::from_millis(400));
+    assert_eq!(limiter.remaining("w"), 1);
 
     // A weight of zero takes nothing.
     limiter.check_n("w", 0).unwrap().unwrap();
-    assert_eq!(limiter.remaining("w"), 4);
-    clock.advance(Duration::from_millis(1200));
-    assert!(limiter.check_n("w", 3).unwrap().is_ok());
+    assert_eq!(limiter.remaining("w"), 1);
+    clock.advance(Duration::from_millis(399));
+    assert!(limiter.check_n("w", 2).unwrap().is_err());
+    clock.advance(Duration::from_millis(1));
+    assert!(limiter.check_n("w", 2).unwrap().is_ok());
 }
 
 #[test]

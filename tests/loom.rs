@@ -59,6 +59,29 @@ fn two_buckets_pay_two_racing_checks_once_each() {
     });
 }
 
+#[test]
+fn a_request_paid_by_two_buckets_is_all_or_nothing_against_a_racing_one() {
+    model(|| {
+        // Two buckets of two tokens, both the tenant's: 3 tokens need both,
+        // 2 tokens take one. They cannot both be granted; whichever loses
+        // takes nothing, and a pooled take that loses its race is given
+        // back, so every token is granted once or still there.
+        let limiter = loom::sync::Arc::new(limiter(Quota::per_second(4), 2, 2, 0));
+        let other = limiter.clone();
+        let t = thread::spawn(move || other.check_n("a", 2).unwrap().map_or(0, |_| 2));
+        let here = match limiter.check_n("a", 3).unwrap() {
+            Ok(grant) => {
+                assert_eq!(grant.payments().len(), 2, "{grant:?}");
+                3
+            }
+            Err(_) => 0,
+        };
+        let there = t.join().unwrap();
+        assert_ne!(here + there, 5, "5 tokens granted out of 4");
+        assert_eq!(here + there + limiter.remaining("a"), 4, "{here} + {there}");
+    });
+}
+
 /// A tenant cache of one set, looked up by two threads while one of them
 /// fills it past its ways: every lookup returns the assignment's shard.
 fn cache_race(n: u32, k: u32, tenants: &'static [&'static str]) {

@@ -696,12 +696,16 @@ fn denials_are_cached_until_their_retry_time() {
         for _ in 0..2 {
             assert!(limiter.check("h").await.is_ok()); // 3 tokens left in each bucket
         }
-        let heavy = limiter.decide("h", 4).await.unwrap();
+        let heavy = limiter.decide("h", 7).await.unwrap();
         assert_eq!(heavy.source(), Source::Redis);
         assert!(heavy.result().unwrap_err().retry_after() <= Duration::from_secs(15));
         let light = limiter.decide("h", 1).await.unwrap();
         assert_eq!(light.source(), Source::Redis);
         assert_eq!(light.result().unwrap().remaining(), 5);
+        // Nor does it lose what it proved: each bucket holds at most 3 until
+        // its retry time, so 7 is refused from memory again.
+        let again = limiter.decide("h", 7).await.unwrap();
+        assert_eq!(again.source(), Source::CachedDenial);
     });
 }
 
@@ -742,8 +746,9 @@ fn a_heavy_denial_does_not_cache_away_a_smaller_full_bucket() {
         assert_eq!(light.source(), Source::Redis, "{:?}", light.result());
         assert!(light.is_granted());
         assert_ne!(light.result().unwrap().bucket(), large);
-        // What the heavy denial proved still holds: a request of 3 is
-        // refused from memory.
+        // What the heavy denial proved still holds: the large bucket is
+        // empty and the small one holds at most 2 until the retry time, so a
+        // request of 3 is refused from memory.
         let again = limiter.decide(&tenant, 3).await.unwrap();
         assert_eq!(again.source(), Source::CachedDenial);
     });

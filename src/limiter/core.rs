@@ -115,14 +115,13 @@ impl Split {
         bursts
     }
 
-    /// Whether one of the shard's buckets could ever pay for `n` tokens.
+    /// Whether the shard's own buckets together could ever pay for `n`
+    /// tokens.
     pub(crate) fn check_weight(&self, shard: &Shard, n: u32) -> Result<(), InsufficientCapacity> {
         let max = shard
             .buckets()
             .iter()
-            .map(|&b| self.burst_of(b))
-            .max()
-            .unwrap_or(0);
+            .fold(0u32, |sum, &b| sum.saturating_add(self.burst_of(b)));
         if n > max {
             return Err(InsufficientCapacity { requested: n, max });
         }
@@ -200,8 +199,9 @@ mod tests {
             assert_eq!(bursts[j], if b < 2 { 3 } else { 2 }, "{shard:?}");
         }
         assert_eq!(bursts[4..], [0; 4]);
-        assert_eq!(split.check_weight(&shard, 3), Ok(()));
-        let err = split.check_weight(&shard, 4).unwrap_err();
-        assert_eq!((err.requested(), err.max()), (4, 3));
+        // Together they pay up to the sum of their bursts.
+        assert_eq!(split.check_weight(&shard, 10), Ok(()));
+        let err = split.check_weight(&shard, 11).unwrap_err();
+        assert_eq!((err.requested(), err.max()), (11, 10));
     }
 }

@@ -5,12 +5,15 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::Shard;
+use crate::assign::MAX_PER_TENANT;
 use crate::draw::Outcome;
 
 /// A granted request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Grant {
-    pub(crate) bucket: u32,
+    /// The buckets that paid, the first `payers` entries.
+    pub(crate) payments: [Payment; MAX_PER_TENANT as usize],
+    pub(crate) payers: u8,
     pub(crate) borrowed: bool,
     pub(crate) remaining: u64,
     /// Nanoseconds; turned into a `Duration` only when asked.
@@ -18,9 +21,49 @@ pub struct Grant {
 }
 
 impl Grant {
-    /// The bucket that paid for the request.
+    /// The bucket that paid for the request; when several paid together,
+    /// the roomiest of them, which paid the most ([`payments`](Self::payments)).
     pub fn bucket(&self) -> u32 {
-        self.bucket
+        self.payments[0].bucket
+    }
+
+    /// Which buckets paid how many tokens, in the order they paid: one
+    /// bucket for most requests, several of the tenant's own buckets for a
+    /// weighted request that none of them could pay alone, none for a grant
+    /// by a Redis limiter's failure policy (`FailOpen`).
+    ///
+    /// ```
+    /// use shuffle_limiter::{ManualClock, Quota, ShardedLimiter};
+    ///
+    /// let limiter = ShardedLimiter::builder()
+    ///     .quota(Quota::per_second(8))
+    ///     .buckets(4)
+    ///     .per_tenant(2)
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// // Each bucket holds 2 tokens: a weight of 3 takes both.
+    /// let grant = limiter.check_n("t", 3).unwrap().unwrap();
+    /// let paid: Vec<u32> = grant.payments().iter().map(|p| p.tokens()).collect();
+    /// assert_eq!(paid, [2, 1]);
+    /// assert_eq!(grant.payments()[0].bucket(), grant.bucket());
+    /// # Ok::<(), shuffle_limiter::ConfigError>(())
+    /// ```
+    pub fn payments(&self) -> &[Payment] {
+        &self.payments[..usize::from(self.payers)]
+    }
+
+    /// A grant no bucket paid for (a failure policy's), naming `bucket`.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn unpaid(bucket: u32) -> Grant {
+        let mut payments = [Payment::default(); MAX_PER_TENANT as usize];
+        payments[0].bucket = bucket;
+        Grant {
+            payments,
+            payers: 0,
+            borrowed: false,
+            remaining: 0,
+            full_in: 0,
+        }
     }
 
     /// Whether a spill bucket paid, lending from its room above its owners'
@@ -40,6 +83,25 @@ impl Grant {
     /// more is taken, as read during the decision.
     pub fn full_in(&self) -> Duration {
         Duration::from_nanos(self.full_in)
+    }
+}
+
+/// One bucket's part of a [`Grant`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Payment {
+    pub(crate) bucket: u32,
+    pub(crate) tokens: u32,
+}
+
+impl Payment {
+    /// The bucket that paid.
+    pub fn bucket(&self) -> u32 {
+        self.bucket
+    }
+
+    /// How many tokens it paid.
+    pub fn tokens(&self) -> u32 {
+        self.tokens
     }
 }
 
@@ -90,30 +152,55 @@ impl fmt::Display for Denied {
 
 impl std::error::Error for Denied {}
 
-/// The draw's outcome as the public answer: `shard` is what was drawn on
-/// (its own buckets, then its spill buckets), `now` the reading it was drawn
-/// at and `unit` the nanoseconds in one unit of the store's time.
+/// The draw's outcome as the public answer to a request of `n` tokens:
+/// `shard` is what was drawn on (its own buckets, then its spill buckets),
+/// `now` the reading it was drawn at and `unit` the nanoseconds in one unit
+/// of the store's time.
 #[inline]
 pub(crate) fn answer(
     outcome: Outcome,
     shard: &Shard,
+    n: u32,
     now: u64,
     unit: u64,
 ) -> Result<Grant, Denied> {
     let ids = shard.ranked();
     let duration = |units: u64| Duration::from_nanos(units.saturating_mul(unit));
+    let mut payments = [Payment::default(); MAX_PER_TENANT as usize];
     match outcome {
         Outcome::Grant {
             index,
             remaining,
             full_in,
             ..
-        } => Ok(Grant {
-            bucket: ids[index],
-            borrowed: index >= shard.buckets().len(),
-            remaining,
-            full_in: full_in.saturating_mul(unit),
-        }),
+        } => {
+            payments[0] = Payment {
+                bucket: ids[index],
+                tokens: n,
+            };
+            Ok(Grant {
+                payments,
+                payers: 1,
+                borrowed: index >= shard.buckets().len(),
+                remaining,
+                full_in: full_in.saturating_mul(unit),
+            })
+        }
+        Outcome::Pooled(pool) => {
+            for (payment, (index, .., tokens)) in payments.iter_mut().zip(pool.payments()) {
+                *payment = Payment {
+                    bucket: ids[index],
+                    tokens,
+                };
+            }
+            Ok(Grant {
+                payments,
+                payers: pool.payers as u8,
+                borrowed: false,
+                remaining: pool.remaining,
+                full_in: pool.full_in.saturating_mul(unit),
+            })
+        }
         Outcome::Deny { index, at } => Err(Denied {
             retry_after: duration(at.saturating_sub(now).max(1)),
             bucket: ids[index],

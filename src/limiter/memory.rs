@@ -9,7 +9,7 @@ use crossbeam_utils::CachePadded;
 
 use crate::Shard;
 use crate::clock::{Clock, MonotonicClock};
-use crate::draw::{Outcome, Pace, draw};
+use crate::draw::{Outcome, Pace, Pool, draw};
 use crate::error::InsufficientCapacity;
 use crate::store::sealed::Apply;
 use crate::sync::{AtomicU64, Ordering};
@@ -61,20 +61,49 @@ impl<C: Clock> InProcess<C> {
             let tat = |j: usize| self.tat(ids[j]);
             let start = || tie_break(span.own);
             let outcome = draw(split.pace, span, burst, tat, now, n, start);
-            if let Outcome::Grant {
-                index, seen, tat, ..
-            } = outcome
-                && tat != seen
-                && self.tats[ids[index] as usize]
-                    .compare_exchange_weak(seen, tat, Ordering::Relaxed, Ordering::Relaxed)
-                    .is_err()
-            {
-                continue;
+            match outcome {
+                Outcome::Grant {
+                    index, seen, tat, ..
+                } if tat != seen
+                    && self.tats[ids[index] as usize]
+                        .compare_exchange_weak(seen, tat, Ordering::Relaxed, Ordering::Relaxed)
+                        .is_err() =>
+                {
+                    continue;
+                }
+                Outcome::Pooled(ref pool) if !self.take_pooled(pool, ids) => continue,
+                _ => {}
             }
-            let result = answer(outcome, shard, now, 1);
+            let result = answer(outcome, shard, n, now, 1);
             core.record(&result);
             return result;
         }
+    }
+
+    /// Applies a grant paid by several buckets, all or nothing: each
+    /// bucket's compare-and-swap in turn; if one fails, the buckets already
+    /// taken from are given back, and the caller draws again.
+    ///
+    /// A bucket is given back exactly, by a compare-and-swap from the value
+    /// written to the value read. If another request has drawn on it in
+    /// between (a window of nanoseconds), the tokens stay taken: what that
+    /// request did depended on them, and no arithmetic on the bucket alone
+    /// can undo them safely once the clock has moved (a refill in between
+    /// would be counted twice). The budget can only lose by it, never gain.
+    #[cold]
+    fn take_pooled(&self, pool: &Pool, ids: &[u32]) -> bool {
+        let bucket = |j: usize| &self.tats[ids[j] as usize];
+        for (i, (j, seen, tat, _)) in pool.payments().enumerate() {
+            let taken = bucket(j).compare_exchange(seen, tat, Ordering::Relaxed, Ordering::Relaxed);
+            if taken.is_err() {
+                for (j, seen, tat, _) in pool.payments().take(i) {
+                    let _ =
+                        bucket(j).compare_exchange(tat, seen, Ordering::Relaxed, Ordering::Relaxed);
+                }
+                return false;
+            }
+        }
+        true
     }
 
     /// Whole tokens in the shard's buckets now.
@@ -153,7 +182,9 @@ impl<C: Clock> ShardedLimiter<C> {
         self.store.take(&self.core, &shard, 1)
     }
 
-    /// Takes `n` tokens at once for `tenant`, all from one of its buckets.
+    /// Takes `n` tokens at once for `tenant`: from its roomiest bucket when
+    /// that one holds them, otherwise from several of its buckets together,
+    /// all or nothing ([`Grant::payments`]).
     ///
     /// A weight of 0 is always granted: it takes nothing and moves no
     /// bucket's state, and its [`Grant::remaining`] reads the tenant's tokens.
@@ -167,18 +198,20 @@ impl<C: Clock> ShardedLimiter<C> {
     ///     .per_tenant(2)
     ///     .clock(ManualClock::new())
     ///     .build()?;
-    /// // Each bucket holds 2: a weight of 2 fits, 3 never will.
+    /// // Each bucket holds 2: a weight of 2 fits one, 3 takes both, and 5
+    /// // never fits.
     /// let grant = limiter.check_n("t", 2).unwrap().unwrap();
-    /// assert_eq!(grant.remaining(), 2);
-    /// assert!(limiter.check_n("t", 3).is_err());
+    /// assert_eq!((grant.payments().len(), grant.remaining()), (1, 2));
     /// assert_eq!(limiter.check_n("t", 0).unwrap().unwrap().remaining(), 2);
+    /// assert!(limiter.check_n("t", 3).unwrap().is_err()); // 2 left: wait
+    /// assert!(limiter.check_n("t", 5).is_err());
     /// # Ok::<(), shuffle_limiter::ConfigError>(())
     /// ```
     ///
     /// # Errors
-    /// The outer error, [`InsufficientCapacity`], when no bucket of the tenant
-    /// could ever hold `n` tokens; the inner one, [`Denied`], when one could
-    /// but none has them now.
+    /// The outer error, [`InsufficientCapacity`], when the tenant's buckets
+    /// could never hold `n` tokens together; the inner one, [`Denied`], when
+    /// they could but do not now.
     pub fn check_n(
         &self,
         tenant: impl AsRef<[u8]>,

@@ -1,12 +1,16 @@
 //! Denials remembered until their retry time, so that a tenant hammering an
 //! empty shard does not cost a round trip per request.
 //!
-//! A denial of `n` tokens proves one thing: each bucket of the shard that
-//! could ever hold `n` tokens cannot pay `n` (or more) before the retry time
-//! — other processes can only move its arrival time later. It proves nothing
-//! about fewer tokens, nor about a bucket too small for `n`. So each bucket
-//! remembers the latest such fact: "no request of `weight` tokens or more
-//! before `until`".
+//! A denial of `n` tokens proves that until the retry time the tenant's own
+//! buckets together hold fewer than `n` whole tokens; the script also
+//! answers what each of them holds just before then, if nothing is taken,
+//! which bounds it until then whatever other processes take. Each bucket
+//! remembers the latest such fact: "fewer than `weight` tokens before
+//! `until`". A later request is denied
+//! from the cache only when what its own buckets can hold by those facts (a
+//! bucket without one: its burst) adds up to less than it asks, and, for a
+//! tenant that may borrow, each spill bucket that could ever hold it is
+//! known to lack it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -14,7 +18,7 @@ use std::time::Duration;
 use crate::limiter::core::Split;
 use crate::{Denied, Shard};
 
-/// The largest weight remembered; a heavier denial is not cached.
+/// The largest bound remembered; a bucket holding more is not.
 const MAX_WEIGHT: u32 = 0xFFFF;
 
 /// Per bucket, `until << 16 | weight`, `until` in local microseconds.
@@ -30,23 +34,34 @@ impl DenialCache {
         }
     }
 
-    /// A denial of `n` tokens at local time `now`, when every bucket of the
-    /// shard that could hold `n` is known to lack them.
+    /// A denial of `n` tokens at local time `now`, when the shard's own
+    /// buckets are known to hold fewer together, and each of its spill
+    /// buckets that could hold them is known to lack them.
     pub(super) fn lookup(&self, split: &Split, shard: &Shard, n: u32, now: u64) -> Option<Denied> {
-        // A tenant that may borrow is denied only if its spill buckets are
-        // blocked too (for their owners, so all the more for a borrower).
         let mut soonest = (u64::MAX, shard.buckets()[0]);
-        for &b in shard.ranked() {
-            if split.burst_of(b) < n {
-                continue; // can never pay; the denial did not speak of it
-            }
+        let mut known = |b: u32| {
             let entry = self.blocked[b as usize].load(Ordering::Relaxed);
             let (until, weight) = (entry >> 16, (entry & 0xFFFF) as u32);
-            if until <= now || weight > n {
-                return None;
-            }
+            let fewer_than = (until > now).then_some(weight)?;
             if until < soonest.0 {
                 soonest = (until, b);
+            }
+            Some(fewer_than)
+        };
+        let mut most = 0u32;
+        for &b in shard.buckets() {
+            let burst = split.burst_of(b);
+            let holds = known(b).map_or(burst, |fewer_than| burst.min(fewer_than - 1));
+            most = most.saturating_add(holds);
+        }
+        if most >= n {
+            return None;
+        }
+        // A tenant that may borrow is denied only if its spill buckets are
+        // short too (for their owners, so all the more for a borrower).
+        for &b in shard.spill() {
+            if split.burst_of(b) >= n && known(b).is_none_or(|fewer_than| fewer_than > n) {
+                return None;
             }
         }
         (soonest.0 != u64::MAX).then(|| Denied {
@@ -55,23 +70,15 @@ impl DenialCache {
         })
     }
 
-    /// Remembers a denial of `n` tokens asked for at local time `sent`.
-    pub(super) fn remember(
-        &self,
-        split: &Split,
-        shard: &Shard,
-        n: u32,
-        sent: u64,
-        denied: &Denied,
-    ) {
-        if n == 0 || n > MAX_WEIGHT {
-            return;
-        }
+    /// Remembers a denial asked for at local time `sent`, with what each of
+    /// the shard's own buckets holds at most until its retry time.
+    pub(super) fn remember(&self, shard: &Shard, sent: u64, denied: &Denied, held: &[u32]) {
         let retry = u64::try_from(denied.retry_after().as_micros()).unwrap_or(u64::MAX);
         let until = sent.saturating_add(retry).min(u64::MAX >> 16);
-        let entry = until << 16 | u64::from(n);
-        for &b in shard.buckets() {
-            if split.burst_of(b) >= n {
+        for (&b, &held) in shard.buckets().iter().zip(held) {
+            let fewer_than = held.saturating_add(1);
+            if fewer_than <= MAX_WEIGHT {
+                let entry = until << 16 | u64::from(fewer_than);
                 self.blocked[b as usize].store(entry, Ordering::Relaxed);
             }
         }

@@ -1,6 +1,6 @@
 -- shuffle-limiter: one decision for one tenant, on the Redis server.
 --
--- This is `draw` of src/draw/ (mod.rs and borrow.rs), line by line, in
+-- This is `draw` of src/draw/ (mod.rs, pool.rs, borrow.rs), line by line, in
 -- integer microseconds instead of nanoseconds; the differential test in src/redis/script/differential.rs feeds
 -- both the same inputs. Every value stays an integer below 2^53, so Lua's
 -- doubles hold it exactly: the Rust side refuses a bucket capacity above
@@ -26,9 +26,12 @@
 --
 -- Reply: { granted (1 or 0), j (0-based position of the bucket that paid,
 -- or that has room first), wait (on a grant: microseconds until every own
--- bucket, and the one that paid, is full again; on a denial: retry_after,
+-- bucket, and the ones that paid, are full again; on a denial: retry_after,
 -- at least 1), remaining (whole tokens left over the own buckets after a
--- grant; 0 on a denial) }.
+-- grant; 0 on a denial) }, then on a grant the tokens bucket j paid and,
+-- for each further bucket paying with it (in the order they pay), its
+-- position and its tokens; on a denial the whole tokens each own bucket
+-- holds one microsecond before the retry time, if nothing is taken.
 --
 -- A bucket key holding a string that is not a time (nan, inf, 1e300, -5,
 -- 1.5, "x") is repaired: it is read, and written back, as an empty bucket,
@@ -87,6 +90,20 @@ end
 -- `any` of src/draw/mod.rs: one pass over the own buckets in order, counted and
 -- compared exactly as there; a tie for the most room is settled from
 -- `start` only after the pass.
+
+-- Pace::tokens at time t of the bucket at position j: floor(room / interval),
+-- exact: `%` floors in Lua.
+local function tokens_at(j, t)
+  local room = ARGV[4 + j] * interval
+  if raw[j] > t then
+    room = room - (raw[j] - t)
+    if room < 0 then
+      room = 0
+    end
+  end
+  return (room - room % interval) / interval
+end
+
 local cost = n * interval
 local best, best_room, ties = 1, -1, 0
 local tokens, full_in = 0, 0
@@ -113,10 +130,62 @@ for j = 1, k do
   end
 end
 local remaining = tokens - n
+if best_room < cost and tokens >= n then
+  -- `short` of src/draw/pool.rs: no own bucket can pay alone, but their
+  -- whole tokens add up to n: the roomiest pays all it holds, then the next
+  -- roomiest, equal rooms in turn from `start`, until n is paid.
+  local paying, paid, left = {}, {}, n
+  while left > 0 do
+    local payer, payer_room, payer_tokens = nil, 0, 0
+    local j = start + 1
+    for _ = 1, k do
+      -- Equal whole tokens are not equal rooms: the rooms are compared.
+      local room = ARGV[4 + j] * interval
+      if raw[j] > now then
+        room = room - (raw[j] - now)
+        if room < 0 then
+          room = 0
+        end
+      end
+      if not paying[j] and room >= interval and (payer == nil or room > payer_room) then
+        payer, payer_room = j, room
+      end
+      if j == k then j = 1 else j = j + 1 end
+    end
+    if payer == nil then
+      break
+    end
+    paying[payer] = true
+    payer_tokens = (payer_room - payer_room % interval) / interval
+    if payer_tokens > left then
+      payer_tokens = left
+    end
+    left = left - payer_tokens
+    local tat = raw[payer]
+    if tat < now then
+      tat = now
+    end
+    tat = tat + payer_tokens * interval
+    local ttl = tat - now
+    redis.call('SET', KEYS[payer], string.format('%d', tat), 'PX',
+      (ttl - ttl % 1000) / 1000 + 1001)
+    if ttl > full_in then
+      full_in = ttl
+    end
+    paid[#paid + 1] = payer - 1
+    paid[#paid + 1] = payer_tokens
+  end
+  local reply = { 1, paid[1], full_in, remaining, paid[2] }
+  for i = 3, #paid do
+    reply[#reply + 1] = paid[i]
+  end
+  return reply
+end
 if best_room < cost then
-  -- No own bucket can pay: `deny`, and `borrow` (src/draw/borrow.rs) when
-  -- there are spill keys. The denial names the bucket that has room first,
-  -- own ones first; a spill bucket counts with its capacity less the
+  -- No own bucket can pay, not even together: `soonest` of
+  -- src/draw/pool.rs, and `borrow` (src/draw/borrow.rs) when there are
+  -- spill keys. The denial names when the request can first be paid, own
+  -- buckets first; a spill bucket counts with its capacity less the
   -- reserve, and may pay from its room above the reserve.
   local soonest, soonest_at = 1, math.huge
   for j = 1, k do
@@ -130,6 +199,48 @@ if best_room < cost then
       if at < soonest_at then
         soonest, soonest_at = j, at
       end
+    end
+  end
+  if n > 1 then
+    -- The first instant the own buckets' whole tokens add up to n (the
+    -- tokens at `now` do not): no later than one bucket alone, nor than
+    -- all of them full, if they hold n then; found by halving.
+    local full = now
+    for j = 1, k do
+      if raw[j] > full then
+        full = raw[j]
+      end
+    end
+    local function together(t)
+      local sum = 0
+      for j = 1, k do
+        sum = sum + tokens_at(j, t)
+      end
+      return sum
+    end
+    local high = soonest_at
+    if together(full) >= n and full < high then
+      high = full
+    end
+    if high ~= math.huge then
+      local low = now
+      while high - low > 1 do
+        local half = high - low
+        local mid = low + (half - half % 2) / 2
+        if together(mid) >= n then
+          high = mid
+        else
+          low = mid
+        end
+      end
+      -- The bucket whose token completes them, the lowest if several.
+      for j = 1, k do
+        if tokens_at(j, high) > tokens_at(j, high - 1) then
+          soonest = j
+          break
+        end
+      end
+      soonest_at = high
     end
   end
   best, best_room = nil, 0
@@ -163,7 +274,14 @@ if best_room < cost then
     if retry < 1 then
       retry = 1
     end
-    return { 0, soonest - 1, retry, 0 }
+    -- And what each own bucket holds just before then, if nothing is taken
+    -- meanwhile: no more than that until the retry time, whatever other
+    -- processes do (the client's denial cache keeps it).
+    local reply = { 0, soonest - 1, retry, 0 }
+    for j = 1, k do
+      reply[4 + j] = tokens_at(j, soonest_at - 1)
+    end
+    return reply
   end
   -- Nothing was taken from the own buckets.
   remaining = tokens
@@ -203,4 +321,4 @@ end
 if tat - now > full_in then
   full_in = tat - now
 end
-return { 1, best - 1, full_in, remaining }
+return { 1, best - 1, full_in, remaining, n }

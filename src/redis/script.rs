@@ -5,7 +5,7 @@ use ::redis::Script;
 use ::redis::aio::ConnectionLike;
 
 use super::error::Error;
-use crate::draw::{Outcome, Span};
+use crate::draw::{MAX_K, Outcome, Pool, Span};
 use crate::limiter::core::Split;
 use crate::{Denied, Grant, Shard};
 
@@ -50,7 +50,7 @@ impl DrawScript {
         reserve: u32,
         n: u32,
         start: usize,
-    ) -> Result<Outcome, Error> {
+    ) -> Result<Drawn, Error> {
         let ids = shard.ranked();
         let bursts = split.bursts(shard);
         let span = Span {
@@ -76,7 +76,7 @@ impl DrawScript {
         &self,
         connection: &mut Conn,
         call: &Call<'_>,
-    ) -> Result<Outcome, Error> {
+    ) -> Result<Drawn, Error> {
         let mut invocation = self.script.prepare_invoke();
         for &b in call.ids {
             invocation.key(self.keys[b as usize].as_str());
@@ -102,10 +102,19 @@ impl DrawScript {
             .invoke_async(connection)
             .await
             .map_err(Error::from_redis)?;
-        parse(&reply, call.ids.len()).ok_or_else(|| Error::Reply {
+        parse(&reply, call.span.own, call.ids.len()).ok_or_else(|| Error::Reply {
             detail: format!("{reply:?}"),
         })
     }
+}
+
+/// What the script answered: the draw's outcome and, with a denial, the
+/// whole tokens each own bucket holds at most until the retry time (for the
+/// denial cache), in shard order.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Drawn {
+    pub(super) outcome: Outcome,
+    pub(super) held: [u32; MAX_K],
 }
 
 /// One call of the script: the ranked bucket ids (own, then spill), how the
@@ -122,29 +131,56 @@ struct Call<'a> {
 }
 
 /// The script's reply as the draw's outcome, in microseconds (the arrival
-/// times of a grant are not sent back: they are the store's business).
-fn parse(reply: &[i64], k: usize) -> Option<Outcome> {
-    let &[granted, index, wait, remaining] = reply else {
-        return None;
-    };
-    let index = usize::try_from(index).ok().filter(|&j| j < k)?;
+/// times of a grant are not sent back: they are the store's business), for
+/// `own` own buckets out of `ranked`.
+fn parse(reply: &[i64], own: usize, ranked: usize) -> Option<Drawn> {
+    let k = ranked;
+    let position = |j: i64| usize::try_from(j).ok().filter(|&j| j < k);
+    let (&[granted, first, wait, remaining], rest) = reply.split_first_chunk()?;
+    let index = position(first)?;
     let wait = u64::try_from(wait).ok()?;
-    match granted {
-        1 => Some(Outcome::Grant {
+    let remaining = u64::try_from(remaining).ok()?;
+    let mut held = [0; MAX_K];
+    let outcome = match (granted, rest) {
+        (1, [_paid]) => Some(Outcome::Grant {
             index,
             seen: 0,
             tat: 0,
-            remaining: u64::try_from(remaining).ok()?,
+            remaining,
             full_in: wait,
         }),
-        0 if wait >= 1 => Some(Outcome::Deny { index, at: wait }),
+        (1, [paid, more @ ..]) if more.len() % 2 == 0 && more.len() < 2 * MAX_K => {
+            let mut pool = Pool {
+                payers: 0,
+                index: [0; MAX_K],
+                seen: [0; MAX_K],
+                tat: [0; MAX_K],
+                paid: [0; MAX_K],
+                remaining,
+                full_in: wait,
+            };
+            let others = more.chunks_exact(2).map(|pair| (pair[0], pair[1]));
+            for (i, (j, paid)) in std::iter::once((first, *paid)).chain(others).enumerate() {
+                pool.index[i] = position(j)? as u8;
+                pool.paid[i] = u32::try_from(paid).ok()?;
+                pool.payers += 1;
+            }
+            Some(Outcome::Pooled(pool))
+        }
+        (0, tokens) if wait >= 1 && tokens.len() == own => {
+            for (held, &tokens) in held.iter_mut().zip(tokens) {
+                *held = u32::try_from(tokens).ok()?;
+            }
+            Some(Outcome::Deny { index, at: wait })
+        }
         _ => None,
-    }
+    }?;
+    Some(Drawn { outcome, held })
 }
 
 /// The answer for the caller; `at` of a denial is already relative.
-pub(super) fn answer(outcome: Outcome, shard: &Shard) -> Result<Grant, Denied> {
-    crate::limiter::decision::answer(outcome, shard, 0, MICROS)
+pub(super) fn answer(outcome: Outcome, shard: &Shard, n: u32) -> Result<Grant, Denied> {
+    crate::limiter::decision::answer(outcome, shard, n, 0, MICROS)
 }
 
 #[cfg(test)]

@@ -102,13 +102,13 @@ where
             self.script
                 .draw(&mut connection, &self.split, &shard, self.reserve, n, start);
         let error = match timeout(self.options.deadline, round_trip).await {
-            Ok(Ok(outcome)) => {
+            Ok(Ok(drawn)) => {
                 self.breaker.answered(&shard, self.breaker.micros());
-                let result = answer(outcome, &shard);
+                let result = answer(drawn.outcome, &shard, n);
                 if let Err(denied) = &result
                     && self.options.cache_denials
                 {
-                    self.denials.remember(&self.split, &shard, n, sent, denied);
+                    self.denials.remember(&shard, sent, denied, &drawn.held);
                 }
                 return self.decided(result, Source::Redis, None);
             }
@@ -140,12 +140,7 @@ where
                 Ok(()) => local.store.take(&local.core, shard, n),
                 Err(_) => Err(deny()),
             },
-            (None, FailurePolicy::FailOpen) if outage => Ok(Grant {
-                bucket: first,
-                borrowed: false,
-                remaining: 0,
-                full_in: 0,
-            }),
+            (None, FailurePolicy::FailOpen) if outage => Ok(Grant::unpaid(first)),
             (None, _) => Err(deny()),
         };
         self.decided(result, Source::Policy, error)

@@ -76,7 +76,9 @@ fn case(rng: &mut XorShift) -> Case {
             }
         })
         .collect();
-    let max = *bursts[..span.own].iter().max().unwrap();
+    // Up to what the own buckets hold together, so that some requests are
+    // paid by several of them.
+    let max: u32 = bursts[..span.own].iter().sum();
     Case {
         interval,
         span,
@@ -116,8 +118,9 @@ fn the_script_draws_exactly_as_the_pure_function() {
         let script = DrawScript::new("differential", 8);
         let ids: Vec<u32> = (0..8).collect();
         let mut rng = XorShift(0x5EED_D1FF);
-        let (mut grants, mut denials, mut zero, mut ties, mut borrowed) = (0, 0, 0, 0, 0);
-        for step in 0..4000 {
+        let (mut grants, mut denials, mut zero, mut ties) = (0, 0, 0, 0);
+        let (mut borrowed, mut pooled) = (0, 0);
+        for step in 0..5000 {
             let case = case(&mut rng);
             let k = case.bursts.len();
             borrowed += usize::from(
@@ -141,7 +144,8 @@ fn the_script_draws_exactly_as_the_pure_function() {
                 start: case.start,
                 now: Some(case.now),
             };
-            let got = script.run(&mut connection, &call).await.unwrap();
+            let drawn = script.run(&mut connection, &call).await.unwrap();
+            let got = drawn.outcome;
             // The script answers a denial's wait, not its instant, and keeps
             // the new arrival time to itself: compare those apart.
             let relative = match want {
@@ -161,23 +165,53 @@ fn the_script_draws_exactly_as_the_pure_function() {
                     remaining,
                     full_in,
                 },
+                Outcome::Pooled(mut pool) => {
+                    (pool.seen, pool.tat) = Default::default();
+                    Outcome::Pooled(pool)
+                }
             };
             assert_eq!(got, relative, "step {step}: {case:?}");
-            if let Outcome::Grant { index, tat, .. } = want {
+            // A denial also answers what each own bucket holds just before
+            // its time, for the denial cache.
+            if let Outcome::Deny { at, .. } = want {
+                let held: Vec<u32> = (0..case.span.own)
+                    .map(|j| {
+                        let capacity = u64::from(case.bursts[j]) * case.interval;
+                        let room = Pace::room(capacity, case.tats[j], at - 1);
+                        Pace::every(case.interval).tokens(room) as u32
+                    })
+                    .collect();
+                assert_eq!(drawn.held[..case.span.own], held, "step {step}: {case:?}");
+            }
+            let written: Vec<(usize, u64)> = match want {
+                Outcome::Grant { index, tat, .. } => vec![(index, tat)],
+                Outcome::Pooled(pool) => pool.payments().map(|(j, _, tat, _)| (j, tat)).collect(),
+                Outcome::Deny { .. } => vec![],
+            };
+            for &(index, tat) in &written {
                 let key = script.key(index as u32).unwrap();
                 let stored: Option<u64> = connection.get(key).await.unwrap();
                 assert_eq!(stored.unwrap_or(0), tat, "step {step}: {case:?}");
-                grants += 1;
-                zero += usize::from(case.n == 0);
-                ties += usize::from(case.tied());
-            } else {
-                denials += 1;
+            }
+            match want {
+                Outcome::Deny { .. } => denials += 1,
+                _ => {
+                    grants += 1;
+                    zero += usize::from(case.n == 0);
+                    ties += usize::from(case.tied());
+                    pooled += usize::from(written.len() > 1);
+                }
             }
         }
         assert!(
-            grants > 1000 && denials > 400 && zero > 100 && ties > 300 && borrowed > 100,
+            grants > 1000
+                && denials > 400
+                && zero > 100
+                && ties > 300
+                && borrowed > 100
+                && pooled > 100,
             "{grants} grants, {denials} denials, {zero} of 0 tokens, {ties} ties, \
-             {borrowed} borrowed"
+             {borrowed} borrowed, {pooled} pooled"
         );
     });
 }
@@ -214,7 +248,7 @@ fn a_bucket_holding_a_string_that_is_not_a_time_is_repaired_as_empty() {
                 start: 0,
                 now: Some(now),
             };
-            let got = script.run(&mut connection, &call).await.unwrap();
+            let got = script.run(&mut connection, &call).await.unwrap().outcome;
             assert!(
                 matches!(
                     got,
