@@ -1,14 +1,21 @@
-//! The main job: one budget, 400 tenants, one of them abusive, three designs.
+//! The main job: one budget, 400 tenants, one of them abusive, four designs.
 //!
-//! The same budget (800 requests/s, burst 800) is handed out three ways:
-//! one shared bucket, fixed shards (8 buckets' worth in 4 disjoint pairs) and
-//! shuffle sharding (8 buckets, 2 per tenant). One tenant floods at 10 000
-//! requests/s; the other 399 each send one request a second. Time is a
-//! `ManualClock`, so a minute of traffic runs in well under a second.
+//! The same budget (800 requests/s, burst 800) is handed out four ways:
+//! one shared bucket, fixed shards (8 buckets' worth in 4 disjoint pairs),
+//! shuffle sharding (8 buckets, 2 per tenant) and shuffle sharding with
+//! borrowing (the same, and 2 spill buckets per tenant that lend down to half
+//! their burst). Time is a `ManualClock`, so both scenes, two simulated
+//! minutes per design, run in well under a second.
 //!
-//! Each tenant is then counted as fully down (under half its requests
-//! granted), degraded (served, but with some of its buckets drained by the
-//! flood when it asked) or unaffected, beside what the math predicts.
+//! Scene 1, the noisy neighbour: tenant-0 floods at 10 000 requests/s; the
+//! other 399 each send one request a second. Each of them is counted as fully
+//! down (under half its requests granted), degraded (served, but with some of
+//! its own buckets emptied by the flood when it asked) or unaffected, beside
+//! what the math predicts.
+//!
+//! Scene 2, a tenant alone: tenant-0 asks 10 000 times a second with nobody
+//! else around, and uses the share of the budget its design lets it: all of
+//! it with one bucket, k/N with shards, (k + d)/N with borrowing.
 //!
 //! ```text
 //! cargo run --release --example noisy_neighbor
@@ -16,12 +23,62 @@
 
 use std::time::Duration;
 
-use shuffle_limiter::blast::{BlastRadius, Impact};
+use shuffle_limiter::blast::{BlastRadius, Fraction, Impact};
 use shuffle_limiter::{ConfigError, ManualClock, Quota, ShardedLimiter};
 
 const TENANTS: usize = 400;
 const SECONDS: u32 = 60;
 const FLOOD_PER_MS: u32 = 10;
+/// The budget: requests per second, and as many at once.
+const RATE: u32 = 800;
+
+/// One way of handing out the budget.
+struct Design {
+    name: &'static str,
+    /// N: buckets the budget is split into.
+    buckets: u32,
+    /// k: buckets per tenant.
+    per_tenant: u32,
+    /// d: spill buckets a tenant may borrow from; 0 is no borrowing.
+    borrow_from: u32,
+}
+
+const DESIGNS: [Design; 4] = [
+    // One bucket holding the whole budget.
+    Design::new("one shared bucket", 1, 1, 0),
+    // 4 disjoint groups, each with 2/8 of the budget: a bucket of 1 in 4.
+    Design::new("fixed shards of 2", 4, 1, 0),
+    Design::new("shuffle sharding", 8, 2, 0),
+    Design::new("shuffle + borrowing", 8, 2, 2),
+];
+
+impl Design {
+    const fn new(name: &'static str, buckets: u32, per_tenant: u32, borrow_from: u32) -> Self {
+        Design {
+            name,
+            buckets,
+            per_tenant,
+            borrow_from,
+        }
+    }
+
+    /// A fresh limiter of this design, on its own clock at zero.
+    fn limiter(&self) -> Result<ShardedLimiter<ManualClock>, ConfigError> {
+        ShardedLimiter::builder()
+            .quota(Quota::per_second(RATE).with_burst(RATE))
+            .buckets(self.buckets)
+            .per_tenant(self.per_tenant)
+            .borrow_from(self.borrow_from)
+            .lender_reserve(0.5) // the default, written out: borrowers leave half
+            .clock(ManualClock::new())
+            .build()
+    }
+
+    /// The share of the budget one tenant can use sustained: (k + d)/N.
+    fn lone_share(&self) -> f64 {
+        f64::from(self.per_tenant + self.borrow_from) / f64::from(self.buckets)
+    }
+}
 
 /// What happened to the tenants other than the noisy one.
 #[derive(Default)]
@@ -31,7 +88,8 @@ struct Outcome {
     unaffected: u32,
 }
 
-fn simulate(limiter: &ShardedLimiter<ManualClock>) -> Outcome {
+/// Scene 1: tenant-0 floods, the others ask once a second each.
+fn noisy_neighbour(limiter: &ShardedLimiter<ManualClock>) -> Outcome {
     let clock = limiter.clock();
     let names: Vec<String> = (0..TENANTS).map(|t| format!("tenant-{t}")).collect();
     let tenants: Vec<_> = names.iter().map(|n| limiter.tenant(n)).collect();
@@ -49,13 +107,10 @@ fn simulate(limiter: &ShardedLimiter<ManualClock>) -> Outcome {
                 continue;
             }
             let snapshot = limiter.snapshot();
+            // Its own buckets only: a spill bucket is someone else's.
             let shard = tenant.shard();
-            let drained = shard.buckets().iter();
-            if drained
-                .filter(|&&b| snapshot[b as usize].available() == 0)
-                .count()
-                > 0
-            {
+            let mut own = shard.buckets().iter();
+            if own.any(|&b| snapshot[b as usize].available() == 0) {
                 drained_seen[i] += 1;
             }
             granted[i] += u32::from(tenant.check().is_ok());
@@ -74,29 +129,52 @@ fn simulate(limiter: &ShardedLimiter<ManualClock>) -> Outcome {
     outcome
 }
 
-fn limiter(buckets: u32, per_tenant: u32) -> Result<ShardedLimiter<ManualClock>, ConfigError> {
-    ShardedLimiter::builder()
-        .quota(Quota::per_second(800).with_burst(800))
-        .buckets(buckets)
-        .per_tenant(per_tenant)
-        .clock(ManualClock::new())
-        .build()
+/// Scene 2: the share of the budget tenant-0 gets alone, asking
+/// `FLOOD_PER_MS` times a millisecond, over `SECONDS` after a first second
+/// that spends the burst (so that the share is of the rate alone).
+fn alone(limiter: &ShardedLimiter<ManualClock>) -> f64 {
+    let tenant = limiter.tenant("tenant-0");
+    let mut granted = 0u32;
+    for ms in 0..(1 + SECONDS) * 1_000 {
+        limiter.clock().advance(Duration::from_millis(1));
+        for _ in 0..FLOOD_PER_MS {
+            let ok = tenant.check().is_ok();
+            granted += u32::from(ok && ms >= 1_000);
+        }
+    }
+    f64::from(granted) / f64::from(RATE * SECONDS)
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// Shuffle sharding's prediction with d spill buckets per tenant: of the
+/// tenants holding the flooder's k buckets, only those whose spill set is the
+/// flooder's too, 1 in C(N − k, d), stay fully down (1 in C(N, k)·C(N − k, d)
+/// in all); the rest borrow and are degraded instead.
+fn with_borrowing(shuffle: Impact, design: &Design) -> Result<Impact, Box<dyn std::error::Error>> {
+    // C(N − k, d): the spill sets a tenant of a given shard may have.
+    let spill_sets = BlastRadius::new(design.buckets - design.per_tenant, design.borrow_from)?;
+    let same_spill = Fraction::new(1u32, spill_sets.shards().clone()).ok_or("C(n, r) ≥ 1")?;
+    let fully_down = shuffle.fully_down * same_spill.to_f64();
+    Ok(Impact {
+        fully_down,
+        degraded: shuffle.degraded + shuffle.fully_down - fully_down,
+        unaffected: shuffle.unaffected,
+    })
+}
+
+/// What the math predicts for each of [`DESIGNS`], in order.
+fn predictions() -> Result<[Impact; 4], Box<dyn std::error::Error>> {
     let math = BlastRadius::new(8, 2)?.tenants(TENANTS as u64);
     let fixed = math
         .fixed_shards
         .ok_or("k divides N here, so fixed shards exist")?;
-    let designs = [
-        // One bucket holding the whole budget.
-        ("one shared bucket", limiter(1, 1)?, math.shared_pool),
-        // 4 disjoint groups, each with 2/8 of the budget: a bucket of 1 in 4.
-        ("fixed shards of 2", limiter(4, 1)?, fixed),
-        ("shuffle sharding", limiter(8, 2)?, math.shuffle_sharded),
-    ];
+    let shuffle = math.shuffle_sharded;
+    let borrowing = with_borrowing(shuffle, &DESIGNS[3])?; // TODO(blast-borrow): take it from `blast`
+    Ok([math.shared_pool, fixed, shuffle, borrowing])
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!(
-        "{TENANTS} tenants share 800 req/s; tenant-0 floods at {} req/s, the others send 1 req/s, for {SECONDS} s.\n",
+        "{TENANTS} tenants share {RATE} req/s; tenant-0 floods at {} req/s, the others send 1 req/s, for {SECONDS} s.\n",
         FLOOD_PER_MS * 1_000
     );
     println!(
@@ -107,15 +185,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "{:<20} {:>18} {:>18} {:>18}",
         "", "seen (predicted)", "seen (predicted)", "seen (predicted)"
     );
-    for (name, limiter, predicted) in &designs {
-        let seen = simulate(limiter);
+    for (design, predicted) in DESIGNS.iter().zip(predictions()?) {
+        let seen = noisy_neighbour(&design.limiter()?);
         let Impact {
             fully_down,
             degraded,
             unaffected,
-        } = *predicted;
+        } = predicted;
         println!(
-            "{name:<20} {:>18} {:>18} {:>18}",
+            "{:<20} {:>18} {:>18} {:>18}",
+            design.name,
             format!("{} ({fully_down:.1})", seen.down),
             format!("{} ({degraded:.1})", seen.degraded),
             format!("{} ({unaffected:.1})", seen.unaffected),
@@ -123,7 +202,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     println!(
         "\nShuffle sharding: only the tenants holding tenant-0's exact pair of buckets \
-         (1 in C(8,2) = 28) go down with it."
+         (1 in C(8,2) = 28) go down with it.\nWith borrowing, those of them with other spill \
+         buckets borrow and stay up: 1 in 28·C(6,2) = 420 goes down.\ntenant-0 drains its \
+         spill buckets only to their reserve, half their burst, which their owners keep.\n"
     );
+
+    println!(
+        "tenant-0 alone asks {} req/s for {SECONDS} s, after a first second that spends the burst.\n",
+        FLOOD_PER_MS * 1_000
+    );
+    println!("{:<20} {:>18}", "design", "share of the rate");
+    println!("{:<20} {:>18}", "", "seen (predicted)");
+    for design in &DESIGNS {
+        let seen = alone(&design.limiter()?);
+        println!(
+            "{:<20} {:>18}",
+            design.name,
+            format!("{:.1}% ({:.0}%)", seen * 100.0, design.lone_share() * 100.0)
+        );
+    }
+    println!("\nShards hold a lone tenant to k/N of the budget; borrowing lets it use (k + d)/N.");
     Ok(())
 }

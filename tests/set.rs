@@ -259,7 +259,8 @@ fn wrong_types_unknown_keys_and_duplicates_are_named() {
         ),
         (
             "[limiters.amazon]\nrate = \"5/s\"\nbukets = 5\n",
-            "limiters.amazon.bukets: unknown key: use rate, burst, buckets, per_tenant, salt or tenant_cache",
+            "limiters.amazon.bukets: unknown key: use rate, burst, buckets, per_tenant, borrow_from, \
+             lender_reserve, salt or tenant_cache",
         ),
         (
             "[limiter.amazon]\nrate = \"5/s\"\n",

@@ -242,9 +242,10 @@ fn keys_that_do_not_fit_together_say_what_to_add_or_remove() {
     let e = toml_err("[limiters.w]\nrate = \"5/s\"\nredis_url = \"redis://a\"\n");
     assert!(
         e.contains(
-            "limiters.w.redis_url: unknown key: use rate, burst, buckets, per_tenant, salt or \
-             tenant_cache; a Redis limiter also takes redis, failure_policy, replicas, deadline, \
-             retry_every, connect_timeout, cache_denials"
+            "limiters.w.redis_url: unknown key: use rate, burst, buckets, per_tenant, \
+             borrow_from, lender_reserve, salt or tenant_cache; a Redis limiter also takes \
+             redis, failure_policy, replicas, deadline, retry_every, connect_timeout, \
+             cache_denials"
         ),
         "{e}"
     );
@@ -428,4 +429,103 @@ async fn two_sets_from_one_config_share_the_redis_budget_and_keep_their_own_loca
         (0..5).filter(|_| amazon.check("t").is_ok()).count()
     };
     assert_eq!((granted(&a), granted(&b)), (2, 2));
+}
+
+/// Borrowing over Redis, as in process (tests/set_borrow.rs): 8 buckets of 2
+/// tokens, a tenant owns 2 and may borrow from 2 more.
+const LENDING: &str = r#"
+[limiters.lend_all]
+rate = "1/h"
+burst = 16
+borrow_from = 2
+lender_reserve = 0
+redis = "URL"
+deadline = "2s"
+
+[limiters.lend_half]
+rate = "1/h"
+burst = 16
+borrow_from = 2
+redis = "URL"
+deadline = "2s"
+
+[limiters.no_borrowing]
+rate = "1/h"
+burst = 16
+redis = "URL"
+deadline = "2s"
+"#;
+
+#[tokio::test]
+async fn a_redis_limiter_from_config_borrows_only_when_told_and_down_to_the_reserve() {
+    let server = RedisServer::start();
+    let config: SetConfig = toml::from_str(&LENDING.replace("URL", &server.url())).unwrap();
+    assert_eq!(config.limiters["lend_all"].borrow_from, Some(2));
+    assert_eq!(
+        config.limiters["lend_all"].lender_reserve.map(|r| r.get()),
+        Some(0.0)
+    );
+    let set = LimiterSet::connect(&config).await.unwrap();
+
+    // Whether each grant was borrowed, until the first denial.
+    let answers = |name: &'static str| {
+        let limiter = set.get_redis(name).expect("a Redis limiter");
+        async move {
+            let mut answers = Vec::new();
+            while let Ok(grant) = limiter.check("tenant-42").await {
+                answers.push(grant.borrowed());
+                assert!(
+                    answers.len() <= 16,
+                    "{name}: more than the burst: {answers:?}"
+                );
+            }
+            answers
+        }
+    };
+    // Own buckets first (4 tokens), then the 2 spill buckets: all of their
+    // tokens with a reserve of 0, half with the default, none when off.
+    assert_eq!(
+        answers("lend_all").await,
+        [false, false, false, false, true, true, true, true]
+    );
+    assert_eq!(
+        answers("lend_half").await,
+        [false, false, false, false, true, true]
+    );
+    assert_eq!(answers("no_borrowing").await, [false; 4]);
+}
+
+#[tokio::test]
+async fn a_redis_spill_set_that_cannot_fit_is_named_before_connecting() {
+    // Nobody listens: the settings are refused before any connection.
+    let url = format!("redis://127.0.0.1:{}", free_port());
+    let text = LENDING
+        .replace("URL", &url)
+        .replace("borrow_from = 2\nlender", "borrow_from = 7\nlender");
+    let err = LimiterSet::connect(&toml::from_str(&text).unwrap())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (err.limiter(), err.field()),
+        ("lend_all", Some("borrow_from"))
+    );
+    assert_eq!(
+        err.config_error(),
+        Some(&ConfigError::SpillTooLarge {
+            spill: 7,
+            per_tenant: 2,
+            max: 6
+        })
+    );
+    assert!(
+        err.to_string()
+            .starts_with("limiters.lend_all.borrow_from: borrow_from(7)"),
+        "{err}"
+    );
+    // A bad reserve is refused where it is written, Redis limiter or not.
+    let e = toml_err(&LENDING.replace("lender_reserve = 0", "lender_reserve = 1"));
+    assert!(
+        e.contains("limiters.lend_all.lender_reserve: 1 is not a share of a bucket's burst"),
+        "{e}"
+    );
 }

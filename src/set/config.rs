@@ -11,6 +11,7 @@ use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use super::rate::Rate;
 #[cfg(feature = "redis")]
 use super::redis::{RedisConfig, RedisKeys};
+use super::reserve::Reserve;
 use crate::clock::MonotonicClock;
 use crate::{Builder, ShardedLimiter};
 
@@ -30,6 +31,12 @@ pub struct LimiterConfig {
     pub buckets: Option<u32>,
     /// k: buckets per tenant.
     pub per_tenant: Option<u32>,
+    /// d: spill buckets each tenant may borrow from when its own are empty;
+    /// unset or 0 is no borrowing ([`Builder::borrow_from`]).
+    pub borrow_from: Option<u32>,
+    /// r: the share of each bucket's burst that borrowers leave to its
+    /// owners; a half when unset ([`Builder::lender_reserve`]).
+    pub lender_reserve: Option<Reserve>,
     /// A deployment secret mixed into the assignment.
     pub salt: Option<String>,
     /// Entries of the tenant → shard cache.
@@ -48,6 +55,8 @@ impl LimiterConfig {
             burst: None,
             buckets: None,
             per_tenant: None,
+            borrow_from: None,
+            lender_reserve: None,
             salt: None,
             tenant_cache: None,
             #[cfg(feature = "redis")]
@@ -77,6 +86,12 @@ impl LimiterConfig {
         if let Some(per_tenant) = self.per_tenant {
             builder = builder.per_tenant(per_tenant);
         }
+        if let Some(spill) = self.borrow_from {
+            builder = builder.borrow_from(spill);
+        }
+        if let Some(reserve) = self.lender_reserve {
+            builder = builder.lender_reserve(reserve.get());
+        }
         if let Some(salt) = &self.salt {
             builder = builder.salt(salt);
         }
@@ -95,7 +110,8 @@ pub struct SetConfig {
     pub limiters: BTreeMap<String, LimiterConfig>,
 }
 
-const FIELDS: &str = "rate, burst, buckets, per_tenant, salt or tenant_cache";
+const FIELDS: &str =
+    "rate, burst, buckets, per_tenant, borrow_from, lender_reserve, salt or tenant_cache";
 
 /// The keys of a Redis limiter, known with or without the `redis` feature so
 /// that a build without it can say what to enable.
@@ -223,6 +239,10 @@ impl<'de> Visitor<'de> for EntrySeed<'_> {
                 "burst" => field(&mut map, &mut config.burst, name, "burst")?,
                 "buckets" => field(&mut map, &mut config.buckets, name, "buckets")?,
                 "per_tenant" => field(&mut map, &mut config.per_tenant, name, "per_tenant")?,
+                "borrow_from" => field(&mut map, &mut config.borrow_from, name, "borrow_from")?,
+                "lender_reserve" => {
+                    field(&mut map, &mut config.lender_reserve, name, "lender_reserve")?;
+                }
                 "salt" => field(&mut map, &mut config.salt, name, "salt")?,
                 "tenant_cache" => field(&mut map, &mut config.tenant_cache, name, "tenant_cache")?,
                 other if redis.read(&mut map, name, other)? => {}
@@ -241,6 +261,14 @@ impl<'de> Visitor<'de> for EntrySeed<'_> {
                  rate = \"5/s\""
             ))
         })?;
+        // A reserve without borrowing would be accepted and do nothing.
+        if config.lender_reserve.is_some() && config.borrow_from.unwrap_or(0) == 0 {
+            return Err(de::Error::custom(format_args!(
+                "limiters.{name}.lender_reserve: only a limiter that lends takes a reserve: \
+                 set borrow_from to 1 or more, such as borrow_from = 2, or remove \
+                 lender_reserve"
+            )));
+        }
         redis.finish(name, &mut config)?;
         Ok(config)
     }

@@ -107,6 +107,10 @@ fn config_field(e: &ConfigError) -> Option<&'static str> {
         "burst"
     } else if matches!(e, CacheTooLarge { .. }) {
         "tenant_cache"
+    } else if matches!(e, SpillTooLarge { .. }) {
+        "borrow_from"
+    } else if matches!(e, LenderReserve { .. }) {
+        "lender_reserve"
     } else if matches!(
         e,
         MissingQuota | ZeroCount | ZeroPeriod | Overflow { .. } | RateTooHigh { .. }

@@ -16,6 +16,8 @@
 //! | `burst` | no | how many at once (default: N of the rate) |
 //! | `buckets` | no | N, buckets the budget is split into (default 8, or the burst if smaller) |
 //! | `per_tenant` | no | k, buckets per tenant (default 2) |
+//! | `borrow_from` | no | d, spill buckets each tenant may borrow from when its own are empty (default 0: no borrowing; k + d ≤ min(N, 8)) |
+//! | `lender_reserve` | with `borrow_from` | r, the share of each bucket's burst that borrowers leave to its owners: 0 ≤ r < 1 (default 0.5; see [`Reserve`]) |
 //! | `salt` | no | a deployment secret mixed into the assignment |
 //! | `tenant_cache` | no | entries of the tenant → shard cache |
 //!
@@ -112,6 +114,7 @@ mod member;
 mod rate;
 #[cfg(feature = "redis")]
 mod redis;
+mod reserve;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -135,6 +138,7 @@ pub use member::Member;
 pub use rate::{Rate, RateError, RateErrorKind};
 #[cfg(feature = "redis")]
 pub use redis::RedisConfig;
+pub use reserve::Reserve;
 
 type Map<C> = HashMap<Box<str>, Entry<C>, foldhash::fast::RandomState>;
 
