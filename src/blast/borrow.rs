@@ -229,6 +229,12 @@ impl BorrowingRadius {
     /// sustains, reached when it is alone (every bucket refills at `R / N`;
     /// the reserve holds back burst, not rate). It is also the most a
     /// flooder takes.
+    ///
+    /// A borrower reaches it only if it asks at least once every
+    /// `(1 − r) · B / R`, the time a spill bucket takes from its reserve to
+    /// full: refill that arrives at a full bucket is lost, to it as to
+    /// anyone. Asking less often, it sustains `k / N` of `R` plus, per spill
+    /// bucket, `(1 − r) · B / N` tokens per visit.
     pub fn sustained_share_exact(&self) -> Fraction {
         let (n, k) = (self.radius.buckets, self.radius.per_tenant);
         Fraction::reduced((k + self.spill).into(), n.into())
