@@ -233,8 +233,8 @@ impl BorrowingRadius {
     /// A borrower reaches it only if it asks at least once every
     /// `(1 − r) · B / R`, the time a spill bucket takes from its reserve to
     /// full: refill that arrives at a full bucket is lost, to it as to
-    /// anyone. Asking less often, it sustains `k / N` of `R` plus, per spill
-    /// bucket, `(1 − r) · B / N` tokens per visit.
+    /// anyone. Asking less often, it takes at most `(1 − r) · B / N` tokens
+    /// from each spill bucket per visit.
     pub fn sustained_share_exact(&self) -> Fraction {
         let (n, k) = (self.radius.buckets, self.radius.per_tenant);
         Fraction::reduced((k + self.spill).into(), n.into())
