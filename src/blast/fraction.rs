@@ -139,6 +139,29 @@ impl Fraction {
         x
     }
 
+    /// `x` exactly, for a finite `x ≥ 0`: every such `f64` is an integer
+    /// times a power of two. `None` for a negative, infinite or NaN `x`.
+    pub(super) fn from_f64(x: f64) -> Option<Fraction> {
+        if !x.is_finite() || x.is_sign_negative() && x != 0.0 {
+            return None;
+        }
+        // abs() turns -0.0 into 0.0.
+        let bits = x.abs().to_bits();
+        let (exponent, fraction) = ((bits >> 52) as i64, bits & ((1 << 52) - 1));
+        // Subnormals have no implicit bit and the exponent of the smallest normal.
+        let (mantissa, exponent) = if exponent == 0 {
+            (fraction, -1074)
+        } else {
+            (fraction | (1 << 52), exponent - 1075)
+        };
+        let mantissa = BigUint::from(mantissa);
+        Some(if exponent >= 0 {
+            Fraction::reduced(mantissa << exponent as u64, BigUint::one())
+        } else {
+            Fraction::reduced(mantissa, BigUint::one() << (-exponent) as u64)
+        })
+    }
+
     /// `1 - self` for a value in `[0, 1]`.
     pub(super) fn one_minus(&self) -> Fraction {
         Fraction::reduced(&self.denom - &self.numer, self.denom.clone())

@@ -9,6 +9,12 @@
 //! * [`BlastRadius::bucket_blast_radius`] — the share of all tenants that one
 //!   exhausted bucket touches, `k / N`. It grows linearly with `k`.
 //!
+//! With borrowing on (each tenant may also draw on `d` *spill buckets* above a
+//! reserve `r` of their burst), [`BlastRadius::borrowing`] gives a
+//! [`BorrowingRadius`]: who a flooding tenant takes down, `1 / (C(N, k) ·
+//! C(N − k, d))` of the others, the share of the budget one tenant can use,
+//! `(k + d) / N`, and what the owners of a lent bucket keep.
+//!
 //! Everything here is exact: counts are [`BigUint`]s and probabilities are
 //! reduced [`Fraction`]s; the `f64` variants are derived from the exact values by
 //! a correctly rounded conversion ([`Fraction::to_f64`]), so tiny probabilities such
@@ -39,8 +45,10 @@ use std::fmt;
 use num_bigint::BigUint;
 use num_traits::{One, Zero};
 
+mod borrow;
 mod fraction;
 
+pub use borrow::BorrowingRadius;
 pub use fraction::Fraction;
 
 /// Why a [`BlastRadius`] (or a question asked of one) was rejected.
@@ -68,6 +76,17 @@ pub enum BlastError {
         /// The number of failed buckets that was given.
         failed: u32,
     },
+    /// `per_tenant + spill` (`k + d`) was larger than `buckets` (`N`).
+    SpillExceedsBuckets {
+        /// The number of buckets.
+        buckets: u32,
+        /// The shard size.
+        per_tenant: u32,
+        /// The number of spill buckets that was given.
+        spill: u32,
+    },
+    /// The lender's reserve was not a share in `0 ≤ r < 1`.
+    ReserveOutOfRange,
 }
 
 impl fmt::Display for BlastError {
@@ -97,6 +116,22 @@ impl fmt::Display for BlastError {
                 f,
                 "failed ({failed}) is larger than buckets ({buckets}): \
                  at most {buckets} buckets can fail, lower failed"
+            ),
+            BlastError::SpillExceedsBuckets {
+                buckets,
+                per_tenant,
+                spill,
+            } => write!(
+                f,
+                "spill ({spill}) with per_tenant ({per_tenant}) gives each tenant {} buckets, \
+                 more than buckets ({buckets}): lower spill to at most {}",
+                u64::from(spill) + u64::from(per_tenant),
+                buckets - per_tenant
+            ),
+            BlastError::ReserveOutOfRange => write!(
+                f,
+                "the reserve is not a share of a bucket's burst: use a value from 0 \
+                 (lend everything) up to but not including 1, such as 0.5"
             ),
         }
     }

@@ -2,9 +2,11 @@
 //! real assignment against the math, and plot the trade-off of choosing `k`.
 //!
 //! ```text
-//! shuffle-lab size     --buckets 16 --per-tenant 2 [--tenants 400] [--failed 2] [--json]
+//! shuffle-lab size     --buckets 16 --per-tenant 2 [--tenants 400] [--failed 2]
+//!                      [--borrow-from 2 [--lender-reserve 0.5]] [--json]
 //! shuffle-lab sweep    --per-tenant 2 --buckets 4..4096 [--json]
-//! shuffle-lab simulate --buckets 16 --per-tenant 2 --tenants 20000 --seed 1 [--salt X] [--json]
+//! shuffle-lab simulate --buckets 16 --per-tenant 2 --tenants 20000 --seed 1 [--salt X]
+//!                      [--borrow-from 2 [--lender-reserve 0.5]] [--json]
 //! shuffle-lab plot     --buckets 16 [--per-tenant-max 8] --svg tradeoff.svg [--json]
 //! ```
 //!
@@ -15,6 +17,8 @@
 //! Bad arguments print one line on stderr and exit with status 2; a file that
 //! cannot be written exits with status 1.
 
+mod borrow;
+mod borrow_live;
 mod common;
 mod plot;
 mod simulate;
@@ -66,6 +70,8 @@ struct SizeArgs {
     /// M: failed buckets; adds the chance a tenant loses all / any of its buckets.
     #[arg(long)]
     failed: Option<u32>,
+    #[command(flatten)]
+    borrow: BorrowArgs,
     /// One JSON object instead of a table.
     #[arg(long)]
     json: bool,
@@ -102,9 +108,24 @@ struct SimulateArgs {
     /// The salt prefix (default: empty).
     #[arg(long, default_value = "")]
     salt: String,
+    #[command(flatten)]
+    borrow: BorrowArgs,
     /// One JSON object instead of tables.
     #[arg(long)]
     json: bool,
+}
+
+/// Borrowing, as the limiter's `borrow_from` and `lender_reserve` set it.
+#[derive(Debug, Args)]
+struct BorrowArgs {
+    /// d: spill buckets per tenant, which it may borrow from when its own are
+    /// empty (0 = borrowing off); k + d must not exceed N.
+    #[arg(long, value_name = "D")]
+    borrow_from: Option<u32>,
+    /// r: the share of each bucket's burst borrowers leave to its owners,
+    /// 0 ≤ r < 1 (default 0.5); needs --borrow-from.
+    #[arg(long, value_name = "R", allow_negative_numbers = true)]
+    lender_reserve: Option<f64>,
 }
 
 #[derive(Debug, Args)]

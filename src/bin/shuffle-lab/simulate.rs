@@ -5,10 +5,12 @@ use std::fmt;
 use std::time::Duration;
 
 use serde::Serialize;
-use shuffle_limiter::blast::BlastRadius;
+use shuffle_limiter::blast::{BlastRadius, BorrowingRadius};
 use shuffle_limiter::{MAX_BUCKETS, MAX_PER_TENANT, ManualClock, Quota, ShardedLimiter};
 
 use crate::SimulateArgs;
+use crate::borrow;
+use crate::borrow_live::{self, Measured, SimulateSection};
 use crate::common::{self, Failure, ONE_SIZE, Outcome, usage};
 
 /// `simulate` computes `tenants × buckets` rendezvous scores; this bounds its time.
@@ -48,6 +50,10 @@ pub(crate) struct SimulateReport {
     flagged: Vec<bool>,
     within_4_sigma: bool,
     live: Live,
+    /// With `--borrow-from`: the borrowing model beside the real limiter.
+    /// The live `predicted` and `by_overlap` rows then follow that model.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    borrowing: Option<SimulateSection>,
 }
 
 /// The live flood on a manual clock.
@@ -75,7 +81,7 @@ fn tenant_rate() -> u64 {
 
 /// Checks the arguments against what a real limiter and this tool accept,
 /// and computes the math to compare with.
-fn check(a: &SimulateArgs) -> Result<BlastRadius, Failure> {
+fn check(a: &SimulateArgs) -> Result<(BlastRadius, Option<BorrowingRadius>), Failure> {
     let (n, k, t) = (a.buckets, a.per_tenant, a.tenants);
     if n > MAX_BUCKETS {
         return Err(usage(format!(
@@ -105,12 +111,36 @@ fn check(a: &SimulateArgs) -> Result<BlastRadius, Failure> {
             (MAX_SIMULATION_WORK / t).max(1)
         )));
     }
-    Ok(b)
+    let lending = borrow::radius_for_limiter(&b, &a.borrow)?;
+    Ok((b, lending))
+}
+
+/// The limiter `simulate` runs, on a manual clock of its own.
+fn limiter(
+    a: &SimulateArgs,
+    quota: Quota,
+    salt: &[u8],
+    lending: Option<&BorrowingRadius>,
+) -> Result<ShardedLimiter<ManualClock>, Failure> {
+    let (n, k) = (a.buckets, a.per_tenant);
+    let mut builder = ShardedLimiter::builder()
+        .quota(quota)
+        .buckets(n)
+        .per_tenant(k)
+        .salt(salt);
+    if let Some(l) = lending {
+        builder = builder.borrow_from(l.spill()).lender_reserve(l.reserve());
+    }
+    builder.clock(ManualClock::new()).build().map_err(|e| {
+        usage(format!(
+            "error: the limiter refused --buckets {n} with --per-tenant {k}: {e}"
+        ))
+    })
 }
 
 /// Computes the report for `shuffle-lab simulate`.
 pub(crate) fn run(a: &SimulateArgs) -> Result<SimulateReport, Failure> {
-    let b = check(a)?;
+    let (b, lending) = check(a)?;
     let (n, k, t) = (a.buckets, a.per_tenant, a.tenants);
     let mut salt = a.salt.as_bytes().to_vec();
     salt.extend_from_slice(&a.seed.to_le_bytes());
@@ -128,30 +158,33 @@ pub(crate) fn run(a: &SimulateArgs) -> Result<SimulateReport, Failure> {
             u64::from(u32::MAX) / per_unit
         ))
     })?;
-    let burst = (rate / 20).max(n);
-    let clock = ManualClock::new();
-    let limiter = ShardedLimiter::builder()
-        .quota(Quota::per_second(rate).with_burst(burst))
-        .buckets(n)
-        .per_tenant(k)
-        .salt(&salt)
-        .clock(clock.clone())
-        .build()
-        .map_err(|e| {
-            usage(format!(
-                "error: the limiter refused --buckets {n} with --per-tenant {k}: {e}"
-            ))
-        })?;
+    let lent = match &lending {
+        Some(l) => borrow_live::least_burst(rate, STEP, l)?,
+        None => 0,
+    };
+    let burst = (rate / 20).max(n).max(lent);
+    let quota = Quota::per_second(rate).with_burst(burst);
+    let limiter = limiter(a, quota, &salt, lending.as_ref())?;
+    let clock = limiter.clock().clone();
 
     // 1. The real assignment against the math.
     let bad = limiter.shard("tenant-0");
     let mut observed = vec![0u64; k as usize + 1];
     let mut overlap_of = Vec::with_capacity(live_tenants as usize);
+    let mut states = Vec::with_capacity(live_tenants as usize);
+    let mut by_state = Outcome::<u64>::default();
+    let no_reserve = lending
+        .as_ref()
+        .is_some_and(|l| l.reserve_exact().is_zero());
     for i in 1..t {
-        let j = limiter.shard(format!("tenant-{i}")).overlap(&bad);
+        let shard = limiter.shard(format!("tenant-{i}"));
+        let j = shard.overlap(&bad);
         observed[j] += 1;
+        let state = borrow::state(&bad, &shard, no_reserve);
+        by_state.count(state);
         if i < live_tenants {
             overlap_of.push(j);
+            states.push(state);
         }
     }
     let others = (t - 1) as f64;
@@ -186,6 +219,8 @@ pub(crate) fn run(a: &SimulateArgs) -> Result<SimulateReport, Failure> {
     let mut granted = vec![0u32; tenants.len()];
     let mut attempts = vec![0u32; tenants.len()];
     let mut flood_granted = 0u64;
+    let mut flood_burst = 0u64;
+    let mut lent_fewest_left = u64::MAX;
     for step in 0..LIVE_STEPS {
         // The flooder retries until all its buckets are empty.
         for _ in 0..1_000_000 {
@@ -193,6 +228,15 @@ pub(crate) fn run(a: &SimulateArgs) -> Result<SimulateReport, Failure> {
                 break;
             }
             flood_granted += 1;
+        }
+        if step == 0 {
+            flood_burst = flood_granted;
+        }
+        if lending.is_some() {
+            let snapshot = limiter.snapshot();
+            for &s in bad.spill() {
+                lent_fewest_left = lent_fewest_left.min(snapshot[s as usize].available());
+            }
         }
         for (i, tenant) in tenants.iter().enumerate() {
             if (step as usize + i).is_multiple_of(LIVE_EVERY as usize) {
@@ -206,13 +250,18 @@ pub(crate) fn run(a: &SimulateArgs) -> Result<SimulateReport, Failure> {
     let mut measured = Outcome::<u64>::default();
     let mut share_sum = vec![0.0f64; k as usize + 1];
     let mut share_n = vec![0u64; k as usize + 1];
+    let share_of = |i: usize| f64::from(granted[i]) / f64::from(attempts[i].max(1));
     for (i, &j) in overlap_of.iter().enumerate() {
-        match j {
-            0 => by_overlap.unaffected += 1,
-            j if j == k as usize => by_overlap.fully_down += 1,
-            _ => by_overlap.degraded += 1,
+        if lending.is_some() {
+            by_overlap.count(states[i]);
+        } else {
+            match j {
+                0 => by_overlap.unaffected += 1,
+                j if j == k as usize => by_overlap.fully_down += 1,
+                _ => by_overlap.degraded += 1,
+            }
         }
-        let share = f64::from(granted[i]) / f64::from(attempts[i].max(1));
+        let share = share_of(i);
         if share <= DOWN_AT_MOST {
             measured.fully_down += 1;
         } else if share >= UNAFFECTED_AT_LEAST {
@@ -228,6 +277,41 @@ pub(crate) fn run(a: &SimulateArgs) -> Result<SimulateReport, Failure> {
         .zip(&share_n)
         .map(|(&s, &c)| (c > 0).then(|| s / c as f64))
         .collect();
+
+    let after_first = |grants: u64| {
+        let seconds = f64::from(LIVE_STEPS - 1) * STEP.as_secs_f64();
+        grants as f64 / (f64::from(rate) * seconds)
+    };
+    let borrowing = match &lending {
+        None => None,
+        Some(l) => {
+            let owner_shares = tenants
+                .iter()
+                .enumerate()
+                .filter(|(_, tenant)| {
+                    let shard = tenant.shard();
+                    !shard.same_set(&bad) && bad.spill().iter().any(|&s| shard.contains(s))
+                })
+                .map(|(i, _)| share_of(i))
+                .collect();
+            let measured = Measured {
+                others: t - 1,
+                by_state,
+                burst,
+                bursts: limiter.snapshot().iter().map(|b| b.burst()).collect(),
+                flood_burst,
+                flood_share: after_first(flood_granted - flood_burst),
+                lone_share: after_first(lone_grants(a, quota, &salt, l)?),
+                lent_fewest_left,
+                owner_shares,
+            };
+            Some(SimulateSection::new(l, &bad, measured))
+        }
+    };
+    let predicted = match &lending {
+        Some(l) => l.tenants(live_tenants).into(),
+        None => b.tenants(live_tenants).shuffle_sharded.into(),
+    };
 
     Ok(SimulateReport {
         buckets: n,
@@ -251,12 +335,35 @@ pub(crate) fn run(a: &SimulateArgs) -> Result<SimulateReport, Failure> {
             rate_per_second: rate,
             burst,
             flood_granted,
-            predicted: b.tenants(live_tenants).shuffle_sharded.into(),
+            predicted,
             by_overlap,
             measured,
             mean_share_by_overlap,
         },
+        borrowing,
     })
+}
+
+/// `tenant-0` alone on a fresh limiter like the live one, retrying until
+/// denied in every step: its grants after the first step, which takes the
+/// burst.
+fn lone_grants(
+    a: &SimulateArgs,
+    quota: Quota,
+    salt: &[u8],
+    lending: &BorrowingRadius,
+) -> Result<u64, Failure> {
+    let limiter = limiter(a, quota, salt, Some(lending))?;
+    let tenant = limiter.tenant("tenant-0");
+    let mut grants = 0u64;
+    for step in 0..LIVE_STEPS {
+        let now = (0..1_000_000).map_while(|_| tenant.check().ok()).count() as u64;
+        if step > 0 {
+            grants += now;
+        }
+        limiter.clock().advance(STEP);
+    }
+    Ok(grants)
 }
 
 impl fmt::Display for SimulateReport {
@@ -322,9 +429,14 @@ impl fmt::Display for SimulateReport {
             "  predicted (math)              {:>11.2} {:>11.2} {:>11.2}",
             pr.fully_down, pr.degraded, pr.unaffected
         )?;
+        let by_label = if self.borrowing.is_some() {
+            "by the model (this assignment)"
+        } else {
+            "by overlap (this assignment)"
+        };
         writeln!(
             f,
-            "  by overlap (this assignment)  {:>11} {:>11} {:>11}",
+            "  {by_label:<30}{:>11} {:>11} {:>11}",
             by.fully_down, by.degraded, by.unaffected
         )?;
         writeln!(
@@ -338,11 +450,19 @@ impl fmt::Display for SimulateReport {
             DOWN_AT_MOST * 100.0,
             UNAFFECTED_AT_LEAST * 100.0
         )?;
-        writeln!(
-            f,
-            "  (degraded = lost 1..k-1 of its buckets; the limiter draws from whichever bucket \
-             has room, so a light load still fits in the rest)"
-        )?;
+        if self.borrowing.is_some() {
+            writeln!(
+                f,
+                "  (with borrowing, by assignment: fully down = its own and spill buckets are \
+                 the flooder's;\n   unaffected = none of its own is among the flooder's k+d)"
+            )?;
+        } else {
+            writeln!(
+                f,
+                "  (degraded = lost 1..k-1 of its buckets; the limiter draws from whichever bucket \
+                 has room, so a light load still fits in the rest)"
+            )?;
+        }
         write!(f, "  mean granted share by buckets shared:")?;
         for (j, m) in l.mean_share_by_overlap.iter().enumerate() {
             match m {
@@ -350,6 +470,11 @@ impl fmt::Display for SimulateReport {
                 None => write!(f, "  {j}: -")?,
             }
         }
-        writeln!(f)
+        writeln!(f)?;
+        if let Some(b) = &self.borrowing {
+            writeln!(f)?;
+            write!(f, "{b}")?;
+        }
+        Ok(())
     }
 }

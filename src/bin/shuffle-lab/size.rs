@@ -7,6 +7,7 @@ use serde::Serialize;
 use shuffle_limiter::blast::Fraction;
 
 use crate::SizeArgs;
+use crate::borrow::{self, SizeSection};
 use crate::common::{self, Failure, ONE_SIZE, Outcome, big, p};
 
 /// Everything `size` prints, in one place: the JSON is this struct as it
@@ -31,6 +32,9 @@ pub(crate) struct SizeReport {
     tenants: Option<TenantsSection>,
     #[serde(flatten)]
     failed: Option<FailedSection>,
+    /// With `--borrow-from`: the borrowing model's numbers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    borrowing: Option<SizeSection>,
 }
 
 #[derive(Debug)]
@@ -68,6 +72,7 @@ struct FailedSection {
 /// Computes the report for `shuffle-lab size`.
 pub(crate) fn run(a: &SizeArgs) -> Result<SizeReport, Failure> {
     let b = common::radius(a.buckets, a.per_tenant, ONE_SIZE)?;
+    let borrowing = borrow::radius(&b, &a.borrow)?.map(|l| SizeSection::new(&l, a.tenants));
     let failed = match a.failed {
         Some(m) => {
             let f = b
@@ -112,6 +117,7 @@ pub(crate) fn run(a: &SizeArgs) -> Result<SizeReport, Failure> {
         },
         tenants,
         failed,
+        borrowing,
     })
 }
 
@@ -201,6 +207,9 @@ impl fmt::Display for SizeReport {
                 unaffected: t.expected_unaffected,
             };
             outcome_row(f, &format!("shuffle sharding (k = {k})"), &shuffle_sharded)?;
+            if let Some((d, e)) = self.borrowing.as_ref().and_then(SizeSection::expected) {
+                outcome_row(f, &format!("  with borrowing (d = {d})"), e)?;
+            }
             match &t.fixed_shards {
                 Some(o) => outcome_row(f, &format!("fixed shards ({} groups of {k})", n / k), o)?,
                 None => writeln!(f, "  fixed shards                   (k does not divide N)")?,
@@ -222,6 +231,10 @@ impl fmt::Display for SizeReport {
                 p(m.p_touched),
                 Short(&m.p_touched_exact)
             )?;
+        }
+        if let Some(b) = &self.borrowing {
+            writeln!(f)?;
+            write!(f, "{b}")?;
         }
         Ok(())
     }
