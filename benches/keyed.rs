@@ -13,7 +13,8 @@
 //!
 //! The IDs are `keyed/{10k,100k,1M}/{cyclic,uniform,zipf}/{ours-default-cache,
 //! ours-sized-cache,governor-dashmap}`, plus `keyed/100k/uniform/ours-no-cache`
-//! and `keyed-2-threads/100k/uniform/{ours-sized-cache,governor-dashmap}`.
+//! and `keyed-2-threads/100k/uniform/{ours-sized-cache,governor-dashmap}`,
+//! and at 100k in every order `ours-sized-cache-borrowing-on`.
 //!
 //! - `ours-default-cache`: `ShardedLimiter` with the default builder (N = 8
 //!   buckets, k = 2 per tenant, the default tenant cache).
@@ -21,6 +22,8 @@
 //!   can hold the whole working set.
 //! - `ours-no-cache`: `tenant_cache(0)`, SHA-256 and the rendezvous on every
 //!   check: the cost of a miss, for reference (100k uniform only).
+//! - `ours-sized-cache-borrowing-on`: the sized cache with `borrow_from(2)`;
+//!   the budget is never short, so the own buckets pay every check.
 //! - `governor-dashmap`: governor's `RateLimiter::dashmap`, `check_key`.
 //!
 //! Every limiter is warmed over every key before it is timed, so a row
@@ -219,6 +222,21 @@ fn configure(g: &mut BenchmarkGroup<'_, WallTime>) {
 }
 
 fn keyed(c: &mut Criterion) {
+    let lending = OnceCell::new();
+    let lending = |tenants: usize| {
+        lending.get_or_init(|| {
+            let limiter = ShardedLimiter::builder()
+                .quota(Quota::per_second(RATE))
+                .tenant_cache(tenants)
+                .borrow_from(2)
+                .build()
+                .expect("valid configuration");
+            for t in 0..tenants {
+                let _ = limiter.check(format!("tenant-{t}"));
+            }
+            limiter
+        })
+    };
     for (label, tenants) in SIZES {
         let set = OnceCell::new();
         let set = || set.get_or_init(|| Tenants::new(&format!("keyed/{label}"), tenants));
@@ -249,6 +267,18 @@ fn keyed(c: &mut Criterion) {
                     s.governor.check_key(k).is_ok()
                 })
             });
+            if label == "100k" {
+                // Borrowing on, with every check paid by the tenant's own
+                // buckets (the budget is never short): what borrowing costs
+                // when it is not used.
+                let mut cursor = 0;
+                g.bench_function("ours-sized-cache-borrowing-on", |b| {
+                    let (s, lending) = (set(), lending(tenants));
+                    walk(b, &mut cursor, indices(), &s.keys, |k| {
+                        lending.check(k.as_str()).is_ok()
+                    })
+                });
+            }
             if (label, order.name()) == ("100k", "uniform") {
                 // The miss-every-time reference: nothing to warm.
                 let no_cache = ours(Some(0));
