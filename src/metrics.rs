@@ -8,7 +8,7 @@
 //!
 //! | name | kind | labels | when |
 //! | --- | --- | --- | --- |
-//! | [`GRANTS`] | counter | `limiter`, `bucket` | a request is granted; `bucket` paid for it |
+//! | [`GRANTS`] | counter | `limiter`, `bucket` | a request is granted; `bucket` paid for it ([`Grant::bucket`](crate::Grant::bucket): the one that paid most, when several paid together) |
 //! | [`DENIALS`] | counter | `limiter`, `bucket` | a request is denied; `bucket` is the one that will have room first |
 //! | [`AVAILABLE`] | gauge | `limiter`, `bucket` | [`ShardedLimiter::snapshot`](crate::ShardedLimiter::snapshot): tokens the bucket holds now |
 //!
