@@ -98,14 +98,17 @@
 //! back full: up to B grants beyond the budget, once.
 //!
 //! # Cached denials
-//! A denial of `n` tokens from Redis names the earliest time one of the
-//! tenant's buckets could pay them. Until then, every bucket of the shard
-//! that could ever hold `n` tokens stays short of `n` (or more), whatever
-//! other processes do — they can only move a bucket's arrival time forward —
-//! so the limiter remembers that per bucket and denies a request of `n` or
-//! more tokens whose buckets are all known to be short without asking Redis
-//! ([`Source::CachedDenial`]). A lighter request, or one a smaller bucket
-//! could pay, still goes to Redis.
+//! A denial of `n` tokens from Redis names the earliest time the tenant's
+//! buckets could pay them, and the script answers with it what each of the
+//! tenant's own buckets will hold just before then if nothing is taken.
+//! Other processes can only take more (move a bucket's arrival time
+//! forward), so until then each bucket holds no more than that, whatever
+//! they do. The limiter remembers that bound per bucket, and denies without
+//! asking Redis ([`Source::CachedDenial`]) a request whose own buckets can
+//! hold too little by those bounds (a bucket without one counts with its
+//! burst) and, for a tenant that may borrow, whose spill buckets are known
+//! to be short as well. A lighter request, or one whose buckets may have
+//! room, still goes to Redis.
 //! It measures that time on the local clock from the moment the request was
 //! sent, so a cached denial never outlasts the real one by more than the two
 //! clocks drift apart in that time. Turn it off with
