@@ -88,6 +88,13 @@ pub enum ConfigError {
         /// The largest d: min(N, 8) − k.
         max: u32,
     },
+    /// The buckets per user are not between 1 and the buckets per tenant.
+    PerUser {
+        /// Buckets per user asked for (j).
+        per_user: u32,
+        /// Buckets per tenant (k).
+        per_tenant: u32,
+    },
     /// The lender's reserve is not a share in 0 ≤ r < 1.
     LenderReserve {
         /// The value given, as written.
@@ -171,6 +178,14 @@ impl fmt::Display for ConfigError {
                  more than the buckets there are or the 8 a shard holds: use borrow_from of \
                  at most {max}",
                 spill + per_tenant
+            ),
+            ConfigError::PerUser {
+                per_user,
+                per_tenant,
+            } => write!(
+                f,
+                "per_user({per_user}) must be one of a tenant's {per_tenant} buckets or more, \
+                 up to all of them: use per_user from 1 to {per_tenant} (or raise per_tenant)"
             ),
             ConfigError::LenderReserve { ref reserve } => write!(
                 f,

@@ -10,7 +10,9 @@ use shuffle_limiter::{
     Assignment, DEFAULT_TENANT_CACHE, ManualClock, Quota, Shard, ShardedLimiter,
 };
 
-const SPEC: &str = include_str!("../docs/assignment.md");
+#[path = "support/spec.rs"]
+mod spec;
+use spec::{bucket_list, code, hex_bytes, section};
 
 /// The domain string, as the specification spells it.
 const DOMAIN: &[u8] = b"shuffle-limiter/assign/v1";
@@ -68,37 +70,6 @@ fn reference_shard(n: u32, k: u32, salt: &[u8], tenant: &[u8]) -> Vec<u32> {
 }
 
 // --- Reading the document ----------------------------------------------------
-
-/// The text of the `## title` section, up to the next `## ` heading.
-fn section(title: &str) -> &'static str {
-    let heading = format!("\n## {title}\n");
-    let start = SPEC
-        .find(&heading)
-        .unwrap_or_else(|| panic!("no section {title:?}"))
-        + heading.len();
-    let rest = &SPEC[start..];
-    &rest[..rest.find("\n## ").unwrap_or(rest.len())]
-}
-
-/// The inside of a cell written as one backticked span.
-fn code(cell: &str) -> Option<&str> {
-    let inner = cell.strip_prefix('`')?.strip_suffix('`')?;
-    (!inner.contains('`')).then_some(inner)
-}
-
-fn hex_bytes(hex: &str) -> Vec<u8> {
-    assert!(hex.len().is_multiple_of(2), "odd-length hex {hex:?}");
-    (0..hex.len())
-        .step_by(2)
-        .map(|i| {
-            u8::from_str_radix(&hex[i..i + 2], 16).unwrap_or_else(|_| panic!("bad hex {hex:?}"))
-        })
-        .collect()
-}
-
-fn bucket_list(text: &str) -> Vec<u32> {
-    text.split(',').map(|b| b.trim().parse().unwrap()).collect()
-}
 
 #[derive(Debug)]
 struct Vector {

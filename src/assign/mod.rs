@@ -12,6 +12,7 @@ use sha2::{Digest, Sha256};
 
 mod cache;
 mod top;
+mod user;
 
 pub(crate) use cache::{MAX_CACHE_ENTRIES, ShardCache};
 
@@ -131,6 +132,8 @@ pub struct Assignment {
     spill: u32,
     /// SHA-256 with the domain, salt length and salt already absorbed.
     prefix: Sha256,
+    /// The same for users' seeds, with the user domain.
+    user_prefix: Sha256,
 }
 
 impl Assignment {
@@ -151,6 +154,7 @@ impl Assignment {
                 per_tenant,
                 spill: 0,
                 prefix,
+                user_prefix: user::user_prefix(salt),
             }
         })
     }

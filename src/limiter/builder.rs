@@ -53,6 +53,7 @@ pub struct Builder<C = MonotonicClock> {
     pub(crate) salt: Vec<u8>,
     pub(crate) spill: u32,
     pub(crate) reserve: f64,
+    pub(crate) per_user: Option<u32>,
     pub(crate) cache: usize,
     pub(crate) name: String,
     pub(crate) clock: C,
@@ -140,6 +141,43 @@ impl<C: Clock> Builder<C> {
         self
     }
 
+    /// j: how many of its tenant's k buckets each *user* of a tenant draws
+    /// from in a nested check ([`check_nested`](crate::ShardedLimiter::check_nested)),
+    /// 1 ≤ j ≤ k; k unless set, which gives every user all of its tenant's
+    /// buckets.
+    ///
+    /// A user's j buckets are a rendezvous over its tenant's shard, keyed
+    /// by the salt, the tenant and the user (docs/assignment.md, "a user's
+    /// subset"): a user flooding its tenant drains only its j buckets, and
+    /// the tenant's other users keep the rest. Two users of a tenant hold the
+    /// same j buckets with probability 1 / C(k, j).
+    ///
+    /// ```
+    /// use shuffle_limiter::{ManualClock, Quota, ShardedLimiter};
+    ///
+    /// let limiter = ShardedLimiter::builder()
+    ///     .quota(Quota::per_second(8))
+    ///     .buckets(8)
+    ///     .per_tenant(4)
+    ///     .per_user(2)
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// let shard = limiter.shard("acme");
+    /// let user = limiter.shard_nested("acme", "user-7");
+    /// assert_eq!(user.buckets().len(), 2);
+    /// assert!(user.buckets().iter().all(|&b| shard.contains(b)));
+    /// // Its two buckets hold one token each: the user is denied after two,
+    /// // another user of the tenant may still be granted.
+    /// assert!(limiter.check_nested("acme", "user-7").is_ok());
+    /// assert!(limiter.check_nested("acme", "user-7").is_ok());
+    /// assert!(limiter.check_nested("acme", "user-7").is_err());
+    /// # Ok::<(), shuffle_limiter::ConfigError>(())
+    /// ```
+    pub fn per_user(mut self, per_user: u32) -> Self {
+        self.per_user = Some(per_user);
+        self
+    }
+
     /// How many tenants' shards to keep, so that a recently seen tenant does
     /// not pay a SHA-256 per check. Size it to the tenants active at once: a
     /// tenant that misses pays the SHA-256 and the rendezvous over all N
@@ -166,6 +204,7 @@ impl<C: Clock> Builder<C> {
             salt: self.salt,
             spill: self.spill,
             reserve: self.reserve,
+            per_user: self.per_user,
             cache: self.cache,
             name: self.name,
             clock,
@@ -215,6 +254,7 @@ impl<C: Clock> Builder<C> {
             ),
             cache: ShardCache::new(self.cache, &assignment),
             reserve: reserve_parts(self.reserve),
+            per_user: self.per_user.unwrap_or(assignment.per_tenant()),
             quota,
             split,
             assignment,
@@ -265,6 +305,14 @@ impl<C: Clock> Builder<C> {
                 max: most,
             });
         }
+        if let Some(per_user) = self.per_user
+            && !(1..=per_tenant).contains(&per_user)
+        {
+            return Err(ConfigError::PerUser {
+                per_user,
+                per_tenant,
+            });
+        }
         if !(0.0..1.0).contains(&self.reserve) {
             return Err(ConfigError::LenderReserve {
                 reserve: self.reserve.to_string(),
@@ -294,6 +342,7 @@ impl ShardedLimiter<MonotonicClock> {
             salt: Vec::new(),
             spill: 0,
             reserve: DEFAULT_LENDER_RESERVE,
+            per_user: None,
             cache: DEFAULT_TENANT_CACHE,
             name: "default".to_owned(),
             clock: MonotonicClock::new(),

@@ -139,6 +139,8 @@ pub(crate) struct Core {
     /// The lender's reserve, in units of 2⁻³² of a bucket's capacity
     /// (meaningful only when tenants have spill buckets).
     pub(crate) reserve: u32,
+    /// j: buckets per user of a tenant, in nested checks.
+    pub(crate) per_user: u32,
     pub(crate) name: String,
     pub(crate) metrics: Metrics,
 }
@@ -148,6 +150,14 @@ impl Core {
     #[inline]
     pub(crate) fn shard(&self, tenant: &[u8]) -> Shard {
         self.cache.get_or_assign(tenant, &self.assignment)
+    }
+
+    /// The buckets `user` of `tenant` draws from in a nested check: its
+    /// `per_user` of the tenant's shard (from the cache), then the tenant's
+    /// spill buckets. Nothing per user is kept.
+    pub(crate) fn user_shard(&self, tenant: &[u8], user: &[u8]) -> Shard {
+        let seed = self.assignment.user_seed(tenant, user);
+        self.shard(tenant).subset(seed, self.per_user)
     }
 
     /// How the draw sees the shard: its own and spill buckets, and the

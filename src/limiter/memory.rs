@@ -220,6 +220,51 @@ impl<C: Clock> ShardedLimiter<C> {
         self.tenant(tenant).check_n(n)
     }
 
+    /// Takes one token for `user` of `tenant` from the roomiest of the
+    /// user's j buckets ([`Builder::per_user`](crate::Builder::per_user)):
+    /// a user flooding its tenant drains its own j only, and the tenant's
+    /// other users keep the rest. See the example of
+    /// [`per_user`](crate::Builder::per_user).
+    ///
+    /// # Errors
+    /// [`Denied`] when all of the user's buckets are empty.
+    pub fn check_nested(
+        &self,
+        tenant: impl AsRef<[u8]>,
+        user: impl AsRef<[u8]>,
+    ) -> Result<Grant, Denied> {
+        let shard = self.core.user_shard(tenant.as_ref(), user.as_ref());
+        self.store.take(&self.core, &shard, 1)
+    }
+
+    /// Takes `n` tokens at once for `user` of `tenant`, as
+    /// [`check_n`](Self::check_n) does over the user's j buckets.
+    ///
+    /// # Errors
+    /// As [`check_n`](Self::check_n), for the user's buckets.
+    pub fn check_n_nested(
+        &self,
+        tenant: impl AsRef<[u8]>,
+        user: impl AsRef<[u8]>,
+        n: u32,
+    ) -> Result<Result<Grant, Denied>, InsufficientCapacity> {
+        self.user(tenant, user).check_n(n)
+    }
+
+    /// A handle for one user of one tenant, with the user's buckets
+    /// resolved once: the same methods as a tenant's handle, over the
+    /// user's j buckets.
+    pub fn user(
+        &self,
+        tenant: impl AsRef<[u8]>,
+        user: impl AsRef<[u8]>,
+    ) -> Tenant<'_, InProcess<C>> {
+        Tenant {
+            limiter: self,
+            shard: self.core.user_shard(tenant.as_ref(), user.as_ref()),
+        }
+    }
+
     /// Tokens `tenant` could take now, over all its buckets, without taking
     /// any.
     pub fn remaining(&self, tenant: impl AsRef<[u8]>) -> u64 {

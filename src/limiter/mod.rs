@@ -69,6 +69,14 @@ impl<S> Limiter<S> {
         self.core.shard(tenant.as_ref())
     }
 
+    /// The buckets `user` of `tenant` draws from in a nested check: its j
+    /// of the tenant's shard ([`Builder::per_user`](crate::Builder::per_user)),
+    /// in the user's order, then the tenant's spill buckets. Computed each
+    /// time (one SHA-256); nothing per user is kept.
+    pub fn shard_nested(&self, tenant: impl AsRef<[u8]>, user: impl AsRef<[u8]>) -> Shard {
+        self.core.user_shard(tenant.as_ref(), user.as_ref())
+    }
+
     /// The assignment this limiter uses (N, k and its salt).
     pub fn assignment(&self) -> &Assignment {
         &self.core.assignment
@@ -92,6 +100,11 @@ impl<S> Limiter<S> {
     /// k: buckets per tenant.
     pub fn per_tenant(&self) -> u32 {
         self.core.assignment.per_tenant()
+    }
+
+    /// j: buckets per user of a tenant, in nested checks.
+    pub fn per_user(&self) -> u32 {
+        self.core.per_user
     }
 
     /// The time between two tokens of one bucket (in Redis, rounded up to a

@@ -212,7 +212,9 @@ where
         self.tenant(tenant).check().await
     }
 
-    /// Takes `n` tokens at once for `tenant`, all from one of its buckets.
+    /// Takes `n` tokens at once for `tenant`: from its roomiest bucket when
+    /// that one holds them, otherwise from several of its buckets together,
+    /// all or nothing, in one atomic script.
     ///
     /// A weight of 0 is always granted (when Redis answers): it takes
     /// nothing, writes nothing, and its [`Grant::remaining`] reads the
@@ -220,8 +222,8 @@ where
     ///
     /// # Errors
     /// As [`ShardedLimiter::check_n`]: the outer [`InsufficientCapacity`]
-    /// when no bucket of the tenant could ever hold `n` tokens (found without
-    /// asking Redis), the inner [`Denied`] when none has them now.
+    /// when the tenant's buckets could never hold `n` tokens together (found
+    /// without asking Redis), the inner [`Denied`] when they do not now.
     pub async fn check_n(
         &self,
         tenant: impl AsRef<[u8]>,
@@ -261,6 +263,46 @@ where
         Tenant {
             limiter: self,
             shard: self.core.shard(tenant.as_ref()),
+        }
+    }
+
+    /// As [`ShardedLimiter::check_nested`]: one token for `user` of
+    /// `tenant`, from the user's j buckets.
+    ///
+    /// # Errors
+    /// [`Denied`] when all of the user's buckets are empty (or the policy
+    /// denies).
+    pub async fn check_nested(
+        &self,
+        tenant: impl AsRef<[u8]>,
+        user: impl AsRef<[u8]>,
+    ) -> Result<Grant, Denied> {
+        self.user(tenant, user).check().await
+    }
+
+    /// As [`ShardedLimiter::check_n_nested`].
+    ///
+    /// # Errors
+    /// As [`check_n`](Self::check_n), for the user's buckets.
+    pub async fn check_n_nested(
+        &self,
+        tenant: impl AsRef<[u8]>,
+        user: impl AsRef<[u8]>,
+        n: u32,
+    ) -> Result<Result<Grant, Denied>, InsufficientCapacity> {
+        self.user(tenant, user).check_n(n).await
+    }
+
+    /// A handle for one user of one tenant, with the user's buckets
+    /// resolved once ([`ShardedLimiter::user`]).
+    pub fn user(
+        &self,
+        tenant: impl AsRef<[u8]>,
+        user: impl AsRef<[u8]>,
+    ) -> Tenant<'_, RedisStore<Conn, C>> {
+        Tenant {
+            limiter: self,
+            shard: self.core.user_shard(tenant.as_ref(), user.as_ref()),
         }
     }
 }
