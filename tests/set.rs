@@ -259,8 +259,8 @@ fn wrong_types_unknown_keys_and_duplicates_are_named() {
         ),
         (
             "[limiters.amazon]\nrate = \"5/s\"\nbukets = 5\n",
-            "limiters.amazon.bukets: unknown key: use rate, burst, buckets, per_tenant, borrow_from, \
-             lender_reserve, salt or tenant_cache",
+            "limiters.amazon.bukets: unknown key: use rate, burst, buckets, per_tenant, per_user, \
+             borrow_from, lender_reserve, salt or tenant_cache",
         ),
         (
             "[limiter.amazon]\nrate = \"5/s\"\n",
@@ -461,4 +461,25 @@ fn members_view_every_limiter_and_iter_the_in_process_ones() {
     let mut names: Vec<_> = set.iter().map(|(name, _)| name).collect();
     names.sort_unstable();
     assert_eq!(names, ["amazon", "etsy", "walmart"]);
+}
+
+#[test]
+fn per_user_is_read_passed_to_the_builder_and_checked_at_its_place() {
+    let config: SetConfig =
+        toml::from_str("[limiters.api]\nrate = \"8/s\"\nper_tenant = 4\nper_user = 2\n").unwrap();
+    let set = LimiterSet::from_config(&config).unwrap();
+    let api = set.get("api").unwrap();
+    assert_eq!(api.per_user(), 2);
+    let user = api.shard_nested("acme", "user-7");
+    assert_eq!(
+        user,
+        api.assignment().user_subset("acme", "user-7", 2).unwrap()
+    );
+    let config: SetConfig =
+        toml::from_str("[limiters.api]\nrate = \"8/s\"\nper_tenant = 4\nper_user = 5\n").unwrap();
+    let err = LimiterSet::from_config(&config).unwrap_err().to_string();
+    assert!(
+        err.contains("limiters.api.per_user: per_user(5)") && err.contains("from 1 to 4"),
+        "{err}"
+    );
 }

@@ -31,6 +31,9 @@ pub struct LimiterConfig {
     pub buckets: Option<u32>,
     /// k: buckets per tenant.
     pub per_tenant: Option<u32>,
+    /// j: buckets per user of a tenant in nested checks; k when unset
+    /// ([`Builder::per_user`]).
+    pub per_user: Option<u32>,
     /// d: spill buckets each tenant may borrow from when its own are empty;
     /// unset or 0 is no borrowing ([`Builder::borrow_from`]).
     pub borrow_from: Option<u32>,
@@ -55,6 +58,7 @@ impl LimiterConfig {
             burst: None,
             buckets: None,
             per_tenant: None,
+            per_user: None,
             borrow_from: None,
             lender_reserve: None,
             salt: None,
@@ -86,6 +90,9 @@ impl LimiterConfig {
         if let Some(per_tenant) = self.per_tenant {
             builder = builder.per_tenant(per_tenant);
         }
+        if let Some(per_user) = self.per_user {
+            builder = builder.per_user(per_user);
+        }
         if let Some(spill) = self.borrow_from {
             builder = builder.borrow_from(spill);
         }
@@ -111,7 +118,7 @@ pub struct SetConfig {
 }
 
 const FIELDS: &str =
-    "rate, burst, buckets, per_tenant, borrow_from, lender_reserve, salt or tenant_cache";
+    "rate, burst, buckets, per_tenant, per_user, borrow_from, lender_reserve, salt or tenant_cache";
 
 /// The keys of a Redis limiter, known with or without the `redis` feature so
 /// that a build without it can say what to enable.
@@ -239,6 +246,7 @@ impl<'de> Visitor<'de> for EntrySeed<'_> {
                 "burst" => field(&mut map, &mut config.burst, name, "burst")?,
                 "buckets" => field(&mut map, &mut config.buckets, name, "buckets")?,
                 "per_tenant" => field(&mut map, &mut config.per_tenant, name, "per_tenant")?,
+                "per_user" => field(&mut map, &mut config.per_user, name, "per_user")?,
                 "borrow_from" => field(&mut map, &mut config.borrow_from, name, "borrow_from")?,
                 "lender_reserve" => {
                     field(&mut map, &mut config.lender_reserve, name, "lender_reserve")?;

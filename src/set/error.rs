@@ -111,6 +111,8 @@ fn config_field(e: &ConfigError) -> Option<&'static str> {
         "borrow_from"
     } else if matches!(e, LenderReserve { .. }) {
         "lender_reserve"
+    } else if matches!(e, PerUser { .. }) {
+        "per_user"
     } else if matches!(
         e,
         MissingQuota | ZeroCount | ZeroPeriod | Overflow { .. } | RateTooHigh { .. }

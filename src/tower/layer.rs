@@ -33,6 +33,8 @@ impl std::error::Error for InvalidPolicyName {}
 pub(super) struct Config<S> {
     pub(super) limiter: Arc<Limiter<S>>,
     pub(super) key: TenantKey,
+    /// Where a request's user comes from, for nested checks.
+    pub(super) user: Option<TenantKey>,
     pub(super) missing: MissingTenant,
     /// The policy name as a Structured Field String, quotes included.
     pub(super) policy: String,
@@ -58,6 +60,7 @@ impl<S: fmt::Debug> fmt::Debug for RateLimitLayer<S> {
         f.debug_struct("RateLimitLayer")
             .field("limiter", &c.limiter)
             .field("key", &c.key)
+            .field("user", &c.user)
             .field("missing", &c.missing)
             .field("policy", &c.policy)
             .finish()
@@ -90,10 +93,41 @@ impl<S: Store> RateLimitLayer<S> {
             config: Arc::new(Config {
                 limiter,
                 key,
+                user: None,
                 missing: MissingTenant::default(),
                 policy: "\"tenant\"".to_owned(),
             }),
         }
+    }
+
+    /// Isolates the users of each tenant one level down: a request whose
+    /// `user` key finds a user draws from that user's j of its tenant's k
+    /// buckets ([`Builder::per_user`](crate::Builder::per_user),
+    /// [`check_nested`](crate::ShardedLimiter::check_nested)), so one user
+    /// flooding a tenant's API key drains only its j. A request with a
+    /// tenant but no user draws from the tenant's k buckets, as without
+    /// this setting.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use axum::http::HeaderName;
+    /// use shuffle_limiter::{Quota, ShardedLimiter, tower::{RateLimitLayer, TenantKey}};
+    ///
+    /// let limiter = ShardedLimiter::builder()
+    ///     .quota(Quota::per_second(100))
+    ///     .per_tenant(4)
+    ///     .per_user(2)
+    ///     .build()?;
+    /// let layer = RateLimitLayer::new(
+    ///     Arc::new(limiter),
+    ///     TenantKey::header(HeaderName::from_static("x-api-key")),
+    /// )
+    /// .user(TenantKey::header(HeaderName::from_static("x-user-id")));
+    /// # let _ = layer;
+    /// # Ok::<(), shuffle_limiter::ConfigError>(())
+    /// ```
+    pub fn user(self, user: TenantKey) -> Self {
+        self.with_config(|c| c.user = Some(user))
     }
 
     /// What to do with a request without a tenant.
@@ -154,6 +188,7 @@ impl<S: Store> RateLimitLayer<S> {
         let mut config = Config {
             limiter: Arc::clone(&c.limiter),
             key: c.key.clone(),
+            user: c.user.clone(),
             missing: c.missing.clone(),
             policy: c.policy.clone(),
         };

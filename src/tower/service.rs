@@ -87,10 +87,17 @@ where
         let (parts, body) = request.into_parts();
         let config = &self.config;
         let limiter = &config.limiter;
-        let shard = match config.key.with_key(&parts, |key| limiter.shard(key)) {
+        let shard_of = |tenant: &[u8]| {
+            let user = config
+                .user
+                .as_ref()
+                .and_then(|user| user.with_key(&parts, |user| limiter.shard_nested(tenant, user)));
+            user.unwrap_or_else(|| limiter.shard(tenant))
+        };
+        let shard = match config.key.with_key(&parts, &shard_of) {
             Some(shard) => shard,
             None => match &config.missing.0 {
-                Missing::Fallback(tenant) => limiter.shard(tenant),
+                Missing::Fallback(tenant) => shard_of(tenant),
                 Missing::BadRequest => {
                     return ResponseFuture::answer(StatusCode::BAD_REQUEST, HeaderMap::new());
                 }
