@@ -94,7 +94,7 @@ where
                 .and_then(|user| user.with_key(&parts, |user| limiter.shard_nested(tenant, user)));
             user.unwrap_or_else(|| limiter.shard(tenant))
         };
-        let shard = match config.key.with_key(&parts, &shard_of) {
+        let shard = match config.key.with_key(&parts, shard_of) {
             Some(shard) => shard,
             None => match &config.missing.0 {
                 Missing::Fallback(tenant) => shard_of(tenant),
