@@ -95,6 +95,28 @@ pub enum ConfigError {
         /// Buckets per tenant (k).
         per_tenant: u32,
     },
+    /// A tier would give its tenants no buckets, or more than there are (with
+    /// the spill set) or than a shard holds.
+    TierPerTenant {
+        /// The tier's name.
+        tier: String,
+        /// Buckets per tenant asked for the tier.
+        per_tenant: u32,
+        /// The largest number possible: min(N, 8) − d.
+        max: u32,
+    },
+    /// A tenant was put in a tier that was never defined.
+    UnknownTier {
+        /// The tier's name as given.
+        tier: String,
+    },
+    /// More tenants were given a tier than a limiter keeps.
+    TooManyTieredTenants {
+        /// Tenants given a tier.
+        tenants: usize,
+        /// The largest number supported.
+        max: usize,
+    },
     /// The lender's reserve is not a share in 0 ≤ r < 1.
     LenderReserve {
         /// The value given, as written.
@@ -186,6 +208,26 @@ impl fmt::Display for ConfigError {
                 f,
                 "per_user({per_user}) must be one of a tenant's {per_tenant} buckets or more, \
                  up to all of them: use per_user from 1 to {per_tenant} (or raise per_tenant)"
+            ),
+            ConfigError::TierPerTenant {
+                ref tier,
+                per_tenant,
+                max,
+            } => write!(
+                f,
+                "tier({tier:?}, {per_tenant}) cannot give its tenants {per_tenant} buckets: \
+                 use from 1 to {max} (at most the buckets there are and the 8 a shard \
+                 holds, less the spill set)"
+            ),
+            ConfigError::UnknownTier { ref tier } => write!(
+                f,
+                "tenant_tier(.., {tier:?}) names a tier that was never defined: define it \
+                 with tier({tier:?}, k) or fix the name"
+            ),
+            ConfigError::TooManyTieredTenants { tenants, max } => write!(
+                f,
+                "{tenants} tenants were given a tier, more than the {max} a limiter keeps: \
+                 give tiers to at most {max} tenants"
             ),
             ConfigError::LenderReserve { ref reserve } => write!(
                 f,

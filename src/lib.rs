@@ -120,6 +120,7 @@ pub use limiter::builder::{
 };
 pub use limiter::decision::{BucketState, Denied, Grant, Payment};
 pub use limiter::memory::Tenant;
+pub use limiter::tiers::MAX_TIERED_TENANTS;
 pub use limiter::{Limiter, ShardedLimiter};
 pub use quota::Quota;
 #[cfg(feature = "tokio")]

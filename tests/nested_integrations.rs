@@ -132,3 +132,25 @@ async fn over_redis_a_user_draws_on_the_same_buckets_as_in_process() {
     );
     assert_eq!(remote.stats().errors(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_redis_a_gold_tenant_draws_on_its_tiers_buckets() {
+    let server = RedisServer::start();
+    let remote = builder()
+        .tier("gold", 6)
+        .tenant_tier("acme", "gold")
+        .name("tiers")
+        .build_redis(
+            &server.url(),
+            RedisOptions::new(FailurePolicy::FailClosed).deadline(Duration::from_secs(1)),
+        )
+        .await
+        .unwrap();
+    let gold = remote.shard("acme");
+    assert_eq!(gold.buckets().len(), 6);
+    // Its six buckets hold six tokens, taken at once.
+    let grant = remote.check_n("acme", 6).await.unwrap().unwrap();
+    assert_eq!(grant.payments().len(), 6);
+    assert!(remote.check("acme").await.is_err());
+    assert_eq!(remote.stats().errors(), 0);
+}

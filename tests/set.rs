@@ -260,7 +260,7 @@ fn wrong_types_unknown_keys_and_duplicates_are_named() {
         (
             "[limiters.amazon]\nrate = \"5/s\"\nbukets = 5\n",
             "limiters.amazon.bukets: unknown key: use rate, burst, buckets, per_tenant, per_user, \
-             borrow_from, lender_reserve, salt or tenant_cache",
+             tiers, tenant_tiers, borrow_from, lender_reserve, salt or tenant_cache",
         ),
         (
             "[limiter.amazon]\nrate = \"5/s\"\n",
@@ -461,6 +461,29 @@ fn members_view_every_limiter_and_iter_the_in_process_ones() {
     let mut names: Vec<_> = set.iter().map(|(name, _)| name).collect();
     names.sort_unstable();
     assert_eq!(names, ["amazon", "etsy", "walmart"]);
+}
+
+#[test]
+fn tiers_are_read_from_tables_and_checked_at_their_place() {
+    let config: SetConfig = toml::from_str(
+        "[limiters.api]\nrate = \"8/s\"\ntiers = { gold = 4 }\ntenant_tiers = { acme = \"gold\" }\n",
+    )
+    .unwrap();
+    let api = LimiterSet::from_config(&config)
+        .unwrap()
+        .get("api")
+        .unwrap()
+        .clone();
+    assert_eq!(api.shard("acme").buckets().len(), 4);
+    assert_eq!(api.shard("other").buckets().len(), 2);
+    let config: SetConfig =
+        toml::from_str("[limiters.api]\nrate = \"8/s\"\ntenant_tiers = { acme = \"gold\" }\n")
+            .unwrap();
+    let err = LimiterSet::from_config(&config).unwrap_err().to_string();
+    assert!(
+        err.contains("limiters.api.tenant_tiers: tenant_tier(.., \"gold\")"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -243,8 +243,8 @@ fn keys_that_do_not_fit_together_say_what_to_add_or_remove() {
     assert!(
         e.contains(
             "limiters.w.redis_url: unknown key: use rate, burst, buckets, per_tenant, \
-             per_user, borrow_from, lender_reserve, salt or tenant_cache; a Redis limiter also \
-             takes redis, failure_policy, replicas, deadline, retry_every, connect_timeout, \
+             per_user, tiers, tenant_tiers, borrow_from, lender_reserve, salt or tenant_cache; \
+             a Redis limiter also takes redis, failure_policy, replicas, deadline, retry_every, connect_timeout, \
              cache_denials"
         ),
         "{e}"

@@ -8,6 +8,7 @@ use crate::quota::Quota;
 
 use super::core::{Core, Split};
 use super::memory::InProcess;
+use super::tiers::{MAX_TIERED_TENANTS, Tiers};
 use super::{Limiter, ShardedLimiter};
 
 /// Buckets (N) unless [`Builder::buckets`] says otherwise or the burst is
@@ -54,6 +55,11 @@ pub struct Builder<C = MonotonicClock> {
     pub(crate) spill: u32,
     pub(crate) reserve: f64,
     pub(crate) per_user: Option<u32>,
+    /// Tiers by name, with their buckets per tenant; a later one of the
+    /// same name replaces an earlier one.
+    pub(crate) tiers: Vec<(String, u32)>,
+    /// Tenants given a tier, by the tier's name.
+    pub(crate) tenant_tiers: Vec<(Vec<u8>, String)>,
     pub(crate) cache: usize,
     pub(crate) name: String,
     pub(crate) clock: C,
@@ -178,6 +184,45 @@ impl<C: Clock> Builder<C> {
         self
     }
 
+    /// Defines a tier: tenants put in it ([`tenant_tier`](Self::tenant_tier))
+    /// draw from `per_tenant` buckets instead of the limiter's k. A tier
+    /// with a larger k keeps each of its tenants' buckets and adds more:
+    /// the tier's shard is the top k' of the same ranking (docs/assignment.md,
+    /// nesting), so a tenant moved up keeps its cached state and loses no
+    /// isolation it had. Defining a name again replaces it.
+    ///
+    /// ```
+    /// use shuffle_limiter::{Quota, ShardedLimiter};
+    ///
+    /// let limiter = ShardedLimiter::builder()
+    ///     .quota(Quota::per_second(80))
+    ///     .buckets(8)
+    ///     .per_tenant(2)
+    ///     .tier("gold", 4)
+    ///     .tenant_tier("acme", "gold")
+    ///     .build()?;
+    /// let gold = limiter.shard("acme");
+    /// assert_eq!(gold.buckets().len(), 4);
+    /// // Its standard pair is the first two of its gold four.
+    /// let standard = limiter.assignment().shard("acme");
+    /// assert_eq!(&gold.buckets()[..2], standard.buckets());
+    /// # Ok::<(), shuffle_limiter::ConfigError>(())
+    /// ```
+    pub fn tier(mut self, name: impl Into<String>, per_tenant: u32) -> Self {
+        self.tiers.push((name.into(), per_tenant));
+        self
+    }
+
+    /// Puts `tenant` in the tier named `tier` (defined with
+    /// [`tier`](Self::tier)); at most [`MAX_TIERED_TENANTS`] tenants. Each
+    /// tiered tenant's shard is worked out when the limiter is built and
+    /// kept beside the tenant cache, which the tenant then bypasses.
+    pub fn tenant_tier(mut self, tenant: impl AsRef<[u8]>, tier: impl Into<String>) -> Self {
+        self.tenant_tiers
+            .push((tenant.as_ref().to_vec(), tier.into()));
+        self
+    }
+
     /// How many tenants' shards to keep, so that a recently seen tenant does
     /// not pay a SHA-256 per check. Size it to the tenants active at once: a
     /// tenant that misses pays the SHA-256 and the rendezvous over all N
@@ -205,6 +250,8 @@ impl<C: Clock> Builder<C> {
             spill: self.spill,
             reserve: self.reserve,
             per_user: self.per_user,
+            tiers: self.tiers,
+            tenant_tiers: self.tenant_tiers,
             cache: self.cache,
             name: self.name,
             clock,
@@ -255,6 +302,7 @@ impl<C: Clock> Builder<C> {
             cache: ShardCache::new(self.cache, &assignment),
             reserve: reserve_parts(self.reserve),
             per_user: self.per_user.unwrap_or(assignment.per_tenant()),
+            tiers: self.tier_shards(&assignment),
             quota,
             split,
             assignment,
@@ -305,6 +353,29 @@ impl<C: Clock> Builder<C> {
                 max: most,
             });
         }
+        let most_per_tenant = buckets.min(MAX_PER_TENANT) - self.spill;
+        for (tier, k) in &self.tiers {
+            if !(1..=most_per_tenant).contains(k) {
+                return Err(ConfigError::TierPerTenant {
+                    tier: tier.clone(),
+                    per_tenant: *k,
+                    max: most_per_tenant,
+                });
+            }
+        }
+        if let Some((_, tier)) = self
+            .tenant_tiers
+            .iter()
+            .find(|(_, t)| self.tier_per_tenant(t).is_none())
+        {
+            return Err(ConfigError::UnknownTier { tier: tier.clone() });
+        }
+        if self.tenant_tiers.len() > MAX_TIERED_TENANTS {
+            return Err(ConfigError::TooManyTieredTenants {
+                tenants: self.tenant_tiers.len(),
+                max: MAX_TIERED_TENANTS,
+            });
+        }
         if let Some(per_user) = self.per_user
             && !(1..=per_tenant).contains(&per_user)
         {
@@ -326,6 +397,30 @@ impl<C: Clock> Builder<C> {
     }
 }
 
+impl<C> Builder<C> {
+    /// The buckets per tenant of the tier named `name`, the last definition
+    /// winning.
+    fn tier_per_tenant(&self, name: &str) -> Option<u32> {
+        self.tiers
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|&(_, k)| k)
+    }
+
+    /// The shard of every tenant given a tier, worked out once: the top k'
+    /// of the same ranking, so it holds the tenant's shard of k (if k' ≥ k).
+    /// The tiers were validated.
+    fn tier_shards(&self, assignment: &Assignment) -> Tiers {
+        Tiers::new(self.tenant_tiers.iter().filter_map(|(tenant, tier)| {
+            let k = self.tier_per_tenant(tier)?;
+            let tiered = Assignment::new(assignment.buckets(), k, &self.salt)?
+                .with_spill(assignment.spill())?;
+            Some((tenant.clone().into_boxed_slice(), tiered.shard(tenant)))
+        }))
+    }
+}
+
 /// The reserve as the draw counts it, in units of 2⁻³² of a capacity,
 /// rounded up: the owners keep at least the share asked for.
 fn reserve_parts(reserve: f64) -> u32 {
@@ -343,6 +438,8 @@ impl ShardedLimiter<MonotonicClock> {
             spill: 0,
             reserve: DEFAULT_LENDER_RESERVE,
             per_user: None,
+            tiers: Vec::new(),
+            tenant_tiers: Vec::new(),
             cache: DEFAULT_TENANT_CACHE,
             name: "default".to_owned(),
             clock: MonotonicClock::new(),

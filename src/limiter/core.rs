@@ -2,6 +2,7 @@
 //! how it is split over the buckets, the assignment, the tenant cache, the
 //! name and the metrics handles.
 
+use super::tiers::Tiers;
 use crate::assign::{Assignment, MAX_PER_TENANT, ShardCache};
 use crate::draw::{Pace, Span};
 use crate::error::{ConfigError, InsufficientCapacity};
@@ -141,6 +142,8 @@ pub(crate) struct Core {
     pub(crate) reserve: u32,
     /// j: buckets per user of a tenant, in nested checks.
     pub(crate) per_user: u32,
+    /// The shards of tenants given a tier.
+    pub(crate) tiers: Tiers,
     pub(crate) name: String,
     pub(crate) metrics: Metrics,
 }
@@ -149,6 +152,9 @@ impl Core {
     /// The tenant's shard, from the cache when it was seen recently.
     #[inline]
     pub(crate) fn shard(&self, tenant: &[u8]) -> Shard {
+        if let Some(shard) = self.tiers.get(tenant) {
+            return shard;
+        }
         self.cache.get_or_assign(tenant, &self.assignment)
     }
 

@@ -9,6 +9,7 @@ pub(crate) mod builder;
 pub(crate) mod core;
 pub(crate) mod decision;
 pub(crate) mod memory;
+pub(crate) mod tiers;
 
 use std::fmt;
 use std::time::Duration;

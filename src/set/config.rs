@@ -34,6 +34,10 @@ pub struct LimiterConfig {
     /// j: buckets per user of a tenant in nested checks; k when unset
     /// ([`Builder::per_user`]).
     pub per_user: Option<u32>,
+    /// Tiers by name, with their buckets per tenant ([`Builder::tier`]).
+    pub tiers: Option<BTreeMap<String, u32>>,
+    /// Tenants given a tier, by the tier's name ([`Builder::tenant_tier`]).
+    pub tenant_tiers: Option<BTreeMap<String, String>>,
     /// d: spill buckets each tenant may borrow from when its own are empty;
     /// unset or 0 is no borrowing ([`Builder::borrow_from`]).
     pub borrow_from: Option<u32>,
@@ -59,6 +63,8 @@ impl LimiterConfig {
             buckets: None,
             per_tenant: None,
             per_user: None,
+            tiers: None,
+            tenant_tiers: None,
             borrow_from: None,
             lender_reserve: None,
             salt: None,
@@ -93,6 +99,12 @@ impl LimiterConfig {
         if let Some(per_user) = self.per_user {
             builder = builder.per_user(per_user);
         }
+        for (tier, &per_tenant) in self.tiers.iter().flatten() {
+            builder = builder.tier(tier, per_tenant);
+        }
+        for (tenant, tier) in self.tenant_tiers.iter().flatten() {
+            builder = builder.tenant_tier(tenant, tier);
+        }
         if let Some(spill) = self.borrow_from {
             builder = builder.borrow_from(spill);
         }
@@ -117,8 +129,8 @@ pub struct SetConfig {
     pub limiters: BTreeMap<String, LimiterConfig>,
 }
 
-const FIELDS: &str =
-    "rate, burst, buckets, per_tenant, per_user, borrow_from, lender_reserve, salt or tenant_cache";
+const FIELDS: &str = "rate, burst, buckets, per_tenant, per_user, tiers, tenant_tiers, borrow_from, \
+     lender_reserve, salt or tenant_cache";
 
 /// The keys of a Redis limiter, known with or without the `redis` feature so
 /// that a build without it can say what to enable.
@@ -247,6 +259,8 @@ impl<'de> Visitor<'de> for EntrySeed<'_> {
                 "buckets" => field(&mut map, &mut config.buckets, name, "buckets")?,
                 "per_tenant" => field(&mut map, &mut config.per_tenant, name, "per_tenant")?,
                 "per_user" => field(&mut map, &mut config.per_user, name, "per_user")?,
+                "tiers" => field(&mut map, &mut config.tiers, name, "tiers")?,
+                "tenant_tiers" => field(&mut map, &mut config.tenant_tiers, name, "tenant_tiers")?,
                 "borrow_from" => field(&mut map, &mut config.borrow_from, name, "borrow_from")?,
                 "lender_reserve" => {
                     field(&mut map, &mut config.lender_reserve, name, "lender_reserve")?;

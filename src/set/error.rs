@@ -113,6 +113,10 @@ fn config_field(e: &ConfigError) -> Option<&'static str> {
         "lender_reserve"
     } else if matches!(e, PerUser { .. }) {
         "per_user"
+    } else if matches!(e, TierPerTenant { .. }) {
+        "tiers"
+    } else if matches!(e, UnknownTier { .. } | TooManyTieredTenants { .. }) {
+        "tenant_tiers"
     } else if matches!(
         e,
         MissingQuota | ZeroCount | ZeroPeriod | Overflow { .. } | RateTooHigh { .. }

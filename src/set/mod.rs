@@ -17,6 +17,8 @@
 //! | `buckets` | no | N, buckets the budget is split into (default 8, or the burst if smaller) |
 //! | `per_tenant` | no | k, buckets per tenant (default 2) |
 //! | `per_user` | no | j, buckets per user of a tenant in nested checks, 1 ≤ j ≤ k (default k) |
+//! | `tiers` | no | a table of tier names and their buckets per tenant, such as `{ gold = 4 }` |
+//! | `tenant_tiers` | no | a table of tenants and their tier's name, such as `{ acme = "gold" }` |
 //! | `borrow_from` | no | d, spill buckets each tenant may borrow from when its own are empty (default 0: no borrowing; k + d ≤ min(N, 8)) |
 //! | `lender_reserve` | with `borrow_from` | r, the share of each bucket's burst that borrowers leave to its owners: 0 ≤ r < 1 (default 0.5; see [`Reserve`]) |
 //! | `salt` | no | a deployment secret mixed into the assignment |

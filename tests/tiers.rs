@@ -1,0 +1,124 @@
+//! Tiers: tenants given more buckets than the limiter's k keep the buckets
+//! they had and add more, draw on them in checks, and bad tiers are refused
+//! with what to change.
+
+use std::time::Duration;
+
+use shuffle_limiter::{
+    Assignment, ConfigError, MAX_TIERED_TENANTS, ManualClock, Quota, ShardedLimiter,
+};
+
+fn builder() -> shuffle_limiter::Builder<ManualClock> {
+    ShardedLimiter::builder()
+        .quota(Quota::per_second(800))
+        .buckets(8)
+        .per_tenant(2)
+        .clock(ManualClock::new())
+}
+
+#[test]
+fn a_larger_tier_keeps_every_bucket_a_tenant_had_and_adds_more() {
+    let tenants: Vec<String> = (0..300).map(|t| format!("tenant-{t}")).collect();
+    let gold = tenants.iter().step_by(3);
+    let limiter = gold
+        .clone()
+        .fold(builder().tier("gold", 4).borrow_from(2), |b, t| {
+            b.tenant_tier(t, "gold")
+        })
+        .build()
+        .unwrap();
+    let standard = Assignment::new(8, 2, b"").unwrap().with_spill(2).unwrap();
+    for (i, tenant) in tenants.iter().enumerate() {
+        let (had, has) = (standard.shard(tenant), limiter.shard(tenant));
+        if i % 3 == 0 {
+            assert_eq!(has.buckets().len(), 4, "{tenant}");
+            assert_eq!(
+                &has.buckets()[..2],
+                had.buckets(),
+                "{tenant}: kept its pair first"
+            );
+            // The spill set follows the tier's k + d ranking as well.
+            assert_eq!(
+                has.spill(),
+                &Assignment::new(8, 6, b"").unwrap().shard(tenant).buckets()[4..]
+            );
+        } else {
+            assert_eq!(has, had, "{tenant}: not tiered, unchanged");
+        }
+        // Checks draw on the tier's buckets, cached or not.
+        let grant = limiter.check(tenant).unwrap();
+        assert!(has.contains(grant.bucket()));
+        assert_eq!(limiter.shard(tenant), has);
+    }
+}
+
+#[test]
+fn a_gold_tenant_alone_sustains_its_tiers_share() {
+    // 8 buckets of 100 tokens, 100/s each: a standard tenant alone sustains
+    // 2/8 of R, a gold one 4/8.
+    let limiter = builder()
+        .tier("gold", 4)
+        .tenant_tier("acme", "gold")
+        .build()
+        .unwrap();
+    let share = |tenant: &str| {
+        let handle = limiter.tenant(tenant);
+        while handle.check().is_ok() {} // spend the burst first
+        let mut granted = 0u32;
+        for _ in 0..1_000 {
+            limiter.clock().advance(Duration::from_millis(10));
+            while handle.check().is_ok() {
+                granted += 1;
+                assert!(granted <= 8_000, "more than R over 10 s");
+            }
+        }
+        f64::from(granted) / 8_000.0
+    };
+    assert!((share("acme") - 0.5).abs() < 0.01, "{}", share("acme"));
+    assert!((share("standard-co") - 0.25).abs() < 0.01);
+}
+
+#[test]
+fn bad_tiers_say_what_to_change() {
+    let err = builder().tenant_tier("acme", "gold").build().unwrap_err();
+    assert_eq!(
+        err,
+        ConfigError::UnknownTier {
+            tier: "gold".into()
+        }
+    );
+    assert!(
+        err.to_string().contains("define it with tier(\"gold\", k)"),
+        "{err}"
+    );
+    // With 2 spill buckets, a tier may give at most 8 − 2 = 6.
+    let err = builder()
+        .borrow_from(2)
+        .tier("huge", 7)
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        err,
+        ConfigError::TierPerTenant {
+            tier: "huge".into(),
+            per_tenant: 7,
+            max: 6
+        }
+    );
+    assert!(err.to_string().contains("use from 1 to 6"), "{err}");
+    assert!(builder().tier("none", 0).build().is_err());
+    // A later definition of a name replaces the earlier one.
+    let limiter = builder()
+        .tier("gold", 7)
+        .tier("gold", 3)
+        .tenant_tier("a", "gold")
+        .build();
+    assert_eq!(limiter.unwrap().shard("a").buckets().len(), 3);
+    let too_many = (0..=MAX_TIERED_TENANTS).fold(builder().tier("gold", 4), |b, t| {
+        b.tenant_tier(t.to_le_bytes(), "gold")
+    });
+    let err = too_many.build().unwrap_err();
+    assert!(
+        matches!(err, ConfigError::TooManyTieredTenants { tenants, .. } if tenants == MAX_TIERED_TENANTS + 1)
+    );
+}
