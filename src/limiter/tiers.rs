@@ -15,17 +15,20 @@ use crate::Shard;
 /// kept for the limiter's life, so the builder caps it.
 pub const MAX_TIERED_TENANTS: usize = 1 << 16;
 
+/// Tiered tenants' shards by tenant id.
+type ByTenant = HashMap<Box<[u8]>, Shard, RandomState>;
+
 /// The shards of the tenants given a tier; empty for most limiters, which
 /// then pay one branch per check for it.
 #[derive(Debug, Default)]
 pub(crate) struct Tiers {
-    shards: Option<Box<HashMap<Box<[u8]>, Shard, RandomState>>>,
+    shards: Option<Box<ByTenant>>,
 }
 
 impl Tiers {
     /// Tiers with these tenants' shards.
     pub(crate) fn new(shards: impl IntoIterator<Item = (Box<[u8]>, Shard)>) -> Self {
-        let map: HashMap<_, _, RandomState> = shards.into_iter().collect();
+        let map: ByTenant = shards.into_iter().collect();
         Tiers {
             shards: (!map.is_empty()).then(|| Box::new(map)),
         }
