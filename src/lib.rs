@@ -57,6 +57,11 @@
 //!   cache) over one [`store`]: [`InProcess`](store::InProcess) atomics, or
 //!   Redis. The decision itself is written once, as a pure function that
 //!   every store applies atomically.
+//! - Beyond one tenant, one shard: borrowing idle capacity from spill
+//!   buckets above a reserve ([`Builder::borrow_from`]), weighted requests
+//!   paid by several buckets together ([`Grant::payments`]), users isolated
+//!   inside a tenant ([`Builder::per_user`], [`ShardedLimiter::check_nested`])
+//!   and tiers with a larger k ([`Builder::tier`]).
 //! - [`Clock`], [`MonotonicClock`], [`ManualClock`]: time.
 //! - [`blast`]: the exact blast-radius math for choosing N and k
 //!   ([`Limiter::blast_radius`] gives it for a built limiter); the

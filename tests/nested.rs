@@ -161,17 +161,23 @@ fn buckets_per_user_outside_one_to_k_say_what_to_change() {
     assert!(all.shard_nested("t", "u").same_set(&all.shard("t")));
 }
 
-#[test]
-fn a_user_may_ask_for_what_its_buckets_hold_together() {
-    // 8 buckets of 2 tokens; a user holds 2 of its tenant's 4.
-    let limiter = ShardedLimiter::builder()
-        .quota(Quota::per_second(16))
+/// `rate` per second (and as many at once) over 8 buckets, 4 per tenant, 2
+/// per user.
+fn four_then_two(rate: u32) -> ShardedLimiter<ManualClock> {
+    ShardedLimiter::builder()
+        .quota(Quota::per_second(rate))
         .buckets(8)
         .per_tenant(4)
         .per_user(2)
         .clock(ManualClock::new())
         .build()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn a_user_may_ask_for_what_its_buckets_hold_together() {
+    // 8 buckets of 2 tokens; a user holds 2 of its tenant's 4.
+    let limiter = four_then_two(16);
     let user = limiter.user("acme", "u");
     assert_eq!(user.shard(), limiter.shard_nested("acme", "u"));
     let err = user.check_n(5).unwrap_err();
@@ -195,14 +201,7 @@ fn a_flooding_user_takes_down_only_the_users_holding_its_pair() {
     // half the pairs share: about 60 requests/s against its 100/s.
     const STEP: Duration = Duration::from_millis(100);
     const STEPS: u32 = 300;
-    let limiter = ShardedLimiter::builder()
-        .quota(Quota::per_second(800))
-        .buckets(8)
-        .per_tenant(4)
-        .per_user(2)
-        .clock(ManualClock::new())
-        .build()
-        .unwrap();
+    let limiter = four_then_two(800);
     let flooder = limiter.user("acme", "user-0");
     let users: Vec<_> = (1..300)
         .map(|u| limiter.user("acme", format!("user-{u}")))

@@ -30,6 +30,20 @@ pub(crate) struct Pool {
 }
 
 impl Pool {
+    /// A grant no bucket pays yet, leaving `remaining` tokens and full in
+    /// `full_in`; payers are added in the order they pay.
+    pub(crate) fn new(remaining: u64, full_in: u64) -> Pool {
+        Pool {
+            payers: 0,
+            index: [0; MAX_K],
+            seen: [0; MAX_K],
+            tat: [0; MAX_K],
+            paid: [0; MAX_K],
+            remaining,
+            full_in,
+        }
+    }
+
     /// `(position, arrival time as read, new arrival time, tokens)` of each
     /// bucket that pays, in the order they pay.
     pub(crate) fn payments(&self) -> impl Iterator<Item = (usize, u64, u64, u32)> + '_ {
@@ -67,15 +81,7 @@ pub(super) fn short(
         return Outcome::Deny { index, at };
     }
     let k = tats.len();
-    let mut pool = Pool {
-        payers: 0,
-        index: [0; MAX_K],
-        seen: [0; MAX_K],
-        tat: [0; MAX_K],
-        paid: [0; MAX_K],
-        remaining: tokens - u64::from(ask.n),
-        full_in: 0,
-    };
+    let mut pool = Pool::new(tokens - u64::from(ask.n), 0);
     let mut new_tats = [0; MAX_K];
     new_tats[..k].copy_from_slice(tats);
     // The roomiest bucket not yet paying pays next, as much as it holds in

@@ -91,9 +91,10 @@ end
 -- compared exactly as there; a tie for the most room is settled from
 -- `start` only after the pass.
 
--- Pace::tokens at time t of the bucket at position j: floor(room / interval),
--- exact: `%` floors in Lua.
-local function tokens_at(j, t)
+-- For the paths that are not taken on every decision: Pace::room at time t
+-- of the bucket at position j, and Pace::tokens of it, floor(room /
+-- interval), exact: `%` floors in Lua.
+local function room_at(j, t)
   local room = ARGV[4 + j] * interval
   if raw[j] > t then
     room = room - (raw[j] - t)
@@ -101,6 +102,10 @@ local function tokens_at(j, t)
       room = 0
     end
   end
+  return room
+end
+local function tokens_at(j, t)
+  local room = room_at(j, t)
   return (room - room % interval) / interval
 end
 
@@ -140,13 +145,7 @@ if best_room < cost and tokens >= n then
     local j = start + 1
     for _ = 1, k do
       -- Equal whole tokens are not equal rooms: the rooms are compared.
-      local room = ARGV[4 + j] * interval
-      if raw[j] > now then
-        room = room - (raw[j] - now)
-        if room < 0 then
-          room = 0
-        end
-      end
+      local room = room_at(j, now)
       if not paying[j] and room >= interval and (payer == nil or room > payer_room) then
         payer, payer_room = j, room
       end

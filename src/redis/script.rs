@@ -150,15 +150,7 @@ fn parse(reply: &[i64], own: usize, ranked: usize) -> Option<Drawn> {
             full_in: wait,
         }),
         (1, [paid, more @ ..]) if more.len() % 2 == 0 && more.len() < 2 * MAX_K => {
-            let mut pool = Pool {
-                payers: 0,
-                index: [0; MAX_K],
-                seen: [0; MAX_K],
-                tat: [0; MAX_K],
-                paid: [0; MAX_K],
-                remaining,
-                full_in: wait,
-            };
+            let mut pool = Pool::new(remaining, wait);
             let others = more.chunks_exact(2).map(|pair| (pair[0], pair[1]));
             for (i, (j, paid)) in std::iter::once((first, *paid)).chain(others).enumerate() {
                 pool.index[i] = position(j)? as u8;
