@@ -204,9 +204,12 @@ fn a_flood_in_one_process_leaves_the_other_process_tenants_alone() {
         flooded as f64 >= 0.9 * flood_budget,
         "the flooder's buckets granted {flooded} of {flood_budget} over {flood_t:.3} s"
     );
+    let [none, differs, same] =
+        [kept(0..=0), kept(0..=1), kept(2..=2)].map(|(s, g)| format!("{g}/{s}"));
     eprintln!(
         "fleet: {total} granted over {t:.3} s (budget {budget:.0}); flooder's buckets \
-         {flooded} of {flood_budget:.0}"
+         {flooded} of {flood_budget:.0}; light tenants granted: sharing no bucket {none}, \
+         shard differs {differs}, the flooder's shard {same}"
     );
 }
 
