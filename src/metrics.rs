@@ -11,9 +11,17 @@
 //! | [`GRANTS`] | counter | `limiter`, `bucket` | a request is granted; `bucket` paid for it ([`Grant::bucket`](crate::Grant::bucket): the one that paid most, when several paid together) |
 //! | [`DENIALS`] | counter | `limiter`, `bucket` | a request is denied; `bucket` is the one that will have room first |
 //! | [`AVAILABLE`] | gauge | `limiter`, `bucket` | [`ShardedLimiter::snapshot`](crate::ShardedLimiter::snapshot): tokens the bucket holds now |
+//! | `REDIS_DECISIONS` (feature `redis`) | counter | `limiter`, `source` | a `RedisLimiter` decided; `source` is `redis` (the script), `cached_denial` (a denial remembered from Redis) or `policy` (the failure policy: Redis failed, missed the deadline, or the shard is paused) |
+//! | `REDIS_ERRORS` (feature `redis`) | counter | `limiter` | a request to Redis failed or missed the deadline |
+//!
+//! A Redis limiter counts its grants and denials in [`GRANTS`] and
+//! [`DENIALS`] as well, whichever way they were decided (with
+//! `LocalFallback`, the fallback limiter counts the policy's under the same
+//! name); the two Redis counters are the same numbers as its `stats()`, so an
+//! alert on `source="policy"` sees every request the policy answered.
 //!
 //! Cardinality is bounded by the configuration: three series per bucket per
-//! limiter. Nothing is ever labelled with a tenant id, whose values are
+//! limiter, and four more per Redis limiter. Nothing is ever labelled with a tenant id, whose values are
 //! unbounded; the `bucket` label already tells which shard is hot.
 //!
 //! `tracing` events come only at debug level (a limiter was built, with its
@@ -68,6 +76,18 @@ pub const DENIALS: &str = "shuffle_limiter_denials_total";
 /// Gauge of the tokens a bucket holds, set by each snapshot; labelled
 /// `limiter` and `bucket`.
 pub const AVAILABLE: &str = "shuffle_limiter_available_tokens";
+
+/// Counter of a Redis limiter's decisions, labelled `limiter` and `source`:
+/// `redis`, `cached_denial` or `policy`.
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub const REDIS_DECISIONS: &str = "shuffle_limiter_redis_decisions_total";
+
+/// Counter of a Redis limiter's requests to Redis that failed or missed the
+/// deadline, labelled `limiter`.
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub const REDIS_ERRORS: &str = "shuffle_limiter_redis_errors_total";
 
 /// One limiter's handles, registered once at build time so that a decision
 /// only increments an existing counter. Clones share the handles.
@@ -157,5 +177,61 @@ impl std::fmt::Debug for Metrics {
         f.debug_struct("Metrics")
             .field("limiter", &self.limiter)
             .finish_non_exhaustive()
+    }
+}
+
+/// A Redis limiter's handles for how each decision was made, registered at
+/// build time beside the limiter's own.
+#[cfg(feature = "redis")]
+#[derive(Clone)]
+pub(crate) struct RedisMetrics {
+    /// By source: Redis, a cached denial, the policy.
+    decisions: [Counter; 3],
+    errors: Counter,
+}
+
+#[cfg(feature = "redis")]
+impl RedisMetrics {
+    /// Registers the four series of the Redis limiter `name`.
+    pub(crate) fn new(name: &str) -> Self {
+        describe_counter!(
+            REDIS_DECISIONS,
+            Unit::Count,
+            "Decisions of a Redis limiter, by who made them"
+        );
+        describe_counter!(
+            REDIS_ERRORS,
+            Unit::Count,
+            "Requests to Redis that failed or missed the deadline"
+        );
+        let by = |source: &'static str| counter!(REDIS_DECISIONS, "limiter" => name.to_owned(), "source" => source);
+        RedisMetrics {
+            decisions: [by("redis"), by("cached_denial"), by("policy")],
+            errors: counter!(REDIS_ERRORS, "limiter" => name.to_owned()),
+        }
+    }
+
+    /// Counts one decision made by `source`.
+    #[inline]
+    pub(crate) fn decided(&self, source: crate::redis::Source) {
+        use crate::redis::Source;
+        let i = match source {
+            Source::Redis => 0,
+            Source::CachedDenial => 1,
+            Source::Policy => 2,
+        };
+        self.decisions[i].increment(1);
+    }
+
+    /// Counts one request to Redis that failed or missed the deadline.
+    pub(crate) fn failed(&self) {
+        self.errors.increment(1);
+    }
+}
+
+#[cfg(feature = "redis")]
+impl std::fmt::Debug for RedisMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisMetrics").finish_non_exhaustive()
     }
 }

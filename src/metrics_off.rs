@@ -25,3 +25,21 @@ impl Metrics {
     #[inline(always)]
     pub(crate) fn available(&self, _bucket: u32, _tokens: u64) {}
 }
+
+/// No handles for a Redis limiter either.
+#[cfg(feature = "redis")]
+#[derive(Debug, Clone)]
+pub(crate) struct RedisMetrics;
+
+#[cfg(feature = "redis")]
+impl RedisMetrics {
+    pub(crate) fn new(_name: &str) -> Self {
+        RedisMetrics
+    }
+
+    #[inline(always)]
+    pub(crate) fn decided(&self, _source: crate::redis::Source) {}
+
+    #[inline(always)]
+    pub(crate) fn failed(&self) {}
+}

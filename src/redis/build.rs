@@ -18,6 +18,7 @@ use super::store::{RedisStore, Shared};
 use crate::clock::Clock;
 use crate::error::ConfigError;
 use crate::limiter::core::Core;
+use crate::metrics::RedisMetrics;
 use crate::quota::Quota;
 use crate::{Builder, Limiter, ShardedLimiter};
 
@@ -248,6 +249,7 @@ impl<C> Parts<C> {
             denials: DenialCache::new(buckets),
             fallback: self.fallback,
             metrics: self.core.metrics.clone(),
+            redis_metrics: RedisMetrics::new(&self.core.name),
             options,
             counts: Default::default(),
         };

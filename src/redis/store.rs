@@ -19,7 +19,7 @@ use super::script::{DrawScript, answer};
 use crate::clock::{Clock, MonotonicClock};
 use crate::limiter::core::{Core, Split};
 use crate::limiter::memory::tie_break;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, RedisMetrics};
 use crate::store::Store;
 use crate::store::sealed::Apply;
 use crate::{Denied, Grant, Shard, ShardedLimiter};
@@ -63,6 +63,8 @@ pub(super) struct Shared<Conn, C> {
     pub(super) denials: DenialCache,
     pub(super) fallback: Option<ShardedLimiter<C>>,
     pub(super) metrics: Metrics,
+    /// The same counts as `counts`, through the metrics facade.
+    pub(super) redis_metrics: RedisMetrics,
     /// Decisions from Redis, from the denial cache, by the policy; errors.
     pub(super) counts: [CachePadded<AtomicU64>; 4],
 }
@@ -118,6 +120,7 @@ where
             },
         };
         self.counts[ERRORS].fetch_add(1, Ordering::Relaxed);
+        self.redis_metrics.failed();
         let error = Arc::new(error);
         self.breaker.failed(&shard, &error);
         self.by_policy(&shard, n, Some(error))
@@ -158,6 +161,7 @@ where
             Source::Policy => FROM_POLICY,
         };
         self.counts[count].fetch_add(1, Ordering::Relaxed);
+        self.redis_metrics.decided(source);
         // The local fallback counted its own decisions, under the same name.
         if source != Source::Policy || self.fallback.is_none() {
             self.metrics.record(&result);

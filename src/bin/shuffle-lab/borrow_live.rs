@@ -5,10 +5,12 @@ use std::fmt;
 use std::time::Duration;
 
 use serde::Serialize;
-use shuffle_limiter::Shard;
 use shuffle_limiter::blast::BorrowingRadius;
+use shuffle_limiter::{Quota, Shard};
 
+use crate::SimulateArgs;
 use crate::common::{Failure, Outcome, p, usage};
+use crate::simulate::{self, LIVE_STEPS, STEP};
 
 /// The largest burst the live scene uses: the flooder's first step takes
 /// most of it, one check at a time.
@@ -221,4 +223,26 @@ impl fmt::Display for SimulateSection {
             _ => writeln!(f, "  no live tenant owns a lent bucket"),
         }
     }
+}
+
+/// `tenant-0` alone on a fresh limiter like the live one, retrying until
+/// denied in every step: its grants after the first step, which takes the
+/// burst.
+pub(crate) fn lone_grants(
+    a: &SimulateArgs,
+    quota: Quota,
+    salt: &[u8],
+    lending: &BorrowingRadius,
+) -> Result<u64, Failure> {
+    let limiter = simulate::limiter(a, quota, salt, Some(lending))?;
+    let tenant = limiter.tenant("tenant-0");
+    let mut grants = 0u64;
+    for step in 0..LIVE_STEPS {
+        let now = (0..1_000_000).map_while(|_| tenant.check().ok()).count() as u64;
+        if step > 0 {
+            grants += now;
+        }
+        limiter.clock().advance(STEP);
+    }
+    Ok(grants)
 }

@@ -6,7 +6,7 @@
 //!                      [--borrow-from 2 [--lender-reserve 0.5]] [--json]
 //! shuffle-lab sweep    --per-tenant 2 --buckets 4..4096 [--json]
 //! shuffle-lab simulate --buckets 16 --per-tenant 2 --tenants 20000 --seed 1 [--salt X]
-//!                      [--borrow-from 2 [--lender-reserve 0.5]] [--json]
+//!                      [--borrow-from 2 [--lender-reserve 0.5]] [--redis-url URL] [--json]
 //! shuffle-lab plot     --buckets 16 [--per-tenant-max 8] --svg tradeoff.svg [--json]
 //! ```
 //!
@@ -21,6 +21,7 @@ mod borrow;
 mod borrow_live;
 mod common;
 mod plot;
+mod redis_live;
 mod simulate;
 mod size;
 mod sweep;
@@ -110,6 +111,10 @@ struct SimulateArgs {
     salt: String,
     #[command(flatten)]
     borrow: BorrowArgs,
+    /// Also run the live flood against a RedisLimiter at this Redis URL, in
+    /// real time for 2 s with up to 200 tenants (needs the `redis` feature).
+    #[arg(long, value_name = "URL")]
+    redis_url: Option<String>,
     /// One JSON object instead of tables.
     #[arg(long)]
     json: bool,

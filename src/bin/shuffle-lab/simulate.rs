@@ -12,23 +12,24 @@ use crate::SimulateArgs;
 use crate::borrow;
 use crate::borrow_live::{self, Measured, SimulateSection};
 use crate::common::{self, Failure, ONE_SIZE, Outcome, usage};
+use crate::redis_live::{self, RedisLive};
 
 /// `simulate` computes `tenants × buckets` rendezvous scores; this bounds its time.
 const MAX_SIMULATION_WORK: u64 = 1 << 31;
 /// The live scenario uses at most this many tenants, to stay fast.
 const LIVE_TENANTS: u64 = 5000;
 /// The live scenario: this many steps of [`STEP`] each.
-const LIVE_STEPS: u32 = 200;
-const STEP: Duration = Duration::from_millis(10);
+pub(crate) const LIVE_STEPS: u32 = 200;
+pub(crate) const STEP: Duration = Duration::from_millis(10);
 /// Each well-behaved tenant sends one request every this many steps.
-const LIVE_EVERY: u32 = 10;
+pub(crate) const LIVE_EVERY: u32 = 10;
 /// The live budget is this many times what the well-behaved tenants ask for,
 /// per tenant (or per bucket, when there are more buckets than tenants).
 const HEADROOM: u64 = 4;
 /// A tenant granted at most this share is counted fully down ...
-const DOWN_AT_MOST: f64 = 0.05;
+pub(crate) const DOWN_AT_MOST: f64 = 0.05;
 /// ... and one granted at least this share unaffected.
-const UNAFFECTED_AT_LEAST: f64 = 0.95;
+pub(crate) const UNAFFECTED_AT_LEAST: f64 = 0.95;
 /// Rows further than this many standard deviations from the expectation are flagged.
 const FLAG_SIGMAS: f64 = 4.0;
 
@@ -54,6 +55,9 @@ pub(crate) struct SimulateReport {
     /// The live `predicted` and `by_overlap` rows then follow that model.
     #[serde(skip_serializing_if = "Option::is_none")]
     borrowing: Option<SimulateSection>,
+    /// With `--redis-url`: the same flood against Redis, in real time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    redis: Option<RedisLive>,
 }
 
 /// The live flood on a manual clock.
@@ -83,6 +87,7 @@ fn tenant_rate() -> u64 {
 /// and computes the math to compare with.
 fn check(a: &SimulateArgs) -> Result<(BlastRadius, Option<BorrowingRadius>), Failure> {
     let (n, k, t) = (a.buckets, a.per_tenant, a.tenants);
+    redis_live::check(a)?;
     if n > MAX_BUCKETS {
         return Err(usage(format!(
             "error: --buckets {n} is more than a limiter supports ({MAX_BUCKETS}), and simulate \
@@ -116,7 +121,7 @@ fn check(a: &SimulateArgs) -> Result<(BlastRadius, Option<BorrowingRadius>), Fai
 }
 
 /// The limiter `simulate` runs, on a manual clock of its own.
-fn limiter(
+pub(crate) fn limiter(
     a: &SimulateArgs,
     quota: Quota,
     salt: &[u8],
@@ -145,25 +150,9 @@ pub(crate) fn run(a: &SimulateArgs) -> Result<SimulateReport, Failure> {
     let mut salt = a.salt.as_bytes().to_vec();
     salt.extend_from_slice(&a.seed.to_le_bytes());
 
-    // The live scenario's budget: four times what the well-behaved tenants ask
-    // for, and at least 40/s per bucket, so only the flood can exhaust a bucket.
     let live_tenants = t.min(LIVE_TENANTS);
-    let per_unit = HEADROOM * tenant_rate();
-    let rate = u32::try_from(per_unit * (live_tenants - 1).max(u64::from(n))).map_err(|_| {
-        // Unreachable while MAX_BUCKETS is what it is; the message still says what to do.
-        usage(format!(
-            "error: --buckets {n} makes the simulated budget more than {}/s; lower --buckets \
-             to at most {}",
-            u32::MAX,
-            u64::from(u32::MAX) / per_unit
-        ))
-    })?;
-    let lent = match &lending {
-        Some(l) => borrow_live::least_burst(rate, STEP, l)?,
-        None => 0,
-    };
-    let burst = (rate / 20).max(n).max(lent);
-    let quota = Quota::per_second(rate).with_burst(burst);
+    let quota = live_quota(n, live_tenants, lending.as_ref())?;
+    let (rate, burst) = (quota.count(), quota.burst());
     let limiter = limiter(a, quota, &salt, lending.as_ref())?;
     let clock = limiter.clock().clone();
 
@@ -301,7 +290,7 @@ pub(crate) fn run(a: &SimulateArgs) -> Result<SimulateReport, Failure> {
                 bursts: limiter.snapshot().iter().map(|b| b.burst()).collect(),
                 flood_burst,
                 flood_share: after_first(flood_granted - flood_burst),
-                lone_share: after_first(lone_grants(a, quota, &salt, l)?),
+                lone_share: after_first(borrow_live::lone_grants(a, quota, &salt, l)?),
                 lent_fewest_left,
                 owner_shares,
             };
@@ -311,6 +300,21 @@ pub(crate) fn run(a: &SimulateArgs) -> Result<SimulateReport, Failure> {
     let predicted = match &lending {
         Some(l) => l.tenants(live_tenants).into(),
         None => b.tenants(live_tenants).shuffle_sharded.into(),
+    };
+
+    let redis = match &a.redis_url {
+        Some(url) => {
+            let assigned: Vec<_> = overlap_of.iter().copied().zip(states).collect();
+            Some(redis_live::run(
+                url,
+                a,
+                &salt,
+                &b,
+                lending.as_ref(),
+                &assigned,
+            )?)
+        }
+        None => None,
     };
 
     Ok(SimulateReport {
@@ -341,29 +345,34 @@ pub(crate) fn run(a: &SimulateArgs) -> Result<SimulateReport, Failure> {
             mean_share_by_overlap,
         },
         borrowing,
+        redis,
     })
 }
 
-/// `tenant-0` alone on a fresh limiter like the live one, retrying until
-/// denied in every step: its grants after the first step, which takes the
-/// burst.
-fn lone_grants(
-    a: &SimulateArgs,
-    quota: Quota,
-    salt: &[u8],
-    lending: &BorrowingRadius,
-) -> Result<u64, Failure> {
-    let limiter = limiter(a, quota, salt, Some(lending))?;
-    let tenant = limiter.tenant("tenant-0");
-    let mut grants = 0u64;
-    for step in 0..LIVE_STEPS {
-        let now = (0..1_000_000).map_while(|_| tenant.check().ok()).count() as u64;
-        if step > 0 {
-            grants += now;
-        }
-        limiter.clock().advance(STEP);
-    }
-    Ok(grants)
+/// The live scenario's budget for `tenants` tenants: four times what the
+/// well-behaved ones ask for, and at least 40/s per bucket, so only the
+/// flood can exhaust a bucket.
+pub(crate) fn live_quota(
+    n: u32,
+    tenants: u64,
+    lending: Option<&BorrowingRadius>,
+) -> Result<Quota, Failure> {
+    let per_unit = HEADROOM * tenant_rate();
+    let rate = u32::try_from(per_unit * (tenants - 1).max(u64::from(n))).map_err(|_| {
+        // Unreachable while MAX_BUCKETS is what it is; the message still says what to do.
+        usage(format!(
+            "error: --buckets {n} makes the simulated budget more than {}/s; lower --buckets \
+             to at most {}",
+            u32::MAX,
+            u64::from(u32::MAX) / per_unit
+        ))
+    })?;
+    let lent = match lending {
+        Some(l) => borrow_live::least_burst(rate, STEP, l)?,
+        None => 0,
+    };
+    let burst = (rate / 20).max(n).max(lent);
+    Ok(Quota::per_second(rate).with_burst(burst))
 }
 
 impl fmt::Display for SimulateReport {
@@ -474,6 +483,10 @@ impl fmt::Display for SimulateReport {
         if let Some(b) = &self.borrowing {
             writeln!(f)?;
             write!(f, "{b}")?;
+        }
+        if let Some(r) = &self.redis {
+            writeln!(f)?;
+            write!(f, "{r}")?;
         }
         Ok(())
     }
