@@ -74,6 +74,22 @@ fn single(c: &mut Criterion) {
     g.bench_function("shuffle-limiter tenant handle, borrowing on (d = 2)", |b| {
         b.iter(|| black_box(lender.check()).is_ok())
     });
+    // A nested check: the tenant's shard from the cache, the user's two of
+    // its four buckets by one SHA-256 (nothing per user is kept).
+    let nested = ShardedLimiter::builder()
+        .quota(Quota::per_second(1_000_000_000))
+        .per_tenant(4)
+        .per_user(2)
+        .build()
+        .expect("valid configuration");
+    g.bench_function(
+        "shuffle-limiter check_nested(&str, &str), j = 2 of k = 4",
+        |b| {
+            b.iter(|| {
+                black_box(nested.check_nested(black_box("tenant-42"), black_box("user-7"))).is_ok()
+            })
+        },
+    );
     let direct = RateLimiter::direct(governor_quota());
     g.bench_function("governor direct check()", |b| {
         b.iter(|| black_box(direct.check()).is_ok())
