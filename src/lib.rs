@@ -57,6 +57,9 @@
 //!   cache) over one [`store`]: [`InProcess`](store::InProcess) atomics, or
 //!   Redis. The decision itself is written once, as a pure function that
 //!   every store applies atomically.
+//! - [`Sharder`]: the same assignment over anything else (worker addresses,
+//!   queue names): a tenant's shard of them, a stable member per resource id,
+//!   and where to retry when a member is sick.
 //! - [`Clock`], [`MonotonicClock`], [`ManualClock`]: time.
 //! - [`blast`]: the exact blast-radius math for choosing N and k
 //!   ([`Limiter::blast_radius`] gives it for a built limiter); the
@@ -103,6 +106,7 @@ pub mod redis;
 #[cfg(feature = "serde")]
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 pub mod set;
+mod sharder;
 pub mod store;
 mod sync;
 #[cfg(feature = "tower")]
@@ -122,6 +126,7 @@ pub use limiter::decision::{BucketState, Denied, Grant, Payment};
 pub use limiter::memory::Tenant;
 pub use limiter::{Limiter, ShardedLimiter};
 pub use quota::Quota;
+pub use sharder::{RetryOrder, Sharder, SharderError};
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use wait::{Jitter, TokioClock};
