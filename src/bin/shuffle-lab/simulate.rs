@@ -12,23 +12,25 @@ use crate::SimulateArgs;
 use crate::borrow;
 use crate::borrow_live::{self, Measured, SimulateSection};
 use crate::common::{self, Failure, ONE_SIZE, Outcome, usage};
+use crate::nested;
+use crate::nested_live::{self, NestedMeasured, NoisyMeasured};
 
 /// `simulate` computes `tenants × buckets` rendezvous scores; this bounds its time.
 const MAX_SIMULATION_WORK: u64 = 1 << 31;
 /// The live scenario uses at most this many tenants, to stay fast.
 const LIVE_TENANTS: u64 = 5000;
 /// The live scenario: this many steps of [`STEP`] each.
-const LIVE_STEPS: u32 = 200;
-const STEP: Duration = Duration::from_millis(10);
+pub(crate) const LIVE_STEPS: u32 = 200;
+pub(crate) const STEP: Duration = Duration::from_millis(10);
 /// Each well-behaved tenant sends one request every this many steps.
-const LIVE_EVERY: u32 = 10;
+pub(crate) const LIVE_EVERY: u32 = 10;
 /// The live budget is this many times what the well-behaved tenants ask for,
 /// per tenant (or per bucket, when there are more buckets than tenants).
-const HEADROOM: u64 = 4;
+pub(crate) const HEADROOM: u64 = 4;
 /// A tenant granted at most this share is counted fully down ...
-const DOWN_AT_MOST: f64 = 0.05;
+pub(crate) const DOWN_AT_MOST: f64 = 0.05;
 /// ... and one granted at least this share unaffected.
-const UNAFFECTED_AT_LEAST: f64 = 0.95;
+pub(crate) const UNAFFECTED_AT_LEAST: f64 = 0.95;
 /// Rows further than this many standard deviations from the expectation are flagged.
 const FLAG_SIGMAS: f64 = 4.0;
 
@@ -54,6 +56,12 @@ pub(crate) struct SimulateReport {
     /// The live `predicted` and `by_overlap` rows then follow that model.
     #[serde(skip_serializing_if = "Option::is_none")]
     borrowing: Option<SimulateSection>,
+    /// With `--noisy`: coverage by h flooders on this assignment.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    noisy: Option<NoisyMeasured>,
+    /// With `--per-user`: one flooding user on a limiter with nested checks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nested: Option<NestedMeasured>,
 }
 
 /// The live flood on a manual clock.
@@ -75,7 +83,7 @@ struct Live {
 }
 
 /// The requests per second one well-behaved tenant sends.
-fn tenant_rate() -> u64 {
+pub(crate) fn tenant_rate() -> u64 {
     1_000 / (STEP.as_millis() as u64 * u64::from(LIVE_EVERY))
 }
 
@@ -112,6 +120,11 @@ fn check(a: &SimulateArgs) -> Result<(BlastRadius, Option<BorrowingRadius>), Fai
         )));
     }
     let lending = borrow::radius_for_limiter(&b, &a.borrow)?;
+    if lending.is_some() && (a.nested.noisy.is_some() || a.nested.per_user.is_some()) {
+        return Err(usage(
+            "error: simulate measures --noisy and --per-user without borrowing: drop --borrow-from (size shows them side by side)",
+        ));
+    }
     Ok((b, lending))
 }
 
@@ -308,6 +321,14 @@ pub(crate) fn run(a: &SimulateArgs) -> Result<SimulateReport, Failure> {
             Some(SimulateSection::new(l, &bad, measured))
         }
     };
+    let noisy = match nested::noisy(&b, &a.nested)? {
+        Some(r) => Some(nested_live::noisy(&limiter, &b, &r, t)?),
+        None => None,
+    };
+    let nested = match nested::per_user(&b, &a.nested)? {
+        Some(r) => Some(nested_live::per_user(a, &salt, &r, live_tenants)?),
+        None => None,
+    };
     let predicted = match &lending {
         Some(l) => l.tenants(live_tenants).into(),
         None => b.tenants(live_tenants).shuffle_sharded.into(),
@@ -341,6 +362,8 @@ pub(crate) fn run(a: &SimulateArgs) -> Result<SimulateReport, Failure> {
             mean_share_by_overlap,
         },
         borrowing,
+        noisy,
+        nested,
     })
 }
 
@@ -474,6 +497,14 @@ impl fmt::Display for SimulateReport {
         if let Some(b) = &self.borrowing {
             writeln!(f)?;
             write!(f, "{b}")?;
+        }
+        if let Some(h) = &self.noisy {
+            writeln!(f)?;
+            write!(f, "{h}")?;
+        }
+        if let Some(j) = &self.nested {
+            writeln!(f)?;
+            write!(f, "{j}")?;
         }
         Ok(())
     }
