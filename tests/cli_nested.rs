@@ -125,6 +125,8 @@ fn bad_noisy_and_per_user_say_what_to_change() {
         let e = refused(&[&["size"], EIGHT_FOUR, &["--per-user", j]].concat());
         assert!(e.contains("set --per-user between 1 and 4"), "{e}");
     }
+    let e = refused(&[&["size"], EIGHT_FOUR, &["--noisy", "0"]].concat());
+    assert!(e.contains("set --noisy to the number of tenants"), "{e}");
     let big = [
         "size",
         "--buckets",

@@ -16,6 +16,12 @@ const MAX_NOISY_BITS: f64 = 65536.0;
 /// The report for `--noisy h`, refused when its exact numbers would be huge.
 pub(crate) fn noisy(b: &BlastRadius, a: &NestedArgs) -> Result<Option<NoisyTenants>, Failure> {
     let Some(h) = a.noisy else { return Ok(None) };
+    if h == 0 {
+        return Err(usage(
+            "error: --noisy 0 is no flood: set --noisy to the number of tenants flooding at \
+             once, 1 or more",
+        ));
+    }
     let bits = common::log10(b.shards()) / std::f64::consts::LOG10_2;
     if f64::from(h) * bits > MAX_NOISY_BITS {
         return Err(usage(format!(
