@@ -62,6 +62,9 @@
 //!   paid by several buckets together ([`Grant::payments`]), users isolated
 //!   inside a tenant ([`Builder::per_user`], [`ShardedLimiter::check_nested`])
 //!   and tiers with a larger k ([`Builder::tier`]).
+//! - [`Sharder`]: the same assignment over anything else (worker addresses,
+//!   queue names): a tenant's shard of them, a stable member per resource id,
+//!   and where to retry when a member is sick.
 //! - [`Clock`], [`MonotonicClock`], [`ManualClock`]: time.
 //! - [`blast`]: the exact blast-radius math for choosing N and k
 //!   ([`Limiter::blast_radius`] gives it for a built limiter); the
@@ -108,6 +111,7 @@ pub mod redis;
 #[cfg(feature = "serde")]
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 pub mod set;
+mod sharder;
 pub mod store;
 mod sync;
 #[cfg(feature = "tower")]
@@ -128,6 +132,7 @@ pub use limiter::memory::Tenant;
 pub use limiter::tiers::MAX_TIERED_TENANTS;
 pub use limiter::{Limiter, ShardedLimiter};
 pub use quota::Quota;
+pub use sharder::{RetryOrder, Sharder, SharderError};
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use wait::{Jitter, TokioClock};

@@ -23,6 +23,12 @@
 //! representable value: a subnormal number with fewer significant bits, or `0.0`
 //! (as for `1 / C(2000, 1000)`). Use the `*_exact` variants when that matters.
 //!
+//! Two more questions have reports of their own: [`BlastRadius::noisy`]
+//! gives a [`NoisyTenants`], the chance that `h` tenants flooding at once
+//! cover another tenant's whole shard; [`BlastRadius::per_user`] gives a
+//! [`NestedRadius`], what one flooding user does to the other users of its
+//! tenant (each on `j` of the tenant's `k` buckets) and to other tenants.
+//!
 //! This module depends on nothing else in the crate.
 //!
 //! # Example
@@ -47,9 +53,13 @@ use num_traits::{One, Zero};
 
 mod borrow;
 mod fraction;
+mod nested;
+mod noisy;
 
 pub use borrow::BorrowingRadius;
 pub use fraction::Fraction;
+pub use nested::NestedRadius;
+pub use noisy::NoisyTenants;
 
 /// Why a [`BlastRadius`] (or a question asked of one) was rejected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,6 +97,13 @@ pub enum BlastError {
     },
     /// The lender's reserve was not a share in `0 ≤ r < 1`.
     ReserveOutOfRange,
+    /// `per_user` (`j`) was 0 or larger than `per_tenant` (`k`).
+    PerUserOutOfRange {
+        /// The shard size.
+        per_tenant: u32,
+        /// The buckets per user that was given.
+        per_user: u32,
+    },
 }
 
 impl fmt::Display for BlastError {
@@ -132,6 +149,14 @@ impl fmt::Display for BlastError {
                 f,
                 "the reserve is not a share of a bucket's burst: use a value from 0 \
                  (lend everything) up to but not including 1, such as 0.5"
+            ),
+            BlastError::PerUserOutOfRange {
+                per_tenant,
+                per_user,
+            } => write!(
+                f,
+                "per_user is {per_user}: a user draws from 1 to per_tenant ({per_tenant}) of \
+                 its tenant's buckets, set per_user between 1 and {per_tenant}"
             ),
         }
     }

@@ -3,10 +3,12 @@
 //!
 //! ```text
 //! shuffle-lab size     --buckets 16 --per-tenant 2 [--tenants 400] [--failed 2]
-//!                      [--borrow-from 2 [--lender-reserve 0.5]] [--json]
+//!                      [--borrow-from 2 [--lender-reserve 0.5]] [--noisy 2] [--per-user 1]
+//!                      [--json]
 //! shuffle-lab sweep    --per-tenant 2 --buckets 4..4096 [--json]
 //! shuffle-lab simulate --buckets 16 --per-tenant 2 --tenants 20000 --seed 1 [--salt X]
-//!                      [--borrow-from 2 [--lender-reserve 0.5]] [--redis-url URL] [--json]
+//!                      [--borrow-from 2 [--lender-reserve 0.5] | --noisy 2 | --per-user 1]
+//!                      [--redis-url URL] [--json]
 //! shuffle-lab plot     --buckets 16 [--per-tenant-max 8] --svg tradeoff.svg [--json]
 //! ```
 //!
@@ -20,6 +22,8 @@
 mod borrow;
 mod borrow_live;
 mod common;
+mod nested;
+mod nested_live;
 mod plot;
 mod redis_live;
 mod simulate;
@@ -73,6 +77,8 @@ struct SizeArgs {
     failed: Option<u32>,
     #[command(flatten)]
     borrow: BorrowArgs,
+    #[command(flatten)]
+    nested: NestedArgs,
     /// One JSON object instead of a table.
     #[arg(long)]
     json: bool,
@@ -115,6 +121,8 @@ struct SimulateArgs {
     /// real time for 2 s with up to 200 tenants (needs the `redis` feature).
     #[arg(long, value_name = "URL")]
     redis_url: Option<String>,
+    #[command(flatten)]
+    nested: NestedArgs,
     /// One JSON object instead of tables.
     #[arg(long)]
     json: bool,
@@ -131,6 +139,19 @@ struct BorrowArgs {
     /// 0 ≤ r < 1 (default 0.5); needs --borrow-from.
     #[arg(long, value_name = "R", allow_negative_numbers = true)]
     lender_reserve: Option<f64>,
+}
+
+/// Several noisy tenants at once, and users nested in tenants.
+#[derive(Debug, Args)]
+struct NestedArgs {
+    /// h: tenants flooding at once; adds the chance that their shards
+    /// together cover another tenant's whole shard.
+    #[arg(long, value_name = "H")]
+    noisy: Option<u32>,
+    /// j: buckets per user, 1 ≤ j ≤ k, as the limiter's `per_user`; adds what
+    /// one flooding user does to its tenant's other users and to other tenants.
+    #[arg(long, value_name = "J")]
+    per_user: Option<u32>,
 }
 
 #[derive(Debug, Args)]

@@ -12,6 +12,8 @@ use crate::SimulateArgs;
 use crate::borrow;
 use crate::borrow_live::{self, Measured, SimulateSection};
 use crate::common::{self, Failure, ONE_SIZE, Outcome, usage};
+use crate::nested;
+use crate::nested_live::{self, NestedMeasured, NoisyMeasured};
 use crate::redis_live::{self, RedisLive};
 
 /// `simulate` computes `tenants × buckets` rendezvous scores; this bounds its time.
@@ -25,7 +27,7 @@ pub(crate) const STEP: Duration = Duration::from_millis(10);
 pub(crate) const LIVE_EVERY: u32 = 10;
 /// The live budget is this many times what the well-behaved tenants ask for,
 /// per tenant (or per bucket, when there are more buckets than tenants).
-const HEADROOM: u64 = 4;
+pub(crate) const HEADROOM: u64 = 4;
 /// A tenant granted at most this share is counted fully down ...
 pub(crate) const DOWN_AT_MOST: f64 = 0.05;
 /// ... and one granted at least this share unaffected.
@@ -58,6 +60,12 @@ pub(crate) struct SimulateReport {
     /// With `--redis-url`: the same flood against Redis, in real time.
     #[serde(skip_serializing_if = "Option::is_none")]
     redis: Option<RedisLive>,
+    /// With `--noisy`: coverage by h flooders on this assignment.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    noisy: Option<NoisyMeasured>,
+    /// With `--per-user`: one flooding user on a limiter with nested checks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nested: Option<NestedMeasured>,
 }
 
 /// The live flood on a manual clock.
@@ -79,7 +87,7 @@ struct Live {
 }
 
 /// The requests per second one well-behaved tenant sends.
-fn tenant_rate() -> u64 {
+pub(crate) fn tenant_rate() -> u64 {
     1_000 / (STEP.as_millis() as u64 * u64::from(LIVE_EVERY))
 }
 
@@ -117,6 +125,11 @@ fn check(a: &SimulateArgs) -> Result<(BlastRadius, Option<BorrowingRadius>), Fai
         )));
     }
     let lending = borrow::radius_for_limiter(&b, &a.borrow)?;
+    if lending.is_some() && (a.nested.noisy.is_some() || a.nested.per_user.is_some()) {
+        return Err(usage(
+            "error: simulate measures --noisy and --per-user without borrowing: drop --borrow-from (size shows them side by side)",
+        ));
+    }
     Ok((b, lending))
 }
 
@@ -297,6 +310,14 @@ pub(crate) fn run(a: &SimulateArgs) -> Result<SimulateReport, Failure> {
             Some(SimulateSection::new(l, &bad, measured))
         }
     };
+    let noisy = match nested::noisy(&b, &a.nested)? {
+        Some(r) => Some(nested_live::noisy(&limiter, &b, &r, t)?),
+        None => None,
+    };
+    let nested = match nested::per_user(&b, &a.nested)? {
+        Some(r) => Some(nested_live::per_user(a, &salt, &r, live_tenants)?),
+        None => None,
+    };
     let predicted = match &lending {
         Some(l) => l.tenants(live_tenants).into(),
         None => b.tenants(live_tenants).shuffle_sharded.into(),
@@ -346,6 +367,8 @@ pub(crate) fn run(a: &SimulateArgs) -> Result<SimulateReport, Failure> {
         },
         borrowing,
         redis,
+        noisy,
+        nested,
     })
 }
 
@@ -487,6 +510,14 @@ impl fmt::Display for SimulateReport {
         if let Some(r) = &self.redis {
             writeln!(f)?;
             write!(f, "{r}")?;
+        }
+        if let Some(h) = &self.noisy {
+            writeln!(f)?;
+            write!(f, "{h}")?;
+        }
+        if let Some(j) = &self.nested {
+            writeln!(f)?;
+            write!(f, "{j}")?;
         }
         Ok(())
     }

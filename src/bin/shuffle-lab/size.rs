@@ -9,6 +9,7 @@ use shuffle_limiter::blast::Fraction;
 use crate::SizeArgs;
 use crate::borrow::{self, SizeSection};
 use crate::common::{self, Failure, ONE_SIZE, Outcome, big, p};
+use crate::nested::{self, NestedSection, NoisySection};
 
 /// Everything `size` prints, in one place: the JSON is this struct as it
 /// stands, the table is its [`Display`](fmt::Display).
@@ -35,6 +36,12 @@ pub(crate) struct SizeReport {
     /// With `--borrow-from`: the borrowing model's numbers.
     #[serde(skip_serializing_if = "Option::is_none")]
     borrowing: Option<SizeSection>,
+    /// With `--noisy`: h tenants flooding at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    noisy: Option<NoisySection>,
+    /// With `--per-user`: one user of a tenant flooding.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nested: Option<NestedSection>,
 }
 
 #[derive(Debug)]
@@ -73,6 +80,8 @@ struct FailedSection {
 pub(crate) fn run(a: &SizeArgs) -> Result<SizeReport, Failure> {
     let b = common::radius(a.buckets, a.per_tenant, ONE_SIZE)?;
     let borrowing = borrow::radius(&b, &a.borrow)?.map(|l| SizeSection::new(&l, a.tenants));
+    let noisy = nested::noisy(&b, &a.nested)?.map(|r| NoisySection::new(&r, a.tenants));
+    let nested = nested::per_user(&b, &a.nested)?.map(|r| NestedSection::new(&r, a.tenants));
     let failed = match a.failed {
         Some(m) => {
             let f = b
@@ -118,6 +127,8 @@ pub(crate) fn run(a: &SizeArgs) -> Result<SizeReport, Failure> {
         tenants,
         failed,
         borrowing,
+        noisy,
+        nested,
     })
 }
 
@@ -235,6 +246,14 @@ impl fmt::Display for SizeReport {
         if let Some(b) = &self.borrowing {
             writeln!(f)?;
             write!(f, "{b}")?;
+        }
+        if let Some(h) = &self.noisy {
+            writeln!(f)?;
+            write!(f, "{h}")?;
+        }
+        if let Some(j) = &self.nested {
+            writeln!(f)?;
+            write!(f, "{j}")?;
         }
         Ok(())
     }
