@@ -1,7 +1,6 @@
 //! `simulate`: the limiter's real assignment against the math, then a live
 //! flood on a manual clock.
 
-use std::fmt;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -15,6 +14,8 @@ use crate::common::{self, Failure, ONE_SIZE, Outcome, usage};
 use crate::nested;
 use crate::nested_live::{self, NestedMeasured, NoisyMeasured};
 use crate::redis_live::{self, RedisLive};
+
+mod text;
 
 /// `simulate` computes `tenants × buckets` rendezvous scores; this bounds its time.
 const MAX_SIMULATION_WORK: u64 = 1 << 31;
@@ -396,129 +397,4 @@ pub(crate) fn live_quota(
     };
     let burst = (rate / 20).max(n).max(lent);
     Ok(Quota::per_second(rate).with_burst(burst))
-}
-
-impl fmt::Display for SimulateReport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (n, k, t) = (self.buckets, self.per_tenant, self.tenants);
-        writeln!(
-            f,
-            "N = {n}, k = {k}: {t} tenants tenant-0 … tenant-{}; salt = {:?} + seed {} (8 bytes LE)",
-            t - 1,
-            self.salt,
-            self.seed
-        )?;
-        writeln!(
-            f,
-            "bad tenant tenant-0 has buckets {:?}",
-            self.bad_tenant_shard
-        )?;
-        writeln!(f)?;
-        writeln!(f, "buckets shared with tenant-0, over the other {}:", t - 1)?;
-        writeln!(f, "  shared    observed      expected         σ        z")?;
-        for j in 0..self.observed.len() {
-            writeln!(
-                f,
-                "  {j:<6} {:>11} {:>13.2} {:>9.2} {:>8.2}{}",
-                self.observed[j],
-                self.expected[j],
-                self.sigma[j],
-                self.z[j],
-                if self.flagged[j] {
-                    "   <-- more than 4σ off"
-                } else {
-                    ""
-                }
-            )?;
-        }
-        if self.within_4_sigma {
-            writeln!(f, "  every row within 4σ of the expectation")?;
-        } else {
-            writeln!(f, "  SOME ROWS ARE MORE THAN 4σ FROM THE EXPECTATION")?;
-        }
-        writeln!(f)?;
-        let l = &self.live;
-        let seconds = f64::from(l.steps) * l.step_ms as f64 / 1000.0;
-        writeln!(
-            f,
-            "live: {} tenants for {seconds} s on a manual clock ({} steps of {} ms), \
-             budget {}/s with burst {}",
-            l.tenants, l.steps, l.step_ms, l.rate_per_second, l.burst
-        )?;
-        writeln!(
-            f,
-            "  tenant-0 retries until denied every step (granted {}); the others send 1 request \
-             every {} ms",
-            l.flood_granted, l.request_every_ms
-        )?;
-        writeln!(
-            f,
-            "                                  fully down    degraded  unaffected"
-        )?;
-        let (pr, by, me) = (&l.predicted, &l.by_overlap, &l.measured);
-        writeln!(
-            f,
-            "  predicted (math)              {:>11.2} {:>11.2} {:>11.2}",
-            pr.fully_down, pr.degraded, pr.unaffected
-        )?;
-        let by_label = if self.borrowing.is_some() {
-            "by the model (this assignment)"
-        } else {
-            "by overlap (this assignment)"
-        };
-        writeln!(
-            f,
-            "  {by_label:<30}{:>11} {:>11} {:>11}",
-            by.fully_down, by.degraded, by.unaffected
-        )?;
-        writeln!(
-            f,
-            "  measured (granted share)      {:>11} {:>11} {:>11}",
-            me.fully_down, me.degraded, me.unaffected
-        )?;
-        writeln!(
-            f,
-            "  (measured: fully down if granted <= {:.0}% of requests, unaffected if >= {:.0}%)",
-            DOWN_AT_MOST * 100.0,
-            UNAFFECTED_AT_LEAST * 100.0
-        )?;
-        if self.borrowing.is_some() {
-            writeln!(
-                f,
-                "  (with borrowing, by assignment: fully down = its own and spill buckets are \
-                 the flooder's;\n   unaffected = none of its own is among the flooder's k+d)"
-            )?;
-        } else {
-            writeln!(
-                f,
-                "  (degraded = lost 1..k-1 of its buckets; the limiter draws from whichever bucket \
-                 has room, so a light load still fits in the rest)"
-            )?;
-        }
-        write!(f, "  mean granted share by buckets shared:")?;
-        for (j, m) in l.mean_share_by_overlap.iter().enumerate() {
-            match m {
-                Some(m) => write!(f, "  {j}: {:.1}%", m * 100.0)?,
-                None => write!(f, "  {j}: -")?,
-            }
-        }
-        writeln!(f)?;
-        if let Some(b) = &self.borrowing {
-            writeln!(f)?;
-            write!(f, "{b}")?;
-        }
-        if let Some(r) = &self.redis {
-            writeln!(f)?;
-            write!(f, "{r}")?;
-        }
-        if let Some(h) = &self.noisy {
-            writeln!(f)?;
-            write!(f, "{h}")?;
-        }
-        if let Some(j) = &self.nested {
-            writeln!(f)?;
-            write!(f, "{j}")?;
-        }
-        Ok(())
-    }
 }
