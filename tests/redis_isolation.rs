@@ -34,7 +34,8 @@ struct Light {
     untouched_granted: AtomicU64,
 }
 
-async fn scene(limiter: Arc<RedisLimiter>) -> Arc<Light> {
+/// The light tenants for `run`, beside `flooders` tasks flooding one tenant.
+async fn scene(limiter: Arc<RedisLimiter>, flooders: usize, run: Duration) -> Arc<Light> {
     let flooder = "flooder";
     let flood_shard = limiter.shard(flooder);
     let light = Arc::new(Light::default());
@@ -43,12 +44,12 @@ async fn scene(limiter: Arc<RedisLimiter>) -> Arc<Light> {
     // tokens): after the first moments every answer is a cached denial,
     // made without a round trip, for up to the second a bucket takes to
     // refill.
-    for _ in 0..4 {
+    for _ in 0..flooders {
         let limiter = limiter.clone();
         tasks.push(tokio::spawn(async move {
             let started = Instant::now();
             let mut checks = 0u64;
-            while started.elapsed() < RUN && checks < 50_000_000 {
+            while started.elapsed() < run && checks < 50_000_000 {
                 let _ = limiter.check_n(flooder, 50).await;
                 checks += 1;
             }
@@ -64,7 +65,7 @@ async fn scene(limiter: Arc<RedisLimiter>) -> Arc<Light> {
             let mut tick = tokio::time::interval(TICK);
             tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
             let started = Instant::now();
-            while started.elapsed() < RUN {
+            while started.elapsed() < run {
                 tick.tick().await;
                 let asked = Instant::now();
                 let granted = limiter.check(&tenant).await.is_ok();
@@ -105,23 +106,27 @@ fn a_flooding_tenant_starves_no_task_and_trips_nobody_else() {
             // replies late; each late one is decided by the policy (the
             // breaker no longer spreads it to other tenants), but they are
             // lost all the same: that part is host capacity, not isolation.
-            let limiter = ShardedLimiter::builder()
-                .quota(Quota::per_second(400).with_burst(400))
-                .buckets(8)
-                .per_tenant(2)
-                .name("isolation")
-                .build_redis(
-                    &url,
-                    RedisOptions::new(FailurePolicy::FailClosed).deadline(DEADLINE),
-                )
-                .await
-                .unwrap();
-            let limiter = Arc::new(limiter);
-            let light = scene(limiter.clone()).await;
-            let _ = done.send((light, limiter.stats()));
+            let limiter = |name: &'static str| {
+                ShardedLimiter::builder()
+                    .quota(Quota::per_second(400).with_burst(400))
+                    .buckets(8)
+                    .per_tenant(2)
+                    .name(name)
+                    .build_redis(
+                        &url,
+                        RedisOptions::new(FailurePolicy::FailClosed).deadline(DEADLINE),
+                    )
+            };
+            // First the light tenants alone, for what this host's round
+            // trips cost without a flood; then with it.
+            let quiet = Arc::new(limiter("isolation-quiet").await.unwrap());
+            let alone = p99(&*scene(quiet, 0, RUN / 2).await);
+            let limiter = Arc::new(limiter("isolation").await.unwrap());
+            let light = scene(limiter.clone(), 4, RUN).await;
+            let _ = done.send((light, limiter.stats(), alone));
         });
     });
-    let (light, stats) = report
+    let (light, stats, alone) = report
         .recv_timeout(RUN * 5)
         .expect("the flood starved the runtime: the scene never finished");
     let expected = LIGHT * (RUN.as_millis() / TICK.as_millis()) as u64;
@@ -140,18 +145,26 @@ fn a_flooding_tenant_starves_no_task_and_trips_nobody_else() {
         "tenants sharing no bucket with the flooder got {untouched_granted} of \
          {untouched_sent}: {stats:?}"
     );
-    let mut waits = light.waits.lock().unwrap().clone();
-    waits.sort_unstable();
-    let p99 = waits[waits.len() * 99 / 100];
+    let p99 = p99(&light);
     eprintln!(
-        "light: {sent} sent, p99 {p99:?}; untouched {untouched_granted}/{untouched_sent} \
-         granted; {stats:?}"
+        "light: {sent} sent, p99 {p99:?} ({alone:?} without the flood); untouched \
+         {untouched_granted}/{untouched_sent} granted; {stats:?}"
     );
     // A light check waits for its round trip, not for the flood: without
     // the cooperative budget a flooding task held its worker until its own
-    // cached denial ran out.
+    // cached denial ran out. On a host busy with other work the round trips
+    // themselves are slower, so the bound is the larger of half the
+    // deadline and three times the p99 of the same light load alone.
+    let bound = (DEADLINE / 2).max(alone * 3);
     assert!(
-        p99 < DEADLINE / 2,
-        "p99 of light checks {p99:?}: the flood held the workers"
+        p99 < bound,
+        "p99 of light checks {p99:?} (alone {alone:?}): the flood held the workers"
     );
+}
+
+/// The 99th percentile of the light checks' waits.
+fn p99(light: &Light) -> Duration {
+    let mut waits = light.waits.lock().unwrap().clone();
+    waits.sort_unstable();
+    waits[waits.len() * 99 / 100]
 }
