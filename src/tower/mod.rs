@@ -76,14 +76,20 @@
 
 use http::HeaderName;
 
+mod cidr;
 mod future;
+mod ip;
 mod key;
 mod layer;
+mod respond;
 mod service;
 
+pub use cidr::{Cidr, InvalidCidr};
 pub use future::ResponseFuture;
-pub use key::{MissingTenant, TenantKey};
+pub use ip::{ClientIp, InvalidPrefix, NoPeerAddress};
+pub use key::{MissingTenant, RequestKey, TenantKey};
 pub use layer::{InvalidPolicyName, RateLimitLayer};
+pub use respond::{EmptyBody, Reason, Rejection, Respond};
 pub use service::RateLimit;
 
 /// The `RateLimit` field of draft-ietf-httpapi-ratelimit-headers.
