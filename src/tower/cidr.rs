@@ -156,3 +156,57 @@ impl fmt::Display for Cidr {
         write!(f, "{}/{}", self.addr, self.len)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cidr(text: &str) -> Cidr {
+        text.parse().unwrap()
+    }
+
+    fn ip(text: &str) -> IpAddr {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn ranges_contain_their_addresses_only() {
+        assert!(cidr("0.0.0.0/0").contains(ip("255.1.2.3")));
+        assert!(!cidr("0.0.0.0/0").contains(ip("::1")), "families apart");
+        assert!(cidr("::/0").contains(ip("2001:db8::1")));
+        assert!(cidr("2001:db8::/32").contains(ip("2001:db8:ffff::1")));
+        assert!(!cidr("2001:db8::/32").contains(ip("2001:db9::1")));
+        assert!(cidr("192.0.2.1").contains(ip("192.0.2.1")));
+        assert!(!cidr("192.0.2.1").contains(ip("192.0.2.2")));
+        // IPv4-mapped addresses and ranges count as IPv4.
+        assert!(cidr("10.0.0.0/8").contains(ip("::ffff:10.9.8.7")));
+        assert_eq!(cidr("::ffff:10.0.0.0/104"), cidr("10.0.0.0/8"));
+        // A shorter range over mapped space stays IPv6 (and is masked).
+        assert_eq!(cidr("::ffff:0:0/90").to_string(), "::ffc0:0:0/90");
+    }
+
+    #[test]
+    fn bad_ranges_are_errors_that_show_the_syntax() {
+        for bad in [
+            "",
+            "10.0.0/8",
+            "10.0.0.0/33",
+            "::/129",
+            "10.0.0.0/-1",
+            "x/8",
+        ] {
+            let err = bad.parse::<Cidr>().unwrap_err().to_string();
+            assert!(err.contains("for example \"10.0.0.0/8\""), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn masks_keep_the_prefix() {
+        assert_eq!(mask(ip("203.0.113.77"), 24), ip("203.0.113.0"));
+        assert_eq!(mask(ip("203.0.113.77"), 0), ip("0.0.0.0"));
+        assert_eq!(mask(ip("203.0.113.77"), 32), ip("203.0.113.77"));
+        assert_eq!(mask(ip("2001:db8:1:2:3::4"), 64), ip("2001:db8:1:2::"));
+        assert_eq!(mask(ip("2001:db8::1"), 0), ip("::"));
+        assert_eq!(mask(ip("2001:db8::1"), 128), ip("2001:db8::1"));
+    }
+}
