@@ -33,7 +33,8 @@ type PeerFn = dyn Fn(&Extensions) -> Option<SocketAddr> + Send + Sync;
 /// the right and skipping trusted proxies: the first untrusted address is
 /// the client. A hop that does not parse (`unknown`, an obfuscated name)
 /// stops the walk at the trusted proxy that reported it, so a client can
-/// never choose its own key.
+/// never choose its own key. A trusted peer that sends none of the three
+/// headers is itself the client.
 ///
 /// Addresses are grouped before they become keys: IPv4 by `/32` (each
 /// address alone) and IPv6 by `/64` (one key per customer network, which
