@@ -13,6 +13,7 @@ use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 use pin_project_lite::pin_project;
 
 use super::layer::Config;
+use super::respond::{Reason, Rejection, Respond};
 use super::service::ceil_secs;
 use super::{RATELIMIT, RATELIMIT_POLICY};
 use crate::Shard;
@@ -39,19 +40,19 @@ pin_project! {
     /// The response future of [`RateLimit`](super::RateLimit): the limiter's
     /// answer first, then the inner service's response with the `RateLimit`
     /// fields added, or the limiter's own 429.
-    pub struct ResponseFuture<I, S, ReqBody, ResBody>
+    pub struct ResponseFuture<I, S, R, ReqBody, ResBody>
     where
         I: Service<Request<ReqBody>>,
         S: Store,
     {
         #[pin]
-        state: State<I, S, ReqBody, ResBody>,
+        state: State<I, S, R, ReqBody, ResBody>,
     }
 }
 
 pin_project! {
     #[project = StateProj]
-    enum State<I, S, ReqBody, ResBody>
+    enum State<I, S, R, ReqBody, ResBody>
     where
         I: Service<Request<ReqBody>>,
         S: Store,
@@ -60,7 +61,7 @@ pin_project! {
             #[pin]
             pending: S::Pending,
             waiting: Option<(I, Request<ReqBody>)>,
-            config: Arc<Config<S>>,
+            config: Arc<Config<S, R>>,
             shard: Shard,
         },
         Called {
@@ -74,17 +75,16 @@ pin_project! {
     }
 }
 
-impl<I, S, ReqBody, ResBody> ResponseFuture<I, S, ReqBody, ResBody>
+impl<I, S, R, ReqBody, ResBody> ResponseFuture<I, S, R, ReqBody, ResBody>
 where
     I: Service<Request<ReqBody>>,
     S: Store,
-    ResBody: Default,
 {
     pub(super) fn deciding(
         pending: S::Pending,
         inner: I,
         request: Request<ReqBody>,
-        config: Arc<Config<S>>,
+        config: Arc<Config<S, R>>,
         shard: Shard,
     ) -> Self {
         ResponseFuture {
@@ -97,10 +97,17 @@ where
         }
     }
 
-    pub(super) fn answer(status: StatusCode, headers: HeaderMap) -> Self {
-        let mut response = Response::new(ResBody::default());
-        *response.status_mut() = status;
-        *response.headers_mut() = headers;
+    /// The inner service's answer, with no `RateLimit` fields.
+    pub(super) fn called(future: I::Future) -> Self {
+        ResponseFuture {
+            state: State::Called {
+                future,
+                fields: None,
+            },
+        }
+    }
+
+    pub(super) fn answer(response: Response<ResBody>) -> Self {
         ResponseFuture {
             state: State::Answered {
                 response: Some(response),
@@ -109,11 +116,11 @@ where
     }
 }
 
-impl<I, S, ReqBody, ResBody> Future for ResponseFuture<I, S, ReqBody, ResBody>
+impl<I, S, R, ReqBody, ResBody> Future for ResponseFuture<I, S, R, ReqBody, ResBody>
 where
     I: Service<Request<ReqBody>, Response = Response<ResBody>>,
     S: Store,
-    ResBody: Default,
+    R: Respond<ResBody>,
 {
     type Output = Result<Response<ResBody>, I::Error>;
 
@@ -157,10 +164,12 @@ where
                                 limit: config.limit_field(0, retry),
                             };
                             fields.append_to(&mut headers);
-                            let mut response = Response::new(ResBody::default());
-                            *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
-                            *response.headers_mut() = headers;
-                            return Poll::Ready(Ok(response));
+                            let reason = Reason::TooManyRequests {
+                                retry_after: denied.retry_after(),
+                            };
+                            let status = StatusCode::TOO_MANY_REQUESTS;
+                            let rejection = Rejection::new(reason, status, headers);
+                            return Poll::Ready(Ok(config.respond.respond(rejection)));
                         }
                     }
                 }
@@ -182,7 +191,7 @@ where
     }
 }
 
-impl<I, S, ReqBody, ResBody> fmt::Debug for ResponseFuture<I, S, ReqBody, ResBody>
+impl<I, S, R, ReqBody, ResBody> fmt::Debug for ResponseFuture<I, S, R, ReqBody, ResBody>
 where
     I: Service<Request<ReqBody>>,
     S: Store,

@@ -1,10 +1,36 @@
-//! Where a request's tenant comes from, and what to do when it has none.
+//! Where a request's tenant comes from, whether it is exempt, and what to do
+//! when it has none.
 
 use std::fmt;
 use std::sync::Arc;
 
 use http::request::Parts;
 use http::{Extensions, HeaderName, HeaderValue};
+
+use super::ip::{ClientIp, NoPeerAddress};
+
+/// What a key function says about one request; see [`TenantKey::decide`].
+///
+/// ```
+/// use shuffle_limiter::tower::RequestKey;
+///
+/// let key = RequestKey::Tenant(b"acme");
+/// assert_eq!(key, RequestKey::Tenant(b"acme".as_slice()));
+/// assert_ne!(RequestKey::Exempt, RequestKey::Missing);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RequestKey<'a> {
+    /// The request belongs to this tenant (bytes borrowed from the request;
+    /// an empty id counts as [`Missing`](RequestKey::Missing)).
+    Tenant(&'a [u8]),
+    /// The request passes unlimited: nothing is taken from the limiter and
+    /// no `RateLimit` fields are sent, so an outer or inner layer decides.
+    Exempt,
+    /// The request has no tenant: it is answered as
+    /// [`MissingTenant`] says.
+    Missing,
+}
 
 /// Where a request's tenant id comes from.
 ///
@@ -30,23 +56,46 @@ use http::{Extensions, HeaderName, HeaderValue};
 /// # let _ = (by_header, by_auth, by_path);
 /// ```
 #[derive(Clone)]
-pub struct TenantKey(Source);
+pub struct TenantKey {
+    source: Source,
+    exempt: Option<Arc<ExemptFn>>,
+}
 
 type ExtensionFn = for<'a> fn(&'a Extensions) -> Option<&'a [u8]>;
 type CustomFn = dyn Fn(&Parts, &mut dyn FnMut(&[u8])) + Send + Sync;
+type DecideFn = dyn for<'a> Fn(&'a Parts) -> RequestKey<'a> + Send + Sync;
+type ExemptFn = dyn Fn(&Parts) -> bool + Send + Sync;
 
 #[derive(Clone)]
 enum Source {
     Header(HeaderName),
     Extension(ExtensionFn, &'static str),
     Custom(Arc<CustomFn>),
+    Decide(Arc<DecideFn>),
+    Ip(ClientIp),
 }
 
+/// What a [`TenantKey`] found, with the caller's answer for a tenant.
+pub(super) enum Found<R> {
+    Tenant(R),
+    Exempt,
+    Missing,
+    NoPeer(NoPeerAddress),
+}
+
+/// # Constructors
 impl TenantKey {
+    fn of(source: Source) -> Self {
+        TenantKey {
+            source,
+            exempt: None,
+        }
+    }
+
     /// The value of the header `name`; a request without it, or with an
     /// empty value, has no tenant.
     pub fn header(name: HeaderName) -> Self {
-        TenantKey(Source::Header(name))
+        Self::of(Source::Header(name))
     }
 
     /// The value of type `T` in the request extensions, as an authentication
@@ -55,50 +104,169 @@ impl TenantKey {
         fn get<T: AsRef<[u8]> + Send + Sync + 'static>(ext: &Extensions) -> Option<&[u8]> {
             ext.get::<T>().map(AsRef::as_ref)
         }
-        TenantKey(Source::Extension(get::<T>, std::any::type_name::<T>()))
+        Self::of(Source::Extension(get::<T>, std::any::type_name::<T>()))
     }
 
-    /// Any function of the request head; `None` means the request has no
-    /// tenant.
+    /// Any function of the request head returning an owned id; `None` means
+    /// the request has no tenant. To borrow from the request instead, use
+    /// [`borrowed`](TenantKey::borrowed).
     pub fn from_fn<F, K>(f: F) -> Self
     where
         F: Fn(&Parts) -> Option<K> + Send + Sync + 'static,
         K: AsRef<[u8]>,
     {
-        TenantKey(Source::Custom(Arc::new(move |parts, sink| {
+        Self::of(Source::Custom(Arc::new(move |parts, sink| {
             if let Some(key) = f(parts) {
                 sink(key.as_ref());
             }
         })))
     }
 
-    /// Runs `decide` on the request's tenant id, if it has one.
-    pub(super) fn with_key<R>(&self, parts: &Parts, decide: impl FnOnce(&[u8]) -> R) -> Option<R> {
-        let key = match &self.0 {
+    /// A function of the request head returning bytes borrowed from it, so
+    /// that finding the tenant allocates nothing; `None` means the request
+    /// has no tenant.
+    ///
+    /// ```
+    /// use shuffle_limiter::tower::TenantKey;
+    ///
+    /// // The token of `Authorization: Bearer <token>`, without a copy.
+    /// let bearer = TenantKey::borrowed(|parts| {
+    ///     parts.headers.get("authorization")?.as_bytes().strip_prefix(b"Bearer ")
+    /// });
+    /// # let _ = bearer;
+    /// ```
+    pub fn borrowed<F>(f: F) -> Self
+    where
+        F: for<'a> Fn(&'a Parts) -> Option<&'a [u8]> + Send + Sync + 'static,
+    {
+        Self::decide(move |parts| f(parts).map_or(RequestKey::Missing, RequestKey::Tenant))
+    }
+
+    /// A function of the request head that says, for each request, which
+    /// tenant it belongs to, that it is [exempt](RequestKey::Exempt), or
+    /// that it has no tenant; ids are borrowed from the request.
+    ///
+    /// ```
+    /// use shuffle_limiter::tower::{RequestKey, TenantKey};
+    ///
+    /// // Internal callers are not limited; everyone else by API key.
+    /// let key = TenantKey::decide(|parts| {
+    ///     if parts.headers.contains_key("x-internal-caller") {
+    ///         return RequestKey::Exempt;
+    ///     }
+    ///     match parts.headers.get("x-api-key") {
+    ///         Some(key) => RequestKey::Tenant(key.as_bytes()),
+    ///         None => RequestKey::Missing,
+    ///     }
+    /// });
+    /// # let _ = key;
+    /// ```
+    pub fn decide<F>(f: F) -> Self
+    where
+        F: for<'a> Fn(&'a Parts) -> RequestKey<'a> + Send + Sync + 'static,
+    {
+        Self::of(Source::Decide(Arc::new(f)))
+    }
+
+    /// The client's IP address, as [`ClientIp`] finds it (the peer, or the
+    /// client behind trusted proxies), grouped by its prefixes.
+    ///
+    /// ```
+    /// use std::net::SocketAddr;
+    /// use axum::extract::ConnectInfo;
+    /// use shuffle_limiter::tower::{ClientIp, TenantKey};
+    ///
+    /// let per_ip = TenantKey::client_ip(ClientIp::peer(|c: &ConnectInfo<SocketAddr>| c.0));
+    /// # let _ = per_ip;
+    /// ```
+    pub fn client_ip(ip: ClientIp) -> Self {
+        Self::of(Source::Ip(ip))
+    }
+}
+
+/// # Exemptions
+impl TenantKey {
+    /// Lets the requests for which `exempt` is true pass unlimited, with no
+    /// `RateLimit` fields: an allow-list. It is asked before the key.
+    ///
+    /// ```
+    /// use std::net::{IpAddr, SocketAddr};
+    /// use axum::{extract::ConnectInfo, http::HeaderName};
+    /// use shuffle_limiter::tower::{ClientIp, TenantKey};
+    ///
+    /// // Health checks are never limited.
+    /// let key = TenantKey::header(HeaderName::from_static("x-api-key"))
+    ///     .exempt_if(|parts| parts.uri.path() == "/health");
+    ///
+    /// // Allow-listed addresses are never limited by the per-IP layer.
+    /// let ip = ClientIp::peer(|c: &ConnectInfo<SocketAddr>| c.0);
+    /// let office: IpAddr = "203.0.113.7".parse()?;
+    /// let per_ip = TenantKey::client_ip(ip.clone())
+    ///     .exempt_if(move |parts| ip.resolve(parts).is_ok_and(|addr| addr == office));
+    /// # let _ = (key, per_ip);
+    /// # Ok::<(), std::net::AddrParseError>(())
+    /// ```
+    pub fn exempt_if<F>(mut self, exempt: F) -> Self
+    where
+        F: Fn(&Parts) -> bool + Send + Sync + 'static,
+    {
+        self.exempt = Some(match self.exempt.take() {
+            None => Arc::new(exempt),
+            Some(before) => Arc::new(move |parts: &Parts| before(parts) || exempt(parts)),
+        });
+        self
+    }
+
+    /// Looks for the request's tenant and runs `decide` on its id.
+    pub(super) fn find<R>(&self, parts: &Parts, decide: impl FnOnce(&[u8]) -> R) -> Found<R> {
+        if self.exempt.as_ref().is_some_and(|exempt| exempt(parts)) {
+            return Found::Exempt;
+        }
+        let key = match &self.source {
             Source::Header(name) => parts.headers.get(name).map(HeaderValue::as_bytes),
             Source::Extension(get, _) => get(&parts.extensions),
             Source::Custom(f) => {
                 let mut decide = Some(decide);
-                let mut out = None;
+                let mut out = Found::Missing;
                 f(parts, &mut |key| {
                     if let Some(decide) = decide.take().filter(|_| !key.is_empty()) {
-                        out = Some(decide(key));
+                        out = Found::Tenant(decide(key));
                     }
                 });
                 return out;
             }
+            Source::Decide(f) => match f(parts) {
+                RequestKey::Tenant(key) => Some(key),
+                RequestKey::Exempt => return Found::Exempt,
+                RequestKey::Missing => None,
+            },
+            Source::Ip(ip) => {
+                return match ip.resolve(parts) {
+                    Ok(addr) => ip.with_key(addr, |key| Found::Tenant(decide(key))),
+                    Err(err) => Found::NoPeer(err),
+                };
+            }
         };
-        key.filter(|k| !k.is_empty()).map(decide)
+        match key.filter(|k| !k.is_empty()) {
+            Some(key) => Found::Tenant(decide(key)),
+            None => Found::Missing,
+        }
     }
 }
 
 impl fmt::Debug for TenantKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.0 {
-            Source::Header(name) => f.debug_tuple("Header").field(name).finish(),
-            Source::Extension(_, ty) => f.debug_tuple("Extension").field(ty).finish(),
-            Source::Custom(_) => f.write_str("Custom(..)"),
+        match &self.source {
+            Source::Header(name) => f.debug_tuple("Header").field(name).finish()?,
+            Source::Extension(_, ty) => f.debug_tuple("Extension").field(ty).finish()?,
+            Source::Custom(_) => f.write_str("Custom(..)")?,
+            Source::Decide(_) => f.write_str("Decide(..)")?,
+            Source::Ip(ip) => fmt::Debug::fmt(ip, f)?,
         }
+        if self.exempt.is_some() {
+            f.write_str(".exempt_if(..)")?;
+        }
+        Ok(())
     }
 }
 

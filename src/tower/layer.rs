@@ -4,8 +4,10 @@ use std::fmt;
 use std::sync::Arc;
 
 use ::tower::Layer;
+use http::Method;
 
 use super::key::{MissingTenant, TenantKey};
+use super::respond::EmptyBody;
 use super::service::RateLimit;
 use crate::Limiter;
 use crate::store::{InProcess, Store};
@@ -30,7 +32,7 @@ impl fmt::Display for InvalidPolicyName {
 impl std::error::Error for InvalidPolicyName {}
 
 /// The settings every clone of the service shares.
-pub(super) struct Config<S> {
+pub(super) struct Config<S, R> {
     pub(super) limiter: Arc<Limiter<S>>,
     pub(super) key: TenantKey,
     /// Where a request's user comes from, for nested checks.
@@ -38,15 +40,22 @@ pub(super) struct Config<S> {
     pub(super) missing: MissingTenant,
     /// The policy name as a Structured Field String, quotes included.
     pub(super) policy: String,
+    /// The only methods limited; `None`: all of them.
+    pub(super) methods: Option<Arc<[Method]>>,
+    /// Builds the layer's own answers.
+    pub(super) respond: Arc<R>,
 }
 
 /// A [`Layer`] that rate-limits each request by tenant with a shared
 /// limiter, in process or over Redis; see the [module documentation](super).
-pub struct RateLimitLayer<S = InProcess> {
-    pub(super) config: Arc<Config<S>>,
+///
+/// `R` builds the layer's own answers ([`respond_with`](RateLimitLayer::respond_with));
+/// by default they have an empty body.
+pub struct RateLimitLayer<S = InProcess, R = EmptyBody> {
+    pub(super) config: Arc<Config<S, R>>,
 }
 
-impl<S> Clone for RateLimitLayer<S> {
+impl<S, R> Clone for RateLimitLayer<S, R> {
     fn clone(&self) -> Self {
         RateLimitLayer {
             config: Arc::clone(&self.config),
@@ -54,7 +63,7 @@ impl<S> Clone for RateLimitLayer<S> {
     }
 }
 
-impl<S: fmt::Debug> fmt::Debug for RateLimitLayer<S> {
+impl<S: fmt::Debug, R> fmt::Debug for RateLimitLayer<S, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let c = &self.config;
         f.debug_struct("RateLimitLayer")
@@ -63,7 +72,8 @@ impl<S: fmt::Debug> fmt::Debug for RateLimitLayer<S> {
             .field("user", &c.user)
             .field("missing", &c.missing)
             .field("policy", &c.policy)
-            .finish()
+            .field("methods", &c.methods)
+            .finish_non_exhaustive()
     }
 }
 
@@ -96,10 +106,14 @@ impl<S: Store> RateLimitLayer<S> {
                 user: None,
                 missing: MissingTenant::default(),
                 policy: "\"tenant\"".to_owned(),
+                methods: None,
+                respond: Arc::new(EmptyBody),
             }),
         }
     }
+}
 
+impl<S: Store, R> RateLimitLayer<S, R> {
     /// Isolates the users of each tenant one level down: a request whose
     /// `user` key finds a user draws from that user's j of its tenant's k
     /// buckets ([`Builder::per_user`](crate::Builder::per_user),
@@ -183,7 +197,47 @@ impl<S: Store> RateLimitLayer<S> {
         &self.config.limiter
     }
 
-    fn with_config(self, change: impl FnOnce(&mut Config<S>)) -> Self {
+    /// Limits only the requests with one of these methods; the others pass
+    /// unlimited, with no `RateLimit` fields, as if
+    /// [exempt](super::RequestKey::Exempt).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use axum::http::{HeaderName, Method};
+    /// use shuffle_limiter::{Quota, ShardedLimiter, tower::{RateLimitLayer, TenantKey}};
+    ///
+    /// let limiter = Arc::new(ShardedLimiter::builder().quota(Quota::per_second(50)).build()?);
+    /// // Reads are free; writes are limited.
+    /// let writes = RateLimitLayer::new(limiter, TenantKey::header(HeaderName::from_static("x-api-key")))
+    ///     .methods([Method::POST, Method::PUT, Method::PATCH, Method::DELETE]);
+    /// # let _ = writes;
+    /// # Ok::<(), shuffle_limiter::ConfigError>(())
+    /// ```
+    pub fn methods(self, methods: impl IntoIterator<Item = Method>) -> Self {
+        let methods: Arc<[Method]> = methods.into_iter().collect();
+        self.with_config(|c| c.methods = Some(methods))
+    }
+
+    /// Builds the layer's own answers (400, 401, 429, 500) with `respond`,
+    /// a [`Respond`](super::Respond) hook such as a closure
+    /// `|rejection: Rejection| -> Response<B>`; see [`Respond`](super::Respond)
+    /// for a JSON body and a gRPC status.
+    pub fn respond_with<R2>(self, respond: R2) -> RateLimitLayer<S, R2> {
+        let c = &self.config;
+        RateLimitLayer {
+            config: Arc::new(Config {
+                limiter: Arc::clone(&c.limiter),
+                key: c.key.clone(),
+                user: c.user.clone(),
+                missing: c.missing.clone(),
+                policy: c.policy.clone(),
+                methods: c.methods.clone(),
+                respond: Arc::new(respond),
+            }),
+        }
+    }
+
+    fn with_config(self, change: impl FnOnce(&mut Config<S, R>)) -> Self {
         let c = &self.config;
         let mut config = Config {
             limiter: Arc::clone(&c.limiter),
@@ -191,6 +245,8 @@ impl<S: Store> RateLimitLayer<S> {
             user: c.user.clone(),
             missing: c.missing.clone(),
             policy: c.policy.clone(),
+            methods: c.methods.clone(),
+            respond: Arc::clone(&c.respond),
         };
         change(&mut config);
         RateLimitLayer {
@@ -199,8 +255,8 @@ impl<S: Store> RateLimitLayer<S> {
     }
 }
 
-impl<I, S> Layer<I> for RateLimitLayer<S> {
-    type Service = RateLimit<I, S>;
+impl<I, S, R> Layer<I> for RateLimitLayer<S, R> {
+    type Service = RateLimit<I, S, R>;
 
     fn layer(&self, inner: I) -> Self::Service {
         RateLimit {

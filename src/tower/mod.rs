@@ -24,6 +24,74 @@
 //! answered as [`MissingTenant`] says: 400 by default, 401, or charged to a
 //! shared fallback tenant; never a panic.
 //!
+//! # Keys
+//! - [`TenantKey::header`], [`TenantKey::extension`], [`TenantKey::from_fn`]
+//!   (an owned id), [`TenantKey::borrowed`] (bytes borrowed from the request:
+//!   no allocation), [`TenantKey::decide`] (a [`RequestKey`]: a tenant,
+//!   [exempt](RequestKey::Exempt), or missing);
+//! - [`TenantKey::client_ip`] with a [`ClientIp`]: the peer address (axum's
+//!   `ConnectInfo<SocketAddr>`), or the client behind [trusted
+//!   proxies](ClientIp::trust_proxies), IPv6 grouped by /64;
+//! - [`TenantKey::exempt_if`] adds an allow-list to any of them, and
+//!   [`RateLimitLayer::methods`] limits only some methods.
+//!
+//! An exempt request (or one whose method is not limited) reaches the inner
+//! service untouched: nothing is taken, no `RateLimit` field is sent.
+//!
+//! # The layer's own answers
+//! 400, 401, 429, and 500 when a [`ClientIp`] key finds no peer address
+//! ([`NoPeerAddress`], which says to serve with
+//! `into_make_service_with_connect_info`), have an empty body unless
+//! [`RateLimitLayer::respond_with`] gives a [`Respond`] hook: any
+//! `Fn(Rejection) -> Response<B>`, such as a JSON body or a gRPC
+//! `RESOURCE_EXHAUSTED` (both shown at [`Respond`]).
+//!
+//! # Stacking layers
+//! Two layers (say per IP outside, per API key inside) each send their own
+//! `RateLimit` and `RateLimit-Policy` field, appended, never replaced; give
+//! them distinct [policy names](RateLimitLayer::policy) (`"ip"`, `"key"`),
+//! or a client sees two fields both named `"tenant"` and cannot tell them
+//! apart. A request one layer finds [exempt](RequestKey::Exempt) gets only
+//! the other layer's field.
+//!
+//! When the inner layer denies a request, the outer layer's token for it is
+//! **not** given back, and its field on the 429 shows it spent. The outer
+//! decision has been applied to the store (in process, the buckets'
+//! arrival times moved; over Redis, by the script) before the inner layer is
+//! asked, and this crate has no refund: returning a token would be a new
+//! store operation (a second script call per denial over Redis) that the
+//! draw, both stores and the bound "grants ≤ R·t + B" would have to cover.
+//! Until then, put outside the layer whose spending on a request the inner
+//! one denies is acceptable: per IP outside per key counts a client's
+//! attempts with a spent key against its address, which is usually wanted.
+//!
+//! ```
+//! use std::{net::SocketAddr, sync::Arc};
+//! use axum::{Router, extract::ConnectInfo, routing::get};
+//! use shuffle_limiter::{Quota, ShardedLimiter};
+//! use shuffle_limiter::tower::{ClientIp, RateLimitLayer, TenantKey};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let per_ip = Arc::new(ShardedLimiter::builder().quota(Quota::per_second(100)).build()?);
+//! let per_key = Arc::new(ShardedLimiter::builder().quota(Quota::per_second(1000)).build()?);
+//! // Behind a load balancer in 10.0.0.0/8; allow-list the office.
+//! let ip = ClientIp::peer(|c: &ConnectInfo<SocketAddr>| c.0).trust_proxies(["10.0.0.0/8".parse()?]);
+//! let office = "203.0.113.0/24".parse::<shuffle_limiter::tower::Cidr>()?;
+//! let by_ip = TenantKey::client_ip(ip.clone())
+//!     .exempt_if(move |parts| ip.resolve(parts).is_ok_and(|addr| office.contains(addr)));
+//! let by_key = TenantKey::borrowed(|parts| {
+//!     parts.headers.get("authorization")?.as_bytes().strip_prefix(b"Bearer ")
+//! });
+//! let app: Router = Router::new()
+//!     .route("/", get(|| async { "hello" }))
+//!     .layer(RateLimitLayer::new(per_key, by_key).policy("key")?)
+//!     .layer(RateLimitLayer::new(per_ip, by_ip).policy("ip")?); // outermost: runs first
+//! // axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
+//! # let _ = app;
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # The RateLimit fields
 //! They describe the tenant's own share, not the global budget, because that
 //! is what the client can use:
@@ -76,14 +144,20 @@
 
 use http::HeaderName;
 
+mod cidr;
 mod future;
+mod ip;
 mod key;
 mod layer;
+mod respond;
 mod service;
 
+pub use cidr::{Cidr, InvalidCidr};
 pub use future::ResponseFuture;
-pub use key::{MissingTenant, TenantKey};
+pub use ip::{ClientIp, InvalidPrefix, NoPeerAddress};
+pub use key::{MissingTenant, RequestKey, TenantKey};
 pub use layer::{InvalidPolicyName, RateLimitLayer};
+pub use respond::{EmptyBody, Reason, Rejection, Respond};
 pub use service::RateLimit;
 
 /// The `RateLimit` field of draft-ietf-httpapi-ratelimit-headers.

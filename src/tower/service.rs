@@ -11,19 +11,20 @@ use http::header::WWW_AUTHENTICATE;
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 
 use super::future::ResponseFuture;
-use super::key::Missing;
+use super::key::{Found, Missing};
 use super::layer::Config;
+use super::respond::{Reason, Rejection, Respond};
 use crate::Shard;
 use crate::store::{InProcess, Store};
 
 /// The service made by [`RateLimitLayer`](super::RateLimitLayer): asks the
 /// limiter for each request and either forwards it or answers it.
-pub struct RateLimit<I, S = InProcess> {
+pub struct RateLimit<I, S = InProcess, R = super::EmptyBody> {
     pub(super) inner: I,
-    pub(super) config: Arc<Config<S>>,
+    pub(super) config: Arc<Config<S, R>>,
 }
 
-impl<I: Clone, S> Clone for RateLimit<I, S> {
+impl<I: Clone, S, R> Clone for RateLimit<I, S, R> {
     fn clone(&self) -> Self {
         RateLimit {
             inner: self.inner.clone(),
@@ -32,7 +33,7 @@ impl<I: Clone, S> Clone for RateLimit<I, S> {
     }
 }
 
-impl<I: fmt::Debug, S> fmt::Debug for RateLimit<I, S> {
+impl<I: fmt::Debug, S, R> fmt::Debug for RateLimit<I, S, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimit")
             .field("inner", &self.inner)
@@ -46,7 +47,7 @@ pub(super) fn ceil_secs(d: Duration) -> u64 {
     d.as_secs() + u64::from(d.subsec_nanos() > 0)
 }
 
-impl<S: Store> Config<S> {
+impl<S: Store, R> Config<S, R> {
     /// The `RateLimit-Policy` value for a tenant on `shard`: what its own
     /// buckets hold when full, and how long they take to refill from empty.
     pub(super) fn policy_field(&self, shard: &Shard) -> Option<HeaderValue> {
@@ -69,15 +70,15 @@ impl<S: Store> Config<S> {
     }
 }
 
-impl<I, S, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<I, S>
+impl<I, S, R, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<I, S, R>
 where
     I: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
     S: Store,
-    ResBody: Default,
+    R: Respond<ResBody>,
 {
     type Response = Response<ResBody>;
     type Error = I::Error;
-    type Future = ResponseFuture<I, S, ReqBody, ResBody>;
+    type Future = ResponseFuture<I, S, R, ReqBody, ResBody>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -87,32 +88,63 @@ where
         let (parts, body) = request.into_parts();
         let config = &self.config;
         let limiter = &config.limiter;
+        // The clone that poll_ready made ready goes with the request; this
+        // service keeps a fresh one for the next poll_ready.
+        let take_inner = |inner: &mut I| {
+            let clone = inner.clone();
+            std::mem::replace(inner, clone)
+        };
+        let limited = config
+            .methods
+            .as_ref()
+            .is_none_or(|methods| methods.contains(&parts.method));
+        if !limited {
+            return ResponseFuture::called(self.inner.call(Request::from_parts(parts, body)));
+        }
         let shard_of = |tenant: &[u8]| {
-            let user = config
+            let user = match config
                 .user
                 .as_ref()
-                .and_then(|user| user.with_key(&parts, |user| limiter.shard_nested(tenant, user)));
+                .map(|user| user.find(&parts, |user| limiter.shard_nested(tenant, user)))
+            {
+                Some(Found::Tenant(shard)) => Some(shard),
+                _ => None,
+            };
             user.unwrap_or_else(|| limiter.shard(tenant))
         };
-        let shard = match config.key.with_key(&parts, shard_of) {
-            Some(shard) => shard,
-            None => match &config.missing.0 {
+        let answer = |reason, status, headers| {
+            ResponseFuture::answer(
+                config
+                    .respond
+                    .respond(Rejection::new(reason, status, headers)),
+            )
+        };
+        let shard = match config.key.find(&parts, shard_of) {
+            Found::Tenant(shard) => shard,
+            Found::Exempt => {
+                let request = Request::from_parts(parts, body);
+                return ResponseFuture::called(self.inner.call(request));
+            }
+            Found::NoPeer(err) => {
+                let status = StatusCode::INTERNAL_SERVER_ERROR;
+                return answer(Reason::NoPeerAddress(err), status, HeaderMap::new());
+            }
+            Found::Missing => match &config.missing.0 {
                 Missing::Fallback(tenant) => shard_of(tenant),
                 Missing::BadRequest => {
-                    return ResponseFuture::answer(StatusCode::BAD_REQUEST, HeaderMap::new());
+                    let status = StatusCode::BAD_REQUEST;
+                    return answer(Reason::MissingTenant, status, HeaderMap::new());
                 }
                 Missing::Unauthorized(challenge) => {
                     let mut headers = HeaderMap::new();
                     headers.insert(WWW_AUTHENTICATE, challenge.clone());
-                    return ResponseFuture::answer(StatusCode::UNAUTHORIZED, headers);
+                    let status = StatusCode::UNAUTHORIZED;
+                    return answer(Reason::MissingTenant, status, headers);
                 }
             },
         };
         let pending = limiter.store.apply(&limiter.core, shard, 1);
-        // The clone that poll_ready made ready goes with the request; this
-        // service keeps a fresh one for the next poll_ready.
-        let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
+        let inner = take_inner(&mut self.inner);
         ResponseFuture::deciding(
             pending,
             inner,
