@@ -12,7 +12,7 @@
 //!
 //! | key | required | meaning |
 //! | --- | --- | --- |
-//! | `rate` | yes | the upstream's budget: `"N/s"`, `"N/m"` or `"N/h"` (see [`Rate`]) |
+//! | `rate` | yes | the upstream's budget: `"N/s"`, `"N/m"`, `"N/h"`, `"N/d"`, `"N/10s"`, `"N/500ms"`; a fractional N such as `"0.5/s"` is kept exact (see [`Rate`]) |
 //! | `burst` | no | how many at once (default: N of the rate) |
 //! | `buckets` | no | N, buckets the budget is split into (default 8, or the burst if smaller) |
 //! | `per_tenant` | no | k, buckets per tenant (default 2) |
@@ -56,7 +56,7 @@
 //! assert_eq!(set.len(), 1);
 //!
 //! // Mistakes are reported with their place:
-//! let err = toml::from_str::<SetConfig>("[limiters.amazon]\nrate = \"5/d\"").unwrap_err();
+//! let err = toml::from_str::<SetConfig>("[limiters.amazon]\nrate = \"5/w\"").unwrap_err();
 //! assert!(err.to_string().contains("limiters.amazon.rate: "));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
