@@ -122,6 +122,89 @@ impl LimiterConfig {
 }
 
 /// A whole config: `[limiters.NAME]` tables, in name order.
+///
+/// Its own keys are strict: `limiters` is the only top-level key, and every
+/// unknown key inside is an error, so that a typo never falls back to a
+/// default quietly.
+///
+/// # In an application's own config
+/// `SetConfig` is a field type like any other: give your config a field
+/// `limits: SetConfig` and its limiters are the `[limits.limiters.NAME]`
+/// tables, beside your other keys, which it never sees. Errors name the place
+/// inside the limits (`limiters.amazon.rate: ...`), and TOML adds the line
+/// and column of the offending value.
+///
+/// ```
+/// use serde::Deserialize;
+/// use shuffle_limiter::set::{LimiterSet, SetConfig};
+///
+/// #[derive(Deserialize)]
+/// #[serde(deny_unknown_fields)]
+/// struct AppConfig {
+///     listen: String,
+///     workers: u32,
+///     limits: SetConfig,
+/// }
+///
+/// let app: AppConfig = toml::from_str(r#"
+///     listen = "0.0.0.0:8080"
+///     workers = 4
+///
+///     [limits.limiters.amazon]
+///     rate = "5/s"
+///
+///     [limits.limiters.walmart]
+///     rate = "100/10s"
+/// "#)?;
+/// assert_eq!((app.listen.as_str(), app.workers), ("0.0.0.0:8080", 4));
+/// let set = LimiterSet::from_config(&app.limits)?;
+/// assert_eq!(set.names().collect::<Vec<_>>(), ["amazon", "walmart"]);
+///
+/// // A mistake inside the limits says where, down to the line and column.
+/// let err = toml::from_str::<AppConfig>(
+///     "listen = \"x\"\nworkers = 1\n[limits.limiters.amazon]\nrate = \"5/w\"\n",
+/// )
+/// .err()
+/// .expect("an unknown unit");
+/// let err = err.to_string();
+/// assert!(err.contains("line 4, column 8"), "{err}");
+/// assert!(err.contains("limiters.amazon.rate: rate \"5/w\" has the unknown unit"), "{err}");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// To keep `[limiters.NAME]` at the top of your file instead, put
+/// `#[serde(flatten)]` on the field: your other keys are read by your struct
+/// and `SetConfig` sees only the rest, refusing those it does not know. TOML
+/// reports flattened errors without a line and column (serde buffers the
+/// values first), so prefer the plain field where positions matter.
+///
+/// # Printing the effective config
+/// Every config type is `Serialize`, writing the keys that are set, so a
+/// config reads back as itself; fill in what was left to the defaults from
+/// the built limiter ([`ShardedLimiter::buckets`], ...) before printing if
+/// those are wanted too.
+///
+/// ```
+/// use shuffle_limiter::set::SetConfig;
+///
+/// let config: SetConfig = toml::from_str(r#"
+///     [limiters.amazon]
+///     rate = "0.5/s"
+///     buckets = 1
+/// "#)?;
+/// let printed = toml::to_string(&config)?;
+/// assert_eq!(printed, "[limiters.amazon]\nrate = \"1/2s\"\nbuckets = 1\n");
+/// assert_eq!(toml::from_str::<SetConfig>(&printed)?, config);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// # Where line and column are known
+/// TOML positions the errors found while reading: a malformed value, an
+/// unknown or missing key, settings that contradict each other within one
+/// table. The errors of [`LimiterSet::from_config`](super::LimiterSet::from_config)
+/// come after reading, from settings that cannot work together (a burst too
+/// small for the buckets, say); those are a [`SetError`](super::SetError)
+/// naming the key (`limiters.amazon.burst`), without a position.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct SetConfig {

@@ -118,6 +118,7 @@ mod rate;
 #[cfg(feature = "redis")]
 mod redis;
 mod reserve;
+mod serialize;
 
 use std::collections::HashMap;
 use std::fmt;
