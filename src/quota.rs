@@ -106,6 +106,20 @@ impl fmt::Display for Quota {
     /// us, ns) that divides it, as a config's rate is written: `3600/h`,
     /// `100/10s`; then `, burst B` when the burst is not the count.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.count, Per(self.period))?;
+        if self.burst != self.count {
+            write!(f, ", burst {}", self.burst)?;
+        }
+        Ok(())
+    }
+}
+
+/// A period as the part of a rate after its `/`: `h`, `10s`, `500ms`, in
+/// the largest unit that divides it.
+pub(crate) struct Per(pub(crate) Duration);
+
+impl fmt::Display for Per {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         const UNITS: [(&str, u128); 7] = [
             ("d", 86_400_000_000_000),
             ("h", 3_600_000_000_000),
@@ -115,24 +129,18 @@ impl fmt::Display for Quota {
             ("us", 1_000),
             ("ns", 1),
         ];
-        let nanos = self.period.as_nanos();
-        write!(f, "{}/", self.count)?;
+        let nanos = self.0.as_nanos();
         if nanos == 0 {
-            f.write_str("0s")?;
-        } else {
-            let (unit, size) = UNITS
-                .into_iter()
-                .find(|(_, size)| nanos % size == 0)
-                .unwrap_or(("ns", 1));
-            match nanos / size {
-                1 => f.write_str(unit)?,
-                span => write!(f, "{span}{unit}")?,
-            }
+            return f.write_str("0s");
         }
-        if self.burst != self.count {
-            write!(f, ", burst {}", self.burst)?;
+        let (unit, size) = UNITS
+            .into_iter()
+            .find(|(_, size)| nanos % size == 0)
+            .unwrap_or(("ns", 1));
+        match nanos / size {
+            1 => f.write_str(unit),
+            span => write!(f, "{span}{unit}"),
         }
-        Ok(())
     }
 }
 

@@ -7,6 +7,7 @@ use crate::metrics::Metrics;
 use crate::quota::Quota;
 
 use super::core::{Core, Split};
+use super::isolation::warn_if_weak;
 use super::memory::InProcess;
 use super::tiers::{MAX_TIERED_TENANTS, Tiers};
 use super::{Limiter, ShardedLimiter};
@@ -270,7 +271,17 @@ impl<C: Clock> Builder<C> {
     ///
     /// # Errors
     /// A [`ConfigError`] naming the first setting that cannot work.
+    /// A limiter whose [`isolation`](Limiter::isolation) is weak is built
+    /// all the same, with a warning through `tracing` (feature `metrics`).
     pub fn build(self) -> Result<ShardedLimiter<C>, ConfigError> {
+        let limiter = self.build_quietly()?;
+        warn_if_weak(limiter.name(), &limiter.isolation());
+        Ok(limiter)
+    }
+
+    /// [`build`](Self::build) without the warning: for a limiter that stands
+    /// in for one that already gave it.
+    pub(crate) fn build_quietly(self) -> Result<ShardedLimiter<C>, ConfigError> {
         let core = self.plan()?;
         let store = InProcess::new(core.assignment.buckets(), self.clock);
         Ok(Limiter::new(core, store))
