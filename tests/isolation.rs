@@ -69,3 +69,13 @@ fn the_per_tenant_ceiling_is_k_over_n_of_the_budget() {
     );
     assert_eq!(isolation.blast_radius(), &limiter.blast_radius());
 }
+
+#[test]
+fn the_default_tenant_cache_holds_what_the_readme_says() {
+    // README: "sized for 100 000 active tenants by default: 150 000
+    // entries".
+    let limiter = limiter(Quota::per_second(100));
+    assert_eq!(shuffle_limiter::DEFAULT_TENANT_CACHE, 100_000);
+    let capacity = limiter.tenant_cache_capacity();
+    assert_eq!(capacity, 150_000);
+}
