@@ -135,7 +135,7 @@ impl fmt::Display for Per {
         }
         let (unit, size) = UNITS
             .into_iter()
-            .find(|(_, size)| nanos % size == 0)
+            .find(|(_, size)| nanos.is_multiple_of(*size))
             .unwrap_or(("ns", 1));
         match nanos / size {
             1 => f.write_str(unit),

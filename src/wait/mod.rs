@@ -153,8 +153,11 @@ pub struct Waiter<'a, S, L = &'a Limiter<S>> {
     limiter: L,
     jitter: Jitter,
     /// The borrow of the default `L`, and the store it waits on.
-    _limiter: PhantomData<(&'a (), fn() -> S)>,
+    _limiter: Marker<'a, S>,
 }
+
+/// What `Waiter` holds of its lifetime and store without holding either.
+type Marker<'a, S> = PhantomData<(&'a (), fn() -> S)>;
 
 /// A [`Waiter`] that owns an `Arc` of its limiter: `'static`, and cheap to
 /// clone into spawned tasks.
