@@ -23,7 +23,7 @@ fn a_one_token_quota_is_one_shared_bucket_and_says_so() {
     );
     let debug = format!("{limiter:?}");
     assert!(debug.contains("weak isolation"), "{debug}");
-    assert!(debug.contains("quota: 1/s,"), "{debug}");
+    assert!(debug.contains("count: 1,"), "{debug}");
 }
 
 #[test]

@@ -176,7 +176,7 @@ impl<S: fmt::Debug> fmt::Debug for Limiter<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Limiter")
             .field("name", &self.core.name)
-            .field("quota", &format_args!("{}", self.core.quota))
+            .field("quota", &self.core.quota)
             .field("buckets", &self.buckets())
             .field("per_tenant", &self.per_tenant())
             .field("isolation", &format_args!("{}", self.isolation()))
