@@ -125,3 +125,28 @@ fn a_flattened_set_config_leaves_the_application_keys_alone() {
             .to_string();
     assert!(err.contains("nmae: unknown key"), "{err}");
 }
+
+#[test]
+fn a_set_read_straight_from_toml_places_its_build_errors() {
+    let text =
+        "[limiters.amazon]\nrate = \"5/s\"\n\n[limiters.ebay]\nrate = \"5/s\"\nbuckets = 8\n";
+    let err = toml::from_str::<LimiterSet>(text).unwrap_err();
+    let message = err.to_string();
+    assert!(message.contains("at line 4, column 1"), "{message}");
+    assert!(
+        message.contains("limiters.ebay.burst: a burst of 5 cannot give each of the 8 buckets"),
+        "{message}"
+    );
+    assert_eq!(&text[err.span().unwrap()][..15], "[limiters.ebay]");
+    // The same config read as a SetConfig holds it; building it then names
+    // the key, without a position.
+    let config: SetConfig = toml::from_str(text).unwrap();
+    let err = LimiterSet::from_config(&config).unwrap_err();
+    assert_eq!((err.limiter(), err.field()), ("ebay", Some("burst")));
+    // JSON has no positions, and the same message.
+    let json = r#"{"limiters": {"ebay": {"rate": "5/s", "buckets": 8}}}"#;
+    let err = serde_json::from_str::<LimiterSet>(json)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("limiters.ebay.burst: a burst of 5"), "{err}");
+}

@@ -323,7 +323,7 @@ impl<C: Clock> Builder<C> {
 
     /// Checks every setting without allocating the tenant cache, whose size
     /// is one of the settings checked.
-    fn validate(&self) -> Result<(Quota, Split, Assignment), ConfigError> {
+    pub(crate) fn validate(&self) -> Result<(Quota, Split, Assignment), ConfigError> {
         let quota = self.quota.ok_or(ConfigError::MissingQuota)?;
         let (buckets, per_tenant) = self.shape();
         if buckets == 0 {

@@ -8,6 +8,7 @@ use std::fmt;
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 
+use super::SetError;
 use super::rate::Rate;
 #[cfg(feature = "redis")]
 use super::redis::{RedisConfig, RedisKeys};
@@ -199,12 +200,18 @@ impl LimiterConfig {
 /// ```
 ///
 /// # Where line and column are known
-/// TOML positions the errors found while reading: a malformed value, an
-/// unknown or missing key, settings that contradict each other within one
-/// table. The errors of [`LimiterSet::from_config`](super::LimiterSet::from_config)
-/// come after reading, from settings that cannot work together (a burst too
-/// small for the buckets, say); those are a [`SetError`](super::SetError)
-/// naming the key (`limiters.amazon.burst`), without a position.
+/// TOML positions the errors found while reading: a malformed value (at the
+/// value), an unknown or missing key, settings that contradict each other
+/// within one table (at the table). Settings that cannot work together (a
+/// burst too small for the buckets, say) are found when the limiter is
+/// built:
+/// - read straight into a [`LimiterSet`](super::LimiterSet)
+///   (`toml::from_str::<LimiterSet>`), each table is checked as it ends, so
+///   TOML gives the line and column of that `[limiters.NAME]` table;
+/// - built from a `SetConfig` with
+///   [`LimiterSet::from_config`](super::LimiterSet::from_config), the values
+///   have no positions left: the [`SetError`](super::SetError) names the key
+///   (`limiters.amazon.burst`) instead.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct SetConfig {
@@ -229,11 +236,23 @@ pub(super) const REDIS_KEYS: [&str; 7] = [
 
 impl<'de> Deserialize<'de> for SetConfig {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<SetConfig, D::Error> {
-        deserializer.deserialize_map(TopVisitor)
+        deserializer.deserialize_map(TopVisitor { check: false })
     }
 }
 
-struct TopVisitor;
+/// Reads a config and checks, as each `[limiters.NAME]` table ends, that its
+/// in-process limiter can be built: the error is then made inside the
+/// table's deserializer, so TOML gives its line and column.
+pub(super) fn deserialize_checked<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<SetConfig, D::Error> {
+    deserializer.deserialize_map(TopVisitor { check: true })
+}
+
+/// `check`: whether each table is checked against the builder as it ends.
+struct TopVisitor {
+    check: bool,
+}
 
 impl<'de> Visitor<'de> for TopVisitor {
     type Value = SetConfig;
@@ -249,7 +268,10 @@ impl<'de> Visitor<'de> for TopVisitor {
                 "limiters" if limiters.is_some() => {
                     return Err(de::Error::custom("limiters: given twice"));
                 }
-                "limiters" => limiters = Some(map.next_value_seed(LimitersSeed)?),
+                "limiters" => {
+                    let seed = LimitersSeed { check: self.check };
+                    limiters = Some(map.next_value_seed(seed)?);
+                }
                 other => {
                     return Err(de::Error::custom(format_args!(
                         "{other}: unknown key: the config holds only `limiters` tables, \
@@ -274,7 +296,9 @@ impl<'de> Visitor<'de> for TopVisitor {
     }
 }
 
-struct LimitersSeed;
+struct LimitersSeed {
+    check: bool,
+}
 
 impl<'de> DeserializeSeed<'de> for LimitersSeed {
     type Value = BTreeMap<String, LimiterConfig>;
@@ -299,7 +323,11 @@ impl<'de> Visitor<'de> for LimitersSeed {
                     "limiters.{name}: given twice"
                 )));
             }
-            let config = map.next_value_seed(EntrySeed { name: &name })?;
+            let seed = EntrySeed {
+                name: &name,
+                check: self.check,
+            };
+            let config = map.next_value_seed(seed)?;
             limiters.insert(name, config);
         }
         Ok(limiters)
@@ -309,6 +337,7 @@ impl<'de> Visitor<'de> for LimitersSeed {
 /// One `[limiters.NAME]` table; knows its name so that errors can say where.
 struct EntrySeed<'a> {
     name: &'a str,
+    check: bool,
 }
 
 impl<'de> DeserializeSeed<'de> for EntrySeed<'_> {
@@ -375,6 +404,12 @@ impl<'de> Visitor<'de> for EntrySeed<'_> {
             )));
         }
         redis.finish(name, &mut config)?;
+        if self.check && !config.is_redis() {
+            config
+                .builder(name)
+                .validate()
+                .map_err(|e| de::Error::custom(SetError::config(name, e)))?;
+        }
         Ok(config)
     }
 }

@@ -389,10 +389,24 @@ impl<C> LimiterSet<C> {
 
 impl<'de> Deserialize<'de> for LimiterSet<MonotonicClock> {
     /// Reads a [`SetConfig`] and builds it, reporting build errors through
-    /// the format's error type. A config with a Redis limiter is refused:
-    /// build that with `LimiterSet::connect` (feature `redis`).
+    /// the format's error type. Each limiter's settings are checked as its
+    /// table ends, so that TOML gives the line and column of the table whose
+    /// settings cannot work together. A config with a Redis limiter is
+    /// refused: build that with `LimiterSet::connect` (feature `redis`).
+    ///
+    /// ```
+    /// use shuffle_limiter::set::LimiterSet;
+    ///
+    /// let err = toml::from_str::<LimiterSet>(
+    ///     "[limiters.amazon]\nrate = \"5/s\"\n\n[limiters.ebay]\nrate = \"5/s\"\nbuckets = 8\n",
+    /// )
+    /// .unwrap_err()
+    /// .to_string();
+    /// assert!(err.contains("line 4"), "{err}"); // [limiters.ebay]
+    /// assert!(err.contains("limiters.ebay.burst: a burst of 5 cannot"), "{err}");
+    /// ```
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let config = SetConfig::deserialize(deserializer)?;
+        let config = config::deserialize_checked(deserializer)?;
         LimiterSet::from_config(&config).map_err(de::Error::custom)
     }
 }
