@@ -9,6 +9,8 @@ use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 
 use super::SetError;
+#[cfg(not(feature = "redis"))]
+use super::no_redis::RedisKeys;
 use super::rate::Rate;
 #[cfg(feature = "redis")]
 use super::redis::{RedisConfig, RedisKeys};
@@ -411,53 +413,6 @@ impl<'de> Visitor<'de> for EntrySeed<'_> {
                 .map_err(|e| de::Error::custom(SetError::config(name, e)))?;
         }
         Ok(config)
-    }
-}
-
-/// Without the `redis` feature the Redis keys are still known, and refused
-/// with a message that says which feature to enable.
-#[cfg(not(feature = "redis"))]
-#[derive(Default)]
-struct RedisKeys {}
-
-#[cfg(not(feature = "redis"))]
-impl RedisKeys {
-    /// Refuses a Redis key (inside its value's deserializer, so that TOML
-    /// points at it); `false` for any other key.
-    fn read<'de, A: MapAccess<'de>>(
-        &mut self,
-        map: &mut A,
-        limiter: &str,
-        key: &str,
-    ) -> Result<bool, A::Error> {
-        if !REDIS_KEYS.contains(&key) {
-            return Ok(false);
-        }
-        map.next_value_seed(NoRedis { limiter, key })?;
-        Ok(true)
-    }
-
-    fn finish<E: de::Error>(self, _limiter: &str, _config: &mut LimiterConfig) -> Result<(), E> {
-        Ok(())
-    }
-}
-
-#[cfg(not(feature = "redis"))]
-struct NoRedis<'a> {
-    limiter: &'a str,
-    key: &'a str,
-}
-
-#[cfg(not(feature = "redis"))]
-impl<'de> DeserializeSeed<'de> for NoRedis<'_> {
-    type Value = ();
-
-    fn deserialize<D: Deserializer<'de>>(self, _: D) -> Result<(), D::Error> {
-        let (limiter, key) = (self.limiter, self.key);
-        Err(de::Error::custom(format_args!(
-            "limiters.{limiter}.{key}: a Redis limiter needs the `redis` feature of \
-             shuffle-limiter: enable it in Cargo.toml (features = [\"serde\", \"redis\"])"
-        )))
     }
 }
 

@@ -114,6 +114,8 @@
 mod config;
 mod error;
 mod member;
+#[cfg(not(feature = "redis"))]
+mod no_redis;
 mod rate;
 #[cfg(feature = "redis")]
 mod redis;
