@@ -79,3 +79,33 @@ fn the_default_tenant_cache_holds_what_the_readme_says() {
     let capacity = limiter.tenant_cache_capacity();
     assert_eq!(capacity, 150_000);
 }
+
+#[test]
+fn the_weak_isolation_message_says_what_to_change_for_this_config() {
+    let shown = |quota: Quota, n: u32, k: u32| {
+        let limiter = ShardedLimiter::builder()
+            .quota(quota)
+            .buckets(n)
+            .per_tenant(k)
+            .build()
+            .unwrap();
+        limiter.isolation().to_string()
+    };
+    // Too small a burst for more buckets: raise it first.
+    let s = shown(Quota::per_second(3), 3, 2);
+    assert!(s.ends_with("raise the burst to at least 5 (each bucket needs a token) and use 5 buckets (N) or more"), "{s}");
+    // Burst enough, buckets chosen too few.
+    let s = shown(Quota::per_second(100), 3, 2);
+    assert!(
+        s.ends_with("fewer than 10 distinct shards: use 5 buckets (N) or more"),
+        "{s}"
+    );
+    // Buckets enough, k at an edge: C(8, 1) = 8, C(8, 7) = 8.
+    for k in [1, 7] {
+        let s = shown(Quota::per_second(100), 8, k);
+        assert!(
+            s.ends_with("set per_tenant (k) nearer N/2, such as 2"),
+            "{s}"
+        );
+    }
+}

@@ -45,7 +45,7 @@ pub const WEAK_ISOLATION_SHARDS: u32 = 10;
 /// assert!(tiny.isolation().is_weak());
 /// assert!(tiny.isolation().to_string().ends_with(
 ///     "weak isolation: one bucket, shared by every tenant: raise the burst to at \
-///      least 5 and set buckets (N) to 5 or more"
+///      least 5 (each bucket needs a token) and use 5 buckets (N) or more"
 /// ));
 /// # Ok::<(), shuffle_limiter::ConfigError>(())
 /// ```
@@ -143,18 +143,26 @@ impl fmt::Display for Isolation {
         if !self.is_weak() {
             return Ok(());
         }
-        // The fewest buckets that give at least 10 shards with k = 2 is 5.
-        let fix = "raise the burst to at least 5 and set buckets (N) to 5 or more";
+        // The fewest buckets that give at least 10 shards is 5, with k = 2.
+        let more_buckets = if self.quota.burst() < 5 {
+            "raise the burst to at least 5 (each bucket needs a token) and use 5 \
+             buckets (N) or more"
+        } else {
+            "use 5 buckets (N) or more"
+        };
+        f.write_str("; weak isolation: ")?;
         if n == 1 {
+            write!(f, "one bucket, shared by every tenant: {more_buckets}")
+        } else if n < 5 {
             write!(
                 f,
-                "; weak isolation: one bucket, shared by every tenant: {fix}"
+                "fewer than {WEAK_ISOLATION_SHARDS} distinct shards: {more_buckets}"
             )
         } else {
             write!(
                 f,
-                "; weak isolation: fewer than {WEAK_ISOLATION_SHARDS} distinct shards: \
-                 {fix}, with per_tenant (k) near N/2"
+                "fewer than {WEAK_ISOLATION_SHARDS} distinct shards: set per_tenant (k) \
+                 nearer N/2, such as 2"
             )
         }
     }
