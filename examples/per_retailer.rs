@@ -56,15 +56,17 @@ fn run() -> Result<(), Box<dyn Error>> {
 
     for name in set.names() {
         let limiter = set.get(name).expect("listed by names()");
-        let q = limiter.quota();
+        // A quota prints in its own unit: 3600/h, 600/m, burst 20.
         println!(
-            "{name:<8} {} per {:?}, burst {}, N = {}, k = {}",
-            q.count(),
-            q.period(),
-            q.burst(),
+            "{name:<8} {}, N = {}, k = {}",
+            limiter.quota(),
             limiter.buckets(),
             limiter.per_tenant()
         );
+        let isolation = limiter.isolation();
+        if isolation.is_weak() {
+            println!("         {isolation}");
+        }
     }
 
     // The hot path: look the retailer up by name (no lock), then check.

@@ -128,6 +128,7 @@ pub use limiter::builder::{
     Builder, DEFAULT_BUCKETS, DEFAULT_LENDER_RESERVE, DEFAULT_PER_TENANT, DEFAULT_TENANT_CACHE,
 };
 pub use limiter::decision::{BucketState, Denied, Grant, Payment};
+pub use limiter::isolation::{Isolation, WEAK_ISOLATION_SHARDS};
 pub use limiter::memory::Tenant;
 pub use limiter::tiers::MAX_TIERED_TENANTS;
 pub use limiter::{Limiter, ShardedLimiter};

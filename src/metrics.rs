@@ -24,6 +24,10 @@
 //! limiter, and four more per Redis limiter. Nothing is ever labelled with a tenant id, whose values are
 //! unbounded; the `bucket` label already tells which shard is hot.
 //!
+//! When a limiter is built with weak isolation (one bucket, or fewer than
+//! [`WEAK_ISOLATION_SHARDS`](crate::WEAK_ISOLATION_SHARDS) distinct shards:
+//! see [`Isolation`](crate::Isolation)), one `tracing` event at warn level
+//! says so, with the numbers and what to change. Otherwise
 //! `tracing` events come only at debug level (a limiter was built, with its
 //! name, quota, N and k) and trace level (a denial, with its bucket and
 //! `retry_after`; a wait before retrying), so they cost nothing unless a
@@ -66,6 +70,17 @@ use ::metrics::{Counter, Gauge, Unit, counter, describe_counter, describe_gauge,
 
 use crate::quota::Quota;
 use crate::{Denied, Grant};
+
+/// Says once, when a limiter is built, that its isolation is weak: a
+/// `tracing` event at warn level carrying the whole report.
+pub(crate) fn weak_isolation(name: &str, isolation: &crate::Isolation) {
+    tracing::warn!(
+        limiter = name,
+        buckets = isolation.buckets(),
+        per_tenant = isolation.per_tenant(),
+        "rate limiter built with weak isolation: {isolation}"
+    );
+}
 
 /// Counter of granted requests, labelled `limiter` and `bucket`.
 pub const GRANTS: &str = "shuffle_limiter_grants_total";

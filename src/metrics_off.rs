@@ -26,6 +26,10 @@ impl Metrics {
     pub(crate) fn available(&self, _bucket: u32, _tokens: u64) {}
 }
 
+/// Nothing to say a limiter's isolation is weak through.
+#[inline(always)]
+pub(crate) fn weak_isolation(_name: &str, _isolation: &crate::Isolation) {}
+
 /// No handles for a Redis limiter either.
 #[cfg(feature = "redis")]
 #[derive(Debug, Clone)]

@@ -7,6 +7,7 @@ use crate::metrics::Metrics;
 use crate::quota::Quota;
 
 use super::core::{Core, Split};
+use super::isolation::warn_if_weak;
 use super::memory::InProcess;
 use super::tiers::{MAX_TIERED_TENANTS, Tiers};
 use super::{Limiter, ShardedLimiter};
@@ -270,7 +271,17 @@ impl<C: Clock> Builder<C> {
     ///
     /// # Errors
     /// A [`ConfigError`] naming the first setting that cannot work.
+    /// A limiter whose [`isolation`](Limiter::isolation) is weak is built
+    /// all the same, with a warning through `tracing` (feature `metrics`).
     pub fn build(self) -> Result<ShardedLimiter<C>, ConfigError> {
+        let limiter = self.build_quietly()?;
+        warn_if_weak(limiter.name(), &limiter.isolation());
+        Ok(limiter)
+    }
+
+    /// [`build`](Self::build) without the warning: for a limiter that stands
+    /// in for one that already gave it.
+    pub(crate) fn build_quietly(self) -> Result<ShardedLimiter<C>, ConfigError> {
         let core = self.plan()?;
         let store = InProcess::new(core.assignment.buckets(), self.clock);
         Ok(Limiter::new(core, store))
@@ -312,7 +323,7 @@ impl<C: Clock> Builder<C> {
 
     /// Checks every setting without allocating the tenant cache, whose size
     /// is one of the settings checked.
-    fn validate(&self) -> Result<(Quota, Split, Assignment), ConfigError> {
+    pub(crate) fn validate(&self) -> Result<(Quota, Split, Assignment), ConfigError> {
         let quota = self.quota.ok_or(ConfigError::MissingQuota)?;
         let (buckets, per_tenant) = self.shape();
         if buckets == 0 {
@@ -448,53 +459,5 @@ impl ShardedLimiter<MonotonicClock> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_largest_tenant_cache_is_accepted_and_one_entry_more_is_not() {
-        // Checked by `validate`, which allocates no cache: the largest one
-        // takes half a gigabyte.
-        let builder = |entries| {
-            ShardedLimiter::builder()
-                .quota(Quota::per_second(100))
-                .tenant_cache(entries)
-        };
-        assert!(builder(MAX_CACHE_ENTRIES).validate().is_ok());
-        assert_eq!(
-            builder(MAX_CACHE_ENTRIES + 1).validate().unwrap_err(),
-            ConfigError::CacheTooLarge {
-                entries: MAX_CACHE_ENTRIES + 1,
-                max: MAX_CACHE_ENTRIES
-            }
-        );
-        // `plan` reports what `validate` found.
-        assert_eq!(
-            builder(MAX_CACHE_ENTRIES + 1).plan().unwrap_err(),
-            ConfigError::CacheTooLarge {
-                entries: MAX_CACHE_ENTRIES + 1,
-                max: MAX_CACHE_ENTRIES
-            }
-        );
-    }
-
-    #[test]
-    fn the_plan_carries_the_settings() {
-        let core = ShardedLimiter::builder()
-            .quota(Quota::per_second(10))
-            .buckets(4)
-            .per_tenant(3)
-            .tenant_cache(12)
-            .name("n")
-            .plan()
-            .unwrap();
-        assert_eq!(core.quota, Quota::per_second(10));
-        assert_eq!((core.split.burst, core.split.larger), (2, 2));
-        assert_eq!(
-            (core.assignment.buckets(), core.assignment.per_tenant()),
-            (4, 3)
-        );
-        assert_eq!(core.cache.capacity(), 24); // 12 tenants: 18 ways, 3 sets of 8
-        assert_eq!(core.name, "n");
-    }
-}
+#[path = "builder_tests.rs"]
+mod tests;

@@ -8,6 +8,7 @@
 pub(crate) mod builder;
 pub(crate) mod core;
 pub(crate) mod decision;
+pub(crate) mod isolation;
 pub(crate) mod memory;
 pub(crate) mod tiers;
 
@@ -20,6 +21,7 @@ use crate::clock::MonotonicClock;
 use crate::quota::Quota;
 
 use self::core::Core;
+use self::isolation::Isolation;
 use self::memory::InProcess;
 
 /// Many tenants, one budget: a quota split over N lock-free GCRA buckets, each
@@ -142,6 +144,26 @@ impl<S> Limiter<S> {
             .expect("the builder checked 1 <= k <= N")
     }
 
+    /// How well this limiter keeps tenants apart: C(N, k), P(identical),
+    /// k/N and the most one tenant can take, with a warning in its
+    /// `Display` when a small quota left few buckets. The limiter's `Debug`
+    /// shows it too.
+    ///
+    /// ```
+    /// use shuffle_limiter::{Quota, ShardedLimiter};
+    ///
+    /// // Three a minute leave 3 buckets: 3 distinct shards of 2.
+    /// let limiter = ShardedLimiter::builder().quota(Quota::per_minute(3)).build()?;
+    /// let isolation = limiter.isolation();
+    /// assert_eq!(isolation.shards().to_string(), "3");
+    /// assert_eq!(isolation.p_identical().to_string(), "1/3");
+    /// assert!(isolation.is_weak());
+    /// # Ok::<(), shuffle_limiter::ConfigError>(())
+    /// ```
+    pub fn isolation(&self) -> Isolation {
+        Isolation::of(&self.core.assignment, self.core.quota)
+    }
+
     /// Tenants the tenant cache can hold at once: 1.5 times the
     /// [`tenant_cache`](crate::Builder::tenant_cache) asked for, rounded up
     /// to whole sets, so that tenants seldom push each other out.
@@ -157,6 +179,7 @@ impl<S: fmt::Debug> fmt::Debug for Limiter<S> {
             .field("quota", &self.core.quota)
             .field("buckets", &self.buckets())
             .field("per_tenant", &self.per_tenant())
+            .field("isolation", &format_args!("{}", self.isolation()))
             .field("cache", &self.core.cache)
             .field("store", &self.store)
             .finish()

@@ -18,6 +18,7 @@ use super::store::{RedisStore, Shared};
 use crate::clock::Clock;
 use crate::error::ConfigError;
 use crate::limiter::core::Core;
+use crate::limiter::isolation::{Isolation, warn_if_weak};
 use crate::metrics::RedisMetrics;
 use crate::quota::Quota;
 use crate::{Builder, Limiter, ShardedLimiter};
@@ -169,6 +170,8 @@ impl<C: Clock> Builder<C> {
             });
         }
         let script = DrawScript::new(&self.name, core.assignment.buckets());
+        let isolation = Isolation::of(&core.assignment, core.quota);
+        warn_if_weak(&self.name, &isolation);
         let fallback = match options.policy {
             FailurePolicy::LocalFallback { replicas } => {
                 Some(self.local_fallback(core.quota, replicas)?)
@@ -212,7 +215,7 @@ impl<C: Clock> Builder<C> {
             per_tenant: Some(per_tenant),
             ..self
         }
-        .build()
+        .build_quietly()
         .map_err(BuildError::Config)
     }
 }

@@ -8,6 +8,9 @@ use std::fmt;
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 
+use super::SetError;
+#[cfg(not(feature = "redis"))]
+use super::no_redis::RedisKeys;
 use super::rate::Rate;
 #[cfg(feature = "redis")]
 use super::redis::{RedisConfig, RedisKeys};
@@ -122,6 +125,95 @@ impl LimiterConfig {
 }
 
 /// A whole config: `[limiters.NAME]` tables, in name order.
+///
+/// Its own keys are strict: `limiters` is the only top-level key, and every
+/// unknown key inside is an error, so that a typo never falls back to a
+/// default quietly.
+///
+/// # In an application's own config
+/// `SetConfig` is a field type like any other: give your config a field
+/// `limits: SetConfig` and its limiters are the `[limits.limiters.NAME]`
+/// tables, beside your other keys, which it never sees. Errors name the place
+/// inside the limits (`limiters.amazon.rate: ...`), and TOML adds the line
+/// and column of the offending value.
+///
+/// ```
+/// use serde::Deserialize;
+/// use shuffle_limiter::set::{LimiterSet, SetConfig};
+///
+/// #[derive(Deserialize)]
+/// #[serde(deny_unknown_fields)]
+/// struct AppConfig {
+///     listen: String,
+///     workers: u32,
+///     limits: SetConfig,
+/// }
+///
+/// let app: AppConfig = toml::from_str(r#"
+///     listen = "0.0.0.0:8080"
+///     workers = 4
+///
+///     [limits.limiters.amazon]
+///     rate = "5/s"
+///
+///     [limits.limiters.walmart]
+///     rate = "100/10s"
+/// "#)?;
+/// assert_eq!((app.listen.as_str(), app.workers), ("0.0.0.0:8080", 4));
+/// let set = LimiterSet::from_config(&app.limits)?;
+/// assert_eq!(set.names().collect::<Vec<_>>(), ["amazon", "walmart"]);
+///
+/// // A mistake inside the limits says where, down to the line and column.
+/// let err = toml::from_str::<AppConfig>(
+///     "listen = \"x\"\nworkers = 1\n[limits.limiters.amazon]\nrate = \"5/w\"\n",
+/// )
+/// .err()
+/// .expect("an unknown unit");
+/// let err = err.to_string();
+/// assert!(err.contains("line 4, column 8"), "{err}");
+/// assert!(err.contains("limiters.amazon.rate: rate \"5/w\" has the unknown unit"), "{err}");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// To keep `[limiters.NAME]` at the top of your file instead, put
+/// `#[serde(flatten)]` on the field: your other keys are read by your struct
+/// and `SetConfig` sees only the rest, refusing those it does not know. TOML
+/// reports flattened errors without a line and column (serde buffers the
+/// values first), so prefer the plain field where positions matter.
+///
+/// # Printing the effective config
+/// Every config type is `Serialize`, writing the keys that are set, so a
+/// config reads back as itself; fill in what was left to the defaults from
+/// the built limiter ([`ShardedLimiter::buckets`], ...) before printing if
+/// those are wanted too.
+///
+/// ```
+/// use shuffle_limiter::set::SetConfig;
+///
+/// let config: SetConfig = toml::from_str(r#"
+///     [limiters.amazon]
+///     rate = "0.5/s"
+///     buckets = 1
+/// "#)?;
+/// let printed = toml::to_string(&config)?;
+/// assert_eq!(printed, "[limiters.amazon]\nrate = \"1/2s\"\nbuckets = 1\n");
+/// assert_eq!(toml::from_str::<SetConfig>(&printed)?, config);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// # Where line and column are known
+/// TOML positions the errors found while reading: a malformed value (at the
+/// value), an unknown or missing key, settings that contradict each other
+/// within one table (at the table). Settings that cannot work together (a
+/// burst too small for the buckets, say) are found when the limiter is
+/// built:
+/// - read straight into a [`LimiterSet`](super::LimiterSet)
+///   (`toml::from_str::<LimiterSet>`), each table is checked as it ends, so
+///   TOML gives the line and column of that `[limiters.NAME]` table;
+/// - built from a `SetConfig` with
+///   [`LimiterSet::from_config`](super::LimiterSet::from_config), the values
+///   have no positions left: the [`SetError`](super::SetError) names the key
+///   (`limiters.amazon.burst`) instead.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct SetConfig {
@@ -146,11 +238,23 @@ pub(super) const REDIS_KEYS: [&str; 7] = [
 
 impl<'de> Deserialize<'de> for SetConfig {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<SetConfig, D::Error> {
-        deserializer.deserialize_map(TopVisitor)
+        deserializer.deserialize_map(TopVisitor { check: false })
     }
 }
 
-struct TopVisitor;
+/// Reads a config and checks, as each `[limiters.NAME]` table ends, that its
+/// in-process limiter can be built: the error is then made inside the
+/// table's deserializer, so TOML gives its line and column.
+pub(super) fn deserialize_checked<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<SetConfig, D::Error> {
+    deserializer.deserialize_map(TopVisitor { check: true })
+}
+
+/// `check`: whether each table is checked against the builder as it ends.
+struct TopVisitor {
+    check: bool,
+}
 
 impl<'de> Visitor<'de> for TopVisitor {
     type Value = SetConfig;
@@ -166,7 +270,10 @@ impl<'de> Visitor<'de> for TopVisitor {
                 "limiters" if limiters.is_some() => {
                     return Err(de::Error::custom("limiters: given twice"));
                 }
-                "limiters" => limiters = Some(map.next_value_seed(LimitersSeed)?),
+                "limiters" => {
+                    let seed = LimitersSeed { check: self.check };
+                    limiters = Some(map.next_value_seed(seed)?);
+                }
                 other => {
                     return Err(de::Error::custom(format_args!(
                         "{other}: unknown key: the config holds only `limiters` tables, \
@@ -191,7 +298,9 @@ impl<'de> Visitor<'de> for TopVisitor {
     }
 }
 
-struct LimitersSeed;
+struct LimitersSeed {
+    check: bool,
+}
 
 impl<'de> DeserializeSeed<'de> for LimitersSeed {
     type Value = BTreeMap<String, LimiterConfig>;
@@ -216,7 +325,11 @@ impl<'de> Visitor<'de> for LimitersSeed {
                     "limiters.{name}: given twice"
                 )));
             }
-            let config = map.next_value_seed(EntrySeed { name: &name })?;
+            let seed = EntrySeed {
+                name: &name,
+                check: self.check,
+            };
+            let config = map.next_value_seed(seed)?;
             limiters.insert(name, config);
         }
         Ok(limiters)
@@ -226,6 +339,7 @@ impl<'de> Visitor<'de> for LimitersSeed {
 /// One `[limiters.NAME]` table; knows its name so that errors can say where.
 struct EntrySeed<'a> {
     name: &'a str,
+    check: bool,
 }
 
 impl<'de> DeserializeSeed<'de> for EntrySeed<'_> {
@@ -292,54 +406,13 @@ impl<'de> Visitor<'de> for EntrySeed<'_> {
             )));
         }
         redis.finish(name, &mut config)?;
-        Ok(config)
-    }
-}
-
-/// Without the `redis` feature the Redis keys are still known, and refused
-/// with a message that says which feature to enable.
-#[cfg(not(feature = "redis"))]
-#[derive(Default)]
-struct RedisKeys {}
-
-#[cfg(not(feature = "redis"))]
-impl RedisKeys {
-    /// Refuses a Redis key (inside its value's deserializer, so that TOML
-    /// points at it); `false` for any other key.
-    fn read<'de, A: MapAccess<'de>>(
-        &mut self,
-        map: &mut A,
-        limiter: &str,
-        key: &str,
-    ) -> Result<bool, A::Error> {
-        if !REDIS_KEYS.contains(&key) {
-            return Ok(false);
+        if self.check && !config.is_redis() {
+            config
+                .builder(name)
+                .validate()
+                .map_err(|e| de::Error::custom(SetError::config(name, e)))?;
         }
-        map.next_value_seed(NoRedis { limiter, key })?;
-        Ok(true)
-    }
-
-    fn finish<E: de::Error>(self, _limiter: &str, _config: &mut LimiterConfig) -> Result<(), E> {
-        Ok(())
-    }
-}
-
-#[cfg(not(feature = "redis"))]
-struct NoRedis<'a> {
-    limiter: &'a str,
-    key: &'a str,
-}
-
-#[cfg(not(feature = "redis"))]
-impl<'de> DeserializeSeed<'de> for NoRedis<'_> {
-    type Value = ();
-
-    fn deserialize<D: Deserializer<'de>>(self, _: D) -> Result<(), D::Error> {
-        let (limiter, key) = (self.limiter, self.key);
-        Err(de::Error::custom(format_args!(
-            "limiters.{limiter}.{key}: a Redis limiter needs the `redis` feature of \
-             shuffle-limiter: enable it in Cargo.toml (features = [\"serde\", \"redis\"])"
-        )))
+        Ok(config)
     }
 }
 

@@ -12,7 +12,7 @@
 //!
 //! | key | required | meaning |
 //! | --- | --- | --- |
-//! | `rate` | yes | the upstream's budget: `"N/s"`, `"N/m"` or `"N/h"` (see [`Rate`]) |
+//! | `rate` | yes | the upstream's budget: `"N/s"`, `"N/m"`, `"N/h"`, `"N/d"`, `"N/10s"`, `"N/500ms"`; a fractional N such as `"0.5/s"` is kept exact (see [`Rate`]) |
 //! | `burst` | no | how many at once (default: N of the rate) |
 //! | `buckets` | no | N, buckets the budget is split into (default 8, or the burst if smaller) |
 //! | `per_tenant` | no | k, buckets per tenant (default 2) |
@@ -56,7 +56,7 @@
 //! assert_eq!(set.len(), 1);
 //!
 //! // Mistakes are reported with their place:
-//! let err = toml::from_str::<SetConfig>("[limiters.amazon]\nrate = \"5/d\"").unwrap_err();
+//! let err = toml::from_str::<SetConfig>("[limiters.amazon]\nrate = \"5/w\"").unwrap_err();
 //! assert!(err.to_string().contains("limiters.amazon.rate: "));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -114,10 +114,13 @@
 mod config;
 mod error;
 mod member;
+#[cfg(not(feature = "redis"))]
+mod no_redis;
 mod rate;
 #[cfg(feature = "redis")]
 mod redis;
 mod reserve;
+mod serialize;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -388,10 +391,24 @@ impl<C> LimiterSet<C> {
 
 impl<'de> Deserialize<'de> for LimiterSet<MonotonicClock> {
     /// Reads a [`SetConfig`] and builds it, reporting build errors through
-    /// the format's error type. A config with a Redis limiter is refused:
-    /// build that with `LimiterSet::connect` (feature `redis`).
+    /// the format's error type. Each limiter's settings are checked as its
+    /// table ends, so that TOML gives the line and column of the table whose
+    /// settings cannot work together. A config with a Redis limiter is
+    /// refused: build that with `LimiterSet::connect` (feature `redis`).
+    ///
+    /// ```
+    /// use shuffle_limiter::set::LimiterSet;
+    ///
+    /// let err = toml::from_str::<LimiterSet>(
+    ///     "[limiters.amazon]\nrate = \"5/s\"\n\n[limiters.ebay]\nrate = \"5/s\"\nbuckets = 8\n",
+    /// )
+    /// .unwrap_err()
+    /// .to_string();
+    /// assert!(err.contains("line 4"), "{err}"); // [limiters.ebay]
+    /// assert!(err.contains("limiters.ebay.burst: a burst of 5 cannot"), "{err}");
+    /// ```
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let config = SetConfig::deserialize(deserializer)?;
+        let config = config::deserialize_checked(deserializer)?;
         LimiterSet::from_config(&config).map_err(de::Error::custom)
     }
 }

@@ -16,7 +16,9 @@ use crate::redis::{FailurePolicy, RedisOptions};
 /// table and its neighbours.
 ///
 /// Unset options keep the defaults of [`RedisOptions::new`]. `Debug` hides
-/// the password of the URL.
+/// the password of the URL; `Serialize` writes the URL whole, so that the
+/// output reads back as the same config: keep a printed config as secret as
+/// the file it came from.
 ///
 /// ```
 /// use std::time::Duration;

@@ -45,6 +45,9 @@ pub(crate) struct SimulateReport {
     seed: u64,
     salt: String,
     bad_tenant_shard: Vec<u32>,
+    /// The live limiter's `isolation()`, as it prints: C(N, k),
+    /// P(identical), k/N, the per-tenant ceiling, and a warning when weak.
+    isolation: String,
     /// Entry `j`: how many of the other tenants share `j` buckets with `tenant-0`.
     observed: Vec<u64>,
     expected: Vec<f64>,
@@ -346,6 +349,7 @@ pub(crate) fn run(a: &SimulateArgs) -> Result<SimulateReport, Failure> {
         seed: a.seed,
         salt: a.salt.clone(),
         bad_tenant_shard: bad.buckets().to_vec(),
+        isolation: limiter.isolation().to_string(),
         observed,
         expected,
         sigma,

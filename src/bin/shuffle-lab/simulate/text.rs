@@ -14,6 +14,7 @@ impl fmt::Display for SimulateReport {
             self.salt,
             self.seed
         )?;
+        writeln!(f, "live limiter: {}", self.isolation)?;
         writeln!(
             f,
             "bad tenant tenant-0 has buckets {:?}",

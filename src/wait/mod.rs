@@ -54,7 +54,12 @@
 //! (`#[tokio::test(start_paused = true)]`), give the limiter a [`TokioClock`]
 //! so that it sees the time the test advances.
 
+mod jitter;
+
 use std::fmt;
+use std::marker::PhantomData;
+use std::ops::Deref;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::{Instant, sleep, sleep_until};
@@ -63,6 +68,7 @@ use crate::clock::Clock;
 use crate::error::InsufficientCapacity;
 use crate::store::Store;
 use crate::{Denied, Grant, Limiter, Shard};
+pub use jitter::Jitter;
 
 /// A [`Clock`] that reads tokio's time, so that a limiter follows
 /// `tokio::time::pause` and `advance` in tests.
@@ -109,66 +115,89 @@ impl Clock for TokioClock {
     }
 }
 
-/// A random extra delay added to each wake-up of a waiting task, uniform
-/// between zero and a maximum, so that tasks denied together do not all
-/// retry at the same instant.
+/// Waits on a limiter with a [`Jitter`] on every wake-up.
 ///
-/// Jitter only ever delays: a task never wakes before its `retry_after`. A
-/// bounded wait never sleeps past its deadline because of jitter; it wakes at
-/// the deadline instead.
+/// Its methods are those of the limiter, with the jitter added. It reaches
+/// the limiter through `L`: a borrow by default, as
+/// [`Limiter::with_jitter`] makes it, or an `Arc` (a [`SharedWaiter`], made
+/// by [`Waiter::shared`]) to clone into spawned tasks.
 ///
 /// ```
+/// use std::sync::Arc;
 /// use std::time::Duration;
-/// use shuffle_limiter::Jitter;
+/// use shuffle_limiter::wait::Waiter;
+/// use shuffle_limiter::{Jitter, Quota, ShardedLimiter};
 ///
-/// let jitter = Jitter::up_to(Duration::from_millis(20));
-/// for _ in 0..100 {
-///     assert!(jitter.sample() <= Duration::from_millis(20));
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let limiter = Arc::new(ShardedLimiter::builder().quota(Quota::per_second(100)).build()?);
+/// let waiter = Waiter::shared(
+///     Arc::clone(&limiter),
+///     Jitter::new(Duration::from_millis(1), Duration::from_millis(20)),
+/// );
+/// let tasks: Vec<_> = (0..4)
+///     .map(|i| {
+///         let waiter = waiter.clone(); // one Arc more, the same limiter
+///         tokio::spawn(async move { waiter.until_ready(format!("tenant-{i}")).await })
+///     })
+///     .collect();
+/// for task in tasks {
+///     let grant = task.await?;
+///     assert!(grant.bucket() < limiter.buckets());
 /// }
-/// assert_eq!(Jitter::NONE.sample(), Duration::ZERO);
+/// # Ok(())
+/// # }
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct Jitter {
-    max: Duration,
-}
-
-impl Jitter {
-    /// No jitter: wake exactly when the grant is due.
-    pub const NONE: Jitter = Jitter {
-        max: Duration::ZERO,
-    };
-
-    /// An extra delay drawn uniformly from `0..=max` at each wake-up.
-    pub const fn up_to(max: Duration) -> Self {
-        Jitter { max }
-    }
-
-    /// The largest extra delay.
-    pub const fn max(&self) -> Duration {
-        self.max
-    }
-
-    /// One extra delay, uniform in `0..=max` (at nanosecond resolution).
-    pub fn sample(&self) -> Duration {
-        let max = u64::try_from(self.max.as_nanos()).unwrap_or(u64::MAX);
-        if max == 0 {
-            return Duration::ZERO;
-        }
-        Duration::from_nanos(crate::random::below(max.saturating_add(1)))
-    }
-}
-
-/// Waits on a limiter with a [`Jitter`] on every wake-up; made by
-/// [`Limiter::with_jitter`].
-///
-/// Its methods are those of the limiter, with the jitter added.
 #[must_use = "a waiter does nothing until one of its methods is awaited"]
-pub struct Waiter<'a, S> {
-    limiter: &'a Limiter<S>,
+pub struct Waiter<'a, S, L = &'a Limiter<S>> {
+    limiter: L,
     jitter: Jitter,
+    /// The borrow of the default `L`, and the store it waits on.
+    _limiter: Marker<'a, S>,
 }
 
-impl<S> fmt::Debug for Waiter<'_, S> {
+/// What `Waiter` holds of its lifetime and store without holding either.
+type Marker<'a, S> = PhantomData<(&'a (), fn() -> S)>;
+
+/// A [`Waiter`] that owns an `Arc` of its limiter: `'static`, and cheap to
+/// clone into spawned tasks.
+pub type SharedWaiter<S> = Waiter<'static, S, Arc<Limiter<S>>>;
+
+impl<S, L: Deref<Target = Limiter<S>>> Waiter<'_, S, L> {
+    /// Waits on the limiter behind `limiter` (a borrow, an `Arc`, ...) with
+    /// `jitter` on every wake-up.
+    pub fn new(limiter: L, jitter: Jitter) -> Self {
+        Waiter {
+            limiter,
+            jitter,
+            _limiter: PhantomData,
+        }
+    }
+
+    /// The jitter added to every wake-up.
+    pub fn jitter(&self) -> Jitter {
+        self.jitter
+    }
+}
+
+impl<S> SharedWaiter<S> {
+    /// A waiter that owns `limiter`, for spawned tasks: clone it into each.
+    pub fn shared(limiter: Arc<Limiter<S>>, jitter: Jitter) -> Self {
+        Waiter::new(limiter, jitter)
+    }
+}
+
+impl<S, L: Clone> Clone for Waiter<'_, S, L> {
+    fn clone(&self) -> Self {
+        Waiter {
+            limiter: self.limiter.clone(),
+            jitter: self.jitter,
+            _limiter: PhantomData,
+        }
+    }
+}
+
+impl<S, L> fmt::Debug for Waiter<'_, S, L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Waiter")
             .field("jitter", &self.jitter)
@@ -300,15 +329,15 @@ impl<S: Store> Limiter<S> {
     /// # Ok(())
     /// # }
     /// ```
+    ///
+    /// To hand a waiter to spawned tasks, give it the limiter's `Arc`
+    /// instead: [`Waiter::shared`].
     pub fn with_jitter(&self, jitter: Jitter) -> Waiter<'_, S> {
-        Waiter {
-            limiter: self,
-            jitter,
-        }
+        Waiter::new(self, jitter)
     }
 }
 
-impl<S: Store> Waiter<'_, S> {
+impl<S: Store, L: Deref<Target = Limiter<S>>> Waiter<'_, S, L> {
     /// As [`Limiter::until_ready`], with jitter.
     pub async fn until_ready(&self, tenant: impl AsRef<[u8]>) -> Grant {
         let shard = self.limiter.shard(tenant);
@@ -384,7 +413,7 @@ impl<S: Store> Waiter<'_, S> {
         n: u32,
         max_wait: Option<Duration>,
     ) -> Result<Grant, Denied> {
-        let limiter = self.limiter;
+        let limiter: &Limiter<S> = &self.limiter;
         // A deadline too far to represent is no deadline.
         let deadline = max_wait.and_then(|d| Instant::now().checked_add(d));
         loop {

@@ -1,0 +1,75 @@
+//! Rates with spans, days, milliseconds and fractional counts; `Quota`'s
+//! display (feature `serde`).
+
+use std::time::Duration;
+
+use shuffle_limiter::Quota;
+use shuffle_limiter::set::{Rate, RateErrorKind};
+
+#[test]
+fn spans_days_and_milliseconds_read_as_their_period() {
+    for (text, count, period, shown) in [
+        ("100/10s", 100, Duration::from_secs(10), "100/10s"),
+        ("1/d", 1, Duration::from_secs(86_400), "1/d"),
+        ("250/500ms", 250, Duration::from_millis(500), "250/500ms"),
+        ("3600/h", 3600, Duration::from_secs(3600), "3600/h"),
+        ("5/1s", 5, Duration::from_secs(1), "5/s"),
+        ("7/90m", 7, Duration::from_secs(90 * 60), "7/90m"),
+        ("0.5/s", 1, Duration::from_secs(2), "1/2s"),
+        ("1.5/m", 3, Duration::from_secs(120), "3/2m"),
+        ("2.50/s", 5, Duration::from_secs(2), "5/2s"),
+        ("0.25/10ms", 1, Duration::from_millis(40), "1/40ms"),
+        ("3.0/s", 3, Duration::from_secs(1), "3/s"),
+        ("0.001/ms", 1, Duration::from_secs(1), "1/1000ms"),
+    ] {
+        let rate: Rate = text.parse().unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert_eq!((rate.count(), rate.period()), (count, period), "{text}");
+        assert_eq!(rate.to_string(), shown, "{text}");
+        // What prints reads back as the same rate.
+        assert_eq!(shown.parse::<Rate>().unwrap(), rate, "{text}");
+        assert_eq!(rate.quota(), Quota::with_period(count, period));
+    }
+}
+
+#[test]
+fn rates_that_cannot_be_kept_exact_say_what_to_write() {
+    use RateErrorKind::*;
+    for (text, kind, message) in [
+        ("5/0s", ZeroSpan, "has a period of zero"),
+        ("5/99999999999s", SpanTooLarge, "use a longer unit"),
+        (
+            "0.0000000001/s",
+            TooFine,
+            "write a whole count over a longer span",
+        ),
+        (
+            "0.00000000000000000000001/s",
+            TooFine,
+            "cannot be kept exact",
+        ),
+        ("0.0/s", ZeroCount, "allows no requests"),
+        ("5./s", NotACount, "is not a number"),
+        (".5/s", NotACount, "is not a number"),
+        ("5/1.5s", UnknownUnit, "the unknown unit \".5s\""),
+        ("5/10", UnknownUnit, "the unknown unit \"\""),
+        ("5/w", UnknownUnit, "d (per day)"),
+    ] {
+        let err = text.parse::<Rate>().unwrap_err();
+        assert_eq!(err.kind(), kind, "{text}: {err}");
+        assert!(err.to_string().contains(message), "{text}: {err}");
+    }
+}
+
+#[test]
+fn a_limiter_built_from_a_fractional_rate_grants_at_that_rate() {
+    let rate: Rate = "0.5/s".parse().unwrap();
+    let clock = shuffle_limiter::ManualClock::new();
+    let limiter = shuffle_limiter::ShardedLimiter::builder()
+        .quota(rate.quota())
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    assert!(limiter.check("t").is_ok());
+    let denied = limiter.check("t").unwrap_err();
+    assert_eq!(denied.retry_after(), Duration::from_secs(2));
+}
