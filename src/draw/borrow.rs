@@ -180,6 +180,51 @@ mod tests {
     }
 
     #[test]
+    fn a_borrowed_grant_counts_the_own_tokens_left_too_few_to_pay() {
+        // Two tokens asked; the own buckets hold one (rooms 10 and 0 at
+        // now = 100), so a spill bucket pays them both, above its reserve
+        // of 20, and the own token is still there.
+        assert_eq!(
+            lend(&[2, 2, 4], &[110, 120, 0], 1, 100, 2),
+            Outcome::Grant {
+                index: 2,
+                seen: 0,
+                tat: 120,
+                remaining: 1,
+                full_in: 20
+            }
+        );
+    }
+
+    #[test]
+    fn the_spill_bucket_with_most_room_above_its_reserve_lends_and_a_tie_goes_to_the_first() {
+        // Own buckets empty at now = 100; spill rooms above the reserve of
+        // 20: 10 and 20 (the second pays), then 20 and 20 (the first does).
+        let index = |tats: [u64; 4]| match lend(&[2, 2, 4, 4], &tats, 2, 100, 1) {
+            Outcome::Grant { index, .. } => index,
+            denied => panic!("{denied:?}"),
+        };
+        assert_eq!(index([120, 120, 110, 0]), 3);
+        assert_eq!(index([120, 120, 0, 0]), 2);
+    }
+
+    #[test]
+    fn a_denial_names_a_spill_bucket_that_can_lend_before_the_own_ones_pay() {
+        // At now = 100 the own buckets each have a token at 110; the spill
+        // bucket has 5 of credit above its reserve of 20, a token's worth
+        // at 105.
+        let (bursts, tats) = ([2, 2, 4], [120, 120, 115]);
+        assert_eq!(
+            lend(&bursts, &tats, 1, 100, 1),
+            Outcome::Deny { index: 2, at: 105 }
+        );
+        assert!(matches!(
+            lend(&bursts, &tats, 1, 105, 1),
+            Outcome::Grant { index: 2, .. }
+        ));
+    }
+
+    #[test]
     fn a_reserve_of_nothing_lends_the_whole_bucket_and_one_of_everything_lends_none() {
         let span = |reserve| Span {
             own: 1,
