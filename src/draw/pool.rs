@@ -147,6 +147,10 @@ pub(super) fn soonest(pace: Pace, capacities: &[u64], tats: &[u64], ask: Ask) ->
     if n <= 1 {
         return (index, at);
     }
+    // Both callers come here short of tokens, as first read; but `borrow`
+    // reads the buckets again, and in between a pooled take that lost its
+    // race may have been given back. Then the answer is "now", and the
+    // halving below, which needs a short start, is not run.
     if together(now) >= n {
         return (0, now);
     }
