@@ -3,44 +3,12 @@
 //! `simulate` measures on a real limiter what the model predicts.
 
 use std::collections::BTreeSet;
-use std::process::{Command, Output};
 
 use serde_json::Value;
 
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_shuffle-lab"))
-        .args(args)
-        .output()
-        .expect("the shuffle-lab binary runs")
-}
-
-/// Runs a command that must succeed; its stdout.
-fn text(args: &[&str]) -> String {
-    let out = run(args);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{args:?} failed: {stderr}");
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// Runs a command that must succeed and print one JSON object.
-fn json(args: &[&str]) -> Value {
-    let out = text(&[args, &["--json"]].concat());
-    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {out}"))
-}
-
-/// Runs a command that must fail with status 2; its one line of stderr.
-fn refused(args: &[&str]) -> String {
-    let out = run(args);
-    assert_eq!(out.status.code(), Some(2), "{args:?}");
-    assert!(out.stdout.is_empty(), "{args:?}");
-    let stderr = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    stderr
-}
-
-fn f(v: &Value) -> f64 {
-    v.as_f64().unwrap_or_else(|| panic!("{v} is not a number"))
-}
+#[path = "support/lab.rs"]
+mod lab;
+use lab::{f, json, refused, text};
 
 /// Asserts that a JSON number is `want` up to serde_json's last bit.
 #[track_caller]

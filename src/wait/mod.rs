@@ -241,12 +241,12 @@ impl<S: Store> Limiter<S> {
         self.with_jitter(Jitter::NONE).until_ready(tenant).await
     }
 
-    /// Waits until `tenant` is granted `n` tokens at once, all from one of its
-    /// buckets, and takes them.
+    /// Waits until `tenant` is granted `n` tokens at once (from one of its
+    /// buckets or several together), and takes them.
     ///
     /// # Errors
-    /// [`InsufficientCapacity`], at once and without waiting, when none of the
-    /// tenant's buckets can ever hold `n` tokens.
+    /// [`InsufficientCapacity`], at once and without waiting, when the
+    /// tenant's buckets can never hold `n` tokens together.
     pub async fn until_n_ready(
         &self,
         tenant: impl AsRef<[u8]>,
