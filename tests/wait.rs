@@ -292,3 +292,39 @@ async fn waiting_works_with_the_default_clock_and_real_time() {
         .unwrap();
     assert!(limiter.shard("t").contains(grant.bucket()));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_nested_wait_draws_on_the_users_buckets_only() {
+    // 8 buckets of one token, one a second each; a tenant holds 4, a user 2.
+    let limiter = ShardedLimiter::builder()
+        .quota(Quota::per_second(8))
+        .per_tenant(4)
+        .per_user(2)
+        .clock(TokioClock::new())
+        .build()
+        .unwrap();
+    let noisy = limiter.shard_nested("acme", "noisy");
+    let quiet = (0..100)
+        .map(|u| format!("user-{u}"))
+        .find(|u| limiter.shard_nested("acme", u).overlap(&noisy) == 0)
+        .unwrap();
+    let start = Instant::now();
+    for _ in 0..4 {
+        let grant = limiter.until_ready_nested("acme", "noisy").await;
+        assert!(noisy.contains(grant.bucket()), "{grant:?}");
+    }
+    // Two at once, two more a second later: the user's buckets only.
+    assert_eq!(start.elapsed(), Duration::from_secs(1));
+    // Its tenant's other pair was never touched.
+    let grant = limiter
+        .until_n_ready_nested("acme", &quiet, 2)
+        .await
+        .unwrap();
+    assert_eq!(grant.payments().len(), 2);
+    assert_eq!(start.elapsed(), Duration::from_secs(1));
+    let err = limiter
+        .until_n_ready_nested("acme", &quiet, 3)
+        .await
+        .unwrap_err();
+    assert_eq!((err.requested(), err.max()), (3, 2));
+}

@@ -257,6 +257,58 @@ impl<S: Store> Limiter<S> {
             .await
     }
 
+    /// Waits until `user` of `tenant` is granted one token from the user's
+    /// buckets ([`Builder::per_user`](crate::Builder::per_user),
+    /// [`check_nested`](crate::ShardedLimiter::check_nested)), and takes it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use shuffle_limiter::{Quota, ShardedLimiter, TokioClock};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), shuffle_limiter::ConfigError> {
+    /// // 8 buckets of one token, one per second each; a user holds 2.
+    /// let limiter = ShardedLimiter::builder()
+    ///     .quota(Quota::per_second(8))
+    ///     .per_tenant(4)
+    ///     .per_user(2)
+    ///     .clock(TokioClock::new())
+    ///     .build()?;
+    /// let start = tokio::time::Instant::now();
+    /// for _ in 0..3 {
+    ///     limiter.until_ready_nested("acme", "user-7").await; // two, then 1 s
+    /// }
+    /// assert_eq!(start.elapsed(), Duration::from_secs(1));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn until_ready_nested(
+        &self,
+        tenant: impl AsRef<[u8]>,
+        user: impl AsRef<[u8]>,
+    ) -> Grant {
+        self.with_jitter(Jitter::NONE)
+            .until_ready_nested(tenant, user)
+            .await
+    }
+
+    /// Waits until `user` of `tenant` is granted `n` tokens at once from the
+    /// user's buckets, and takes them.
+    ///
+    /// # Errors
+    /// [`InsufficientCapacity`], at once, when the user's buckets can never
+    /// hold `n` tokens together.
+    pub async fn until_n_ready_nested(
+        &self,
+        tenant: impl AsRef<[u8]>,
+        user: impl AsRef<[u8]>,
+        n: u32,
+    ) -> Result<Grant, InsufficientCapacity> {
+        self.with_jitter(Jitter::NONE)
+            .until_n_ready_nested(tenant, user, n)
+            .await
+    }
+
     /// Waits at most `max_wait` for one token for `tenant`.
     ///
     /// When a denial says the token will come later than `max_wait` from the
@@ -340,14 +392,17 @@ impl<S: Store> Limiter<S> {
 impl<S: Store, L: Deref<Target = Limiter<S>>> Waiter<'_, S, L> {
     /// As [`Limiter::until_ready`], with jitter.
     pub async fn until_ready(&self, tenant: impl AsRef<[u8]>) -> Grant {
-        let shard = self.limiter.shard(tenant);
-        loop {
-            // Without a deadline a wait only ends with a grant; the loop just
-            // spares an impossible case a panic.
-            if let Ok(grant) = self.wait(shard, 1, None).await {
-                return grant;
-            }
-        }
+        self.until_granted(self.limiter.shard(tenant), 1).await
+    }
+
+    /// As [`Limiter::until_ready_nested`], with jitter.
+    pub async fn until_ready_nested(
+        &self,
+        tenant: impl AsRef<[u8]>,
+        user: impl AsRef<[u8]>,
+    ) -> Grant {
+        self.until_granted(self.limiter.shard_nested(tenant, user), 1)
+            .await
     }
 
     /// As [`Limiter::until_n_ready`], with jitter.
@@ -359,12 +414,22 @@ impl<S: Store, L: Deref<Target = Limiter<S>>> Waiter<'_, S, L> {
         tenant: impl AsRef<[u8]>,
         n: u32,
     ) -> Result<Grant, InsufficientCapacity> {
-        let shard = self.weighed(tenant, n)?;
-        loop {
-            if let Ok(grant) = self.wait(shard, n, None).await {
-                return Ok(grant);
-            }
-        }
+        let shard = self.weighed(self.limiter.shard(tenant), n)?;
+        Ok(self.until_granted(shard, n).await)
+    }
+
+    /// As [`Limiter::until_n_ready_nested`], with jitter.
+    ///
+    /// # Errors
+    /// As [`Limiter::until_n_ready`], for the user's buckets.
+    pub async fn until_n_ready_nested(
+        &self,
+        tenant: impl AsRef<[u8]>,
+        user: impl AsRef<[u8]>,
+        n: u32,
+    ) -> Result<Grant, InsufficientCapacity> {
+        let shard = self.weighed(self.limiter.shard_nested(tenant, user), n)?;
+        Ok(self.until_granted(shard, n).await)
     }
 
     /// As [`Limiter::until_ready_within`], with jitter (a wake-up never goes
@@ -391,15 +456,24 @@ impl<S: Store, L: Deref<Target = Limiter<S>>> Waiter<'_, S, L> {
         n: u32,
         max_wait: Duration,
     ) -> Result<Result<Grant, Denied>, InsufficientCapacity> {
-        let shard = self.weighed(tenant, n)?;
+        let shard = self.weighed(self.limiter.shard(tenant), n)?;
         Ok(self.wait(shard, n, Some(max_wait)).await)
     }
 
-    /// The tenant's shard, once it is known to hold `n` tokens at all.
-    fn weighed(&self, tenant: impl AsRef<[u8]>, n: u32) -> Result<Shard, InsufficientCapacity> {
-        let shard = self.limiter.shard(tenant);
+    /// The shard, once it is known to hold `n` tokens at all.
+    fn weighed(&self, shard: Shard, n: u32) -> Result<Shard, InsufficientCapacity> {
         self.limiter.core.split.check_weight(&shard, n)?;
         Ok(shard)
+    }
+
+    /// Waits without a deadline: such a wait only ends with a grant (the
+    /// loop just spares an impossible case a panic).
+    async fn until_granted(&self, shard: Shard, n: u32) -> Grant {
+        loop {
+            if let Ok(grant) = self.wait(shard, n, None).await {
+                return grant;
+            }
+        }
     }
 
     /// The one wait loop: try; on a denial, decide whether the grant can come
