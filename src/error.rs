@@ -297,3 +297,44 @@ impl fmt::Display for InsufficientCapacity {
 }
 
 impl std::error::Error for InsufficientCapacity {}
+
+/// A refund of more tokens than the grant took.
+///
+/// ```
+/// use shuffle_limiter::{Quota, ShardedLimiter};
+///
+/// let limiter = ShardedLimiter::builder().quota(Quota::per_second(10)).build()?;
+/// let grant = limiter.check_n("t", 2).unwrap().unwrap();
+/// let err = limiter.refund_n(grant, 3).unwrap_err();
+/// assert_eq!((err.requested(), err.granted()), (3, 2));
+/// # Ok::<(), shuffle_limiter::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RefundTooLarge {
+    pub(crate) requested: u32,
+    pub(crate) granted: u32,
+}
+
+impl RefundTooLarge {
+    /// The tokens asked to be given back.
+    pub fn requested(&self) -> u32 {
+        self.requested
+    }
+
+    /// The tokens the grant took.
+    pub fn granted(&self) -> u32 {
+        self.granted
+    }
+}
+
+impl fmt::Display for RefundTooLarge {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "cannot refund {} tokens: the grant took {}; refund at most what it took",
+            self.requested, self.granted
+        )
+    }
+}
+
+impl std::error::Error for RefundTooLarge {}

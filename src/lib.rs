@@ -123,7 +123,7 @@ pub mod wait;
 
 pub use assign::{Assignment, MAX_BUCKETS, MAX_PER_TENANT, Shard};
 pub use clock::{Clock, ManualClock, MonotonicClock};
-pub use error::{ConfigError, InsufficientCapacity};
+pub use error::{ConfigError, InsufficientCapacity, RefundTooLarge};
 pub use limiter::builder::{
     Builder, DEFAULT_BUCKETS, DEFAULT_LENDER_RESERVE, DEFAULT_PER_TENANT, DEFAULT_TENANT_CACHE,
 };

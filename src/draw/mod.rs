@@ -28,12 +28,14 @@
 mod borrow;
 mod pace;
 mod pool;
+mod rescale;
 
 pub(crate) use borrow::Span;
 use borrow::borrow;
 pub(crate) use pace::Pace;
 pub(crate) use pool::Pool;
 use pool::short;
+pub(crate) use rescale::{refund, rescale};
 
 /// What [`draw`] decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -27,6 +27,24 @@ impl Pace {
         }
     }
 
+    /// The pace whose [`interval`](Self::interval) and [`magic`](Self::magic)
+    /// these are, as a store that keeps them in atomics reads them back.
+    #[inline]
+    pub(crate) fn from_parts(interval: u64, magic: u64) -> Pace {
+        Pace {
+            interval,
+            magic,
+            shift: u64::BITS - (interval - 1).leading_zeros(),
+        }
+    }
+
+    /// The multiplier of [`tokens`](Self::tokens), kept so that a pace read
+    /// back with [`from_parts`](Self::from_parts) needs no division.
+    #[inline]
+    pub(crate) fn magic(self) -> u64 {
+        self.magic
+    }
+
     /// Units of time between two tokens.
     #[inline]
     pub(crate) fn interval(self) -> u64 {

@@ -8,6 +8,7 @@ use crate::quota::Quota;
 
 use super::core::{Core, Split};
 use super::isolation::warn_if_weak;
+use super::live::LiveSplit;
 use super::memory::InProcess;
 use super::tiers::{MAX_TIERED_TENANTS, Tiers};
 use super::{Limiter, ShardedLimiter};
@@ -314,8 +315,7 @@ impl<C: Clock> Builder<C> {
             reserve: reserve_parts(self.reserve),
             per_user: self.per_user.unwrap_or(assignment.per_tenant()),
             tiers: self.tier_shards(&assignment),
-            quota,
-            split,
+            split: LiveSplit::new(quota, split),
             assignment,
             name: self.name.clone(),
         })

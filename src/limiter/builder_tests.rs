@@ -39,8 +39,9 @@ fn the_plan_carries_the_settings() {
         .name("n")
         .plan()
         .unwrap();
-    assert_eq!(core.quota, Quota::per_second(10));
-    assert_eq!((core.split.burst, core.split.larger), (2, 2));
+    assert_eq!(core.quota(), Quota::per_second(10));
+    let split = core.split.get();
+    assert_eq!((split.burst, split.larger), (2, 2));
     assert_eq!(
         (core.assignment.buckets(), core.assignment.per_tenant()),
         (4, 3)

@@ -2,6 +2,7 @@
 //! how it is split over the buckets, the assignment, the tenant cache, the
 //! name and the metrics handles.
 
+use super::live::LiveSplit;
 use super::tiers::Tiers;
 use crate::assign::{Assignment, MAX_PER_TENANT, ShardCache};
 use crate::draw::{Pace, Span};
@@ -133,8 +134,9 @@ impl Split {
 /// Everything a limiter is apart from where its buckets live.
 #[derive(Debug)]
 pub(crate) struct Core {
-    pub(crate) quota: Quota,
-    pub(crate) split: Split,
+    /// The quota and its split over the buckets, changeable while checks
+    /// run.
+    pub(crate) split: LiveSplit,
     pub(crate) assignment: Assignment,
     pub(crate) cache: ShardCache,
     /// The lender's reserve, in units of 2⁻³² of a bucket's capacity
@@ -149,6 +151,11 @@ pub(crate) struct Core {
 }
 
 impl Core {
+    /// The quota now.
+    pub(crate) fn quota(&self) -> Quota {
+        self.split.quota()
+    }
+
     /// The tenant's shard, from the cache when it was seen recently.
     #[inline]
     pub(crate) fn shard(&self, tenant: &[u8]) -> Shard {

@@ -7,9 +7,10 @@ use std::time::Duration;
 use crate::Shard;
 use crate::assign::MAX_PER_TENANT;
 use crate::draw::Outcome;
+use crate::error::RefundTooLarge;
 
 /// A granted request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grant {
     /// The buckets that paid, the first `payers` entries.
     pub(crate) payments: [Payment; MAX_PER_TENANT as usize],
@@ -50,6 +51,41 @@ impl Grant {
     /// ```
     pub fn payments(&self) -> &[Payment] {
         &self.payments[..usize::from(self.payers)]
+    }
+
+    /// Tokens the grant took, over all the buckets that paid: the weight
+    /// asked for, or 0 for a grant no bucket paid.
+    pub fn tokens(&self) -> u32 {
+        self.payments().iter().map(|p| p.tokens).sum()
+    }
+
+    /// What a refund of `tokens` gives back to whom: the last bucket to pay
+    /// first, each up to what it paid.
+    pub(crate) fn refunds(
+        &self,
+        tokens: u32,
+    ) -> Result<impl Iterator<Item = Payment> + use<>, RefundTooLarge> {
+        let granted = self.tokens();
+        if tokens > granted {
+            return Err(RefundTooLarge {
+                requested: tokens,
+                granted,
+            });
+        }
+        let (payments, payers) = (self.payments, usize::from(self.payers));
+        let mut left = tokens;
+        Ok(payments
+            .into_iter()
+            .take(payers)
+            .rev()
+            .map_while(move |paid| {
+                let back = paid.tokens.min(left);
+                left -= back;
+                (back > 0).then_some(Payment {
+                    bucket: paid.bucket,
+                    tokens: back,
+                })
+            }))
     }
 
     /// A grant no bucket paid for (a failure policy's), naming `bucket`.

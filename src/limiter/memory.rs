@@ -9,12 +9,12 @@ use crossbeam_utils::CachePadded;
 
 use crate::Shard;
 use crate::clock::{Clock, MonotonicClock};
-use crate::draw::{Outcome, Pace, Pool, draw};
+use crate::draw::{Outcome, Pace, Pool, draw, refund, rescale};
 use crate::error::InsufficientCapacity;
 use crate::store::sealed::Apply;
 use crate::sync::{AtomicU64, Ordering};
 
-use super::core::{Core, MAX_NOW};
+use super::core::{Core, MAX_NOW, Split};
 use super::decision::{BucketState, Denied, Grant, answer};
 use super::{Limiter, ShardedLimiter};
 
@@ -47,32 +47,35 @@ impl<C: Clock> InProcess<C> {
         self.tats[bucket as usize].load(Ordering::Relaxed)
     }
 
-    /// The draw applied to the atomics: load the shard's arrival times,
-    /// draw, and compare-and-swap the winner's; draw again if another thread
-    /// changed it in between.
+    /// The draw applied to the atomics: read the split, load the shard's
+    /// arrival times, draw, and compare-and-swap the winner's; draw again if
+    /// another thread changed it in between, or if the quota changed
+    /// meanwhile (see `live.rs`).
     #[inline]
     pub(crate) fn take(&self, core: &Core, shard: &Shard, n: u32) -> Result<Grant, Denied> {
         let now = self.now();
         let ids = shard.ranked();
-        let split = &core.split;
         let span = core.span(shard);
         loop {
+            let (version, split) = core.split.read();
             let burst = |j: usize| split.burst_of(ids[j]);
             let tat = |j: usize| self.tat(ids[j]);
             let start = || tie_break(span.own);
             let outcome = draw(split.pace, span, burst, tat, now, n, start);
-            match outcome {
+            let applied = match outcome {
                 Outcome::Grant {
                     index, seen, tat, ..
-                } if tat != seen
-                    && self.tats[ids[index] as usize]
-                        .compare_exchange_weak(seen, tat, Ordering::Relaxed, Ordering::Relaxed)
-                        .is_err() =>
-                {
-                    continue;
+                } => {
+                    tat == seen
+                        || self.tats[ids[index] as usize]
+                            .compare_exchange_weak(seen, tat, Ordering::Acquire, Ordering::Relaxed)
+                            .is_ok()
                 }
-                Outcome::Pooled(ref pool) if !self.take_pooled(pool, ids) => continue,
-                _ => {}
+                Outcome::Pooled(ref pool) => self.take_pooled(pool, ids),
+                Outcome::Deny { .. } => true,
+            };
+            if !applied || !core.split.unchanged(version) {
+                continue;
             }
             let result = answer(outcome, shard, n, now, 1);
             core.record(&result);
@@ -94,7 +97,7 @@ impl<C: Clock> InProcess<C> {
     fn take_pooled(&self, pool: &Pool, ids: &[u32]) -> bool {
         let bucket = |j: usize| &self.tats[ids[j] as usize];
         for (i, (j, seen, tat, _)) in pool.payments().enumerate() {
-            let taken = bucket(j).compare_exchange(seen, tat, Ordering::Relaxed, Ordering::Relaxed);
+            let taken = bucket(j).compare_exchange(seen, tat, Ordering::Acquire, Ordering::Relaxed);
             if taken.is_err() {
                 for (j, seen, tat, _) in pool.payments().take(i) {
                     let _ =
@@ -109,15 +112,51 @@ impl<C: Clock> InProcess<C> {
     /// Whole tokens in the shard's buckets now.
     fn remaining(&self, core: &Core, shard: &Shard) -> u64 {
         let now = self.now();
-        let pace = core.split.pace;
+        let split = core.split.get();
         shard
             .buckets()
             .iter()
             .map(|&b| {
-                let capacity = pace.capacity(core.split.burst_of(b));
-                pace.tokens(Pace::room(capacity, self.tat(b), now))
+                let capacity = split.pace.capacity(split.burst_of(b));
+                split.pace.tokens(Pace::room(capacity, self.tat(b), now))
             })
             .sum()
+    }
+
+    /// Moves every bucket from the split `from` to `to` at the same
+    /// instant, keeping the share of its burst it holds (for
+    /// `LiveSplit::change`).
+    pub(super) fn rescale(&self, from: Split, to: Split) {
+        let now = self.now();
+        for (b, tat) in (0..).zip(self.tats.iter()) {
+            let (old, new) = ((from.pace, from.burst_of(b)), (to.pace, to.burst_of(b)));
+            let mut seen = tat.load(Ordering::Relaxed);
+            // Swapped even when the value stays: see `LiveSplit::change`.
+            while let Err(actual) = tat.compare_exchange_weak(
+                seen,
+                rescale(old, new, seen, now),
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                seen = actual;
+            }
+        }
+    }
+
+    /// Gives back `cost` units of credit to `bucket`, never beyond its
+    /// burst: the whole cost, less where the bucket refilled meanwhile.
+    pub(super) fn refund(&self, bucket: u32, cost: u64) {
+        let now = self.now();
+        let tat = &self.tats[bucket as usize];
+        let mut seen = tat.load(Ordering::Relaxed);
+        while let Err(actual) = tat.compare_exchange_weak(
+            seen,
+            refund(seen, cost, now),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        ) {
+            seen = actual;
+        }
     }
 }
 
@@ -313,7 +352,7 @@ impl<C: Clock> ShardedLimiter<C> {
     /// ```
     pub fn snapshot(&self) -> Vec<BucketState> {
         let now = self.store.now();
-        let split = &self.core.split;
+        let split = self.core.split.get();
         (0..self.buckets())
             .map(|b| {
                 let tat = self.store.tat(b);
@@ -371,7 +410,7 @@ impl<C: Clock> Tenant<'_, InProcess<C>> {
     /// As [`ShardedLimiter::check_n`].
     pub fn check_n(&self, n: u32) -> Result<Result<Grant, Denied>, InsufficientCapacity> {
         let core = &self.limiter.core;
-        core.split.check_weight(&self.shard, n)?;
+        core.split.get().check_weight(&self.shard, n)?;
         Ok(self.limiter.store.take(core, &self.shard, n))
     }
 

@@ -6,9 +6,11 @@
 //! - `decision.rs`: what a decision returns.
 
 pub(crate) mod builder;
+mod changing;
 pub(crate) mod core;
 pub(crate) mod decision;
 pub(crate) mod isolation;
+pub(crate) mod live;
 pub(crate) mod memory;
 pub(crate) mod tiers;
 
@@ -92,7 +94,7 @@ impl<S> Limiter<S> {
 
     /// The global budget.
     pub fn quota(&self) -> Quota {
-        self.core.quota
+        self.core.quota()
     }
 
     /// N: buckets in all.
@@ -113,13 +115,13 @@ impl<S> Limiter<S> {
     /// The time between two tokens of one bucket (in Redis, rounded up to a
     /// whole microsecond).
     pub fn bucket_interval(&self) -> Duration {
-        Duration::from_nanos(self.core.split.interval())
+        Duration::from_nanos(self.core.split.get().interval())
     }
 
     /// The tokens bucket `bucket` holds when full, or `None` past the last
     /// bucket.
     pub fn bucket_burst(&self, bucket: u32) -> Option<u32> {
-        (bucket < self.buckets()).then(|| self.core.split.burst_of(bucket))
+        (bucket < self.buckets()).then(|| self.core.split.get().burst_of(bucket))
     }
 
     /// The blast-radius report for this limiter's N and k: how likely two
@@ -161,7 +163,7 @@ impl<S> Limiter<S> {
     /// # Ok::<(), shuffle_limiter::ConfigError>(())
     /// ```
     pub fn isolation(&self) -> Isolation {
-        Isolation::of(&self.core.assignment, self.core.quota)
+        Isolation::of(&self.core.assignment, self.core.quota())
     }
 
     /// Tenants the tenant cache can hold at once: 1.5 times the
@@ -176,7 +178,7 @@ impl<S: fmt::Debug> fmt::Debug for Limiter<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Limiter")
             .field("name", &self.core.name)
-            .field("quota", &self.core.quota)
+            .field("quota", &self.core.quota())
             .field("buckets", &self.buckets())
             .field("per_tenant", &self.per_tenant())
             .field("isolation", &format_args!("{}", self.isolation()))

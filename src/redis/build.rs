@@ -19,6 +19,7 @@ use crate::clock::Clock;
 use crate::error::ConfigError;
 use crate::limiter::core::Core;
 use crate::limiter::isolation::{Isolation, warn_if_weak};
+use crate::limiter::live::LiveSplit;
 use crate::metrics::RedisMetrics;
 use crate::quota::Quota;
 use crate::{Builder, Limiter, ShardedLimiter};
@@ -162,19 +163,21 @@ impl<C: Clock> Builder<C> {
         }
         // The script counts whole microseconds: round each bucket's interval
         // up to one, which can only slow it down.
-        core.split = core.split.coarsened(MICROS);
-        let capacity = core.split.interval() / MICROS * u64::from(core.split.burst_of(0));
+        let quota = core.quota();
+        let split = core.split.get().coarsened(MICROS);
+        core.split = LiveSplit::new(quota, split);
+        let capacity = split.interval() / MICROS * u64::from(split.burst_of(0));
         if capacity > MAX_CAPACITY_MICROS {
             return Err(BuildError::RefillTooLong {
                 refill_secs: capacity / 1_000_000,
             });
         }
         let script = DrawScript::new(&self.name, core.assignment.buckets());
-        let isolation = Isolation::of(&core.assignment, core.quota);
+        let isolation = Isolation::of(&core.assignment, quota);
         warn_if_weak(&self.name, &isolation);
         let fallback = match options.policy {
             FailurePolicy::LocalFallback { replicas } => {
-                Some(self.local_fallback(core.quota, replicas)?)
+                Some(self.local_fallback(quota, replicas)?)
             }
             FailurePolicy::FailClosed | FailurePolicy::FailOpen => None,
         };
@@ -246,7 +249,7 @@ impl<C> Parts<C> {
         let shared = Shared {
             connection,
             script: self.script,
-            split: self.core.split,
+            split: self.core.split.get(),
             reserve: self.core.reserve,
             breaker: Breaker::new(buckets, options.retry_every),
             denials: DenialCache::new(buckets),

@@ -254,7 +254,7 @@ where
         n: u32,
     ) -> Result<Decision, InsufficientCapacity> {
         let shard = self.core.shard(tenant.as_ref());
-        self.core.split.check_weight(&shard, n)?;
+        self.core.split.get().check_weight(&shard, n)?;
         Ok(self.store.shared.decide(shard, n).await)
     }
 
@@ -326,7 +326,7 @@ where
     /// # Errors
     /// As [`RedisLimiter::check_n`].
     pub async fn check_n(&self, n: u32) -> Result<Result<Grant, Denied>, InsufficientCapacity> {
-        self.limiter.core.split.check_weight(&self.shard, n)?;
+        self.limiter.core.split.get().check_weight(&self.shard, n)?;
         Ok(self.limiter.store.shared.decide(self.shard, n).await.result)
     }
 }

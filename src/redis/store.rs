@@ -139,7 +139,7 @@ where
         };
         let outage = error.as_deref().is_none_or(Error::is_outage);
         let result = match (&self.fallback, self.options.policy) {
-            (Some(local), _) => match local.core.split.check_weight(shard, n) {
+            (Some(local), _) => match local.core.split.get().check_weight(shard, n) {
                 Ok(()) => local.store.take(&local.core, shard, n),
                 Err(_) => Err(deny()),
             },
@@ -226,7 +226,16 @@ impl Decision {
     ///
     /// # Errors
     /// [`Denied`] when the request was denied.
-    pub fn result(&self) -> Result<Grant, Denied> {
+    pub fn result(&self) -> Result<&Grant, Denied> {
+        self.result.as_ref().map_err(|denied| *denied)
+    }
+
+    /// The grant or the denial, taking the grant (to
+    /// [`refund`](crate::ShardedLimiter::refund) it, for one).
+    ///
+    /// # Errors
+    /// [`Denied`] when the request was denied.
+    pub fn into_result(self) -> Result<Grant, Denied> {
         self.result
     }
 

@@ -462,7 +462,7 @@ impl<S: Store, L: Deref<Target = Limiter<S>>> Waiter<'_, S, L> {
 
     /// The shard, once it is known to hold `n` tokens at all.
     fn weighed(&self, shard: Shard, n: u32) -> Result<Shard, InsufficientCapacity> {
-        self.limiter.core.split.check_weight(&shard, n)?;
+        self.limiter.core.split.get().check_weight(&shard, n)?;
         Ok(shard)
     }
 

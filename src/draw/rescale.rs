@@ -1,0 +1,110 @@
+//! What a bucket becomes when its quota changes, and when tokens are given
+//! back: two more pure steps on one arrival time, which every store applies
+//! as it applies [`draw`](super::draw).
+
+use super::Pace;
+
+/// One bucket's arrival time after a change of quota at `now`: the bucket
+/// keeps the share of its capacity it had as room, rounded down to a whole
+/// unit of time, so it holds `⌊f · burst⌋` tokens of its new burst where it
+/// held a fraction `f` of the old one — never more.
+///
+/// A full bucket stays full, an empty one stays empty; a bucket that a
+/// clock jump left owing more than its capacity counts as empty. The new
+/// arrival time is at most `now + capacity`, so it fits wherever `now` does.
+pub(crate) fn rescale(from: (Pace, u32), to: (Pace, u32), tat: u64, now: u64) -> u64 {
+    let (old, new) = (from.0.capacity(from.1), to.0.capacity(to.1));
+    let room = Pace::room(old, tat, now);
+    // room ≤ old, so the product fits in 128 bits and the quotient in new.
+    let kept = (u128::from(room) * u128::from(new) / u128::from(old)) as u64;
+    now + (new - kept)
+}
+
+/// One bucket's arrival time after `cost` units of credit are given back at
+/// `now`: moved back by the cost, but never before `now`, so that the
+/// bucket never holds more than its burst (a full bucket is left as it is).
+pub(crate) fn refund(tat: u64, cost: u64, now: u64) -> u64 {
+    if tat <= now {
+        return tat;
+    }
+    tat.saturating_sub(cost).max(now)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Pace, refund, rescale};
+
+    const TEN: Pace = Pace::every(10);
+    const FOUR: Pace = Pace::every(4);
+
+    fn tokens(pace: Pace, burst: u32, tat: u64, now: u64) -> u64 {
+        pace.tokens(Pace::room(pace.capacity(burst), tat, now))
+    }
+
+    #[test]
+    fn full_and_empty_buckets_stay_so_under_any_quota() {
+        // 3 tokens of 10 units to 5 tokens of 4, at now = 100.
+        assert_eq!(rescale((TEN, 3), (FOUR, 5), 0, 100), 100);
+        assert_eq!(rescale((TEN, 3), (FOUR, 5), 130, 100), 120);
+        // Owing more than the capacity (a clock that went back): empty.
+        assert_eq!(rescale((TEN, 3), (FOUR, 5), 500, 100), 120);
+    }
+
+    #[test]
+    fn the_share_of_the_burst_is_kept_and_rounded_down() {
+        // Room 20 of 30 (2 tokens of 3) becomes 13 of 20 (3 tokens of 5,
+        // since 2/3 of 5 is 3.33).
+        let tat = rescale((TEN, 3), (FOUR, 5), 110, 100);
+        assert_eq!(tat, 107);
+        assert_eq!(tokens(FOUR, 5, tat, 100), 3);
+        // One unit short of two tokens stays one token.
+        let tat = rescale((TEN, 3), (TEN, 3), 111, 100);
+        assert_eq!((tat, tokens(TEN, 3, tat, 100)), (111, 1));
+    }
+
+    #[test]
+    fn a_refund_moves_the_arrival_time_back_but_never_past_now() {
+        assert_eq!(refund(130, 10, 100), 120);
+        assert_eq!(refund(105, 10, 100), 100);
+        // A full bucket gets nothing more; a time far behind stays put.
+        assert_eq!(refund(90, 10, 100), 90);
+        assert_eq!(refund(0, 10, 100), 0);
+    }
+
+    proptest::proptest! {
+        /// Whatever the quotas, the tokens kept are the old share of the
+        /// new burst rounded down, and the bucket never owes more than its
+        /// new capacity.
+        #[test]
+        fn a_rescaled_bucket_never_holds_more_than_its_share(
+            old in (1..=1_000u64, 1..=50u32),
+            new in (1..=1_000u64, 1..=50u32),
+            tat in 0..=200_000u64,
+            now in 0..=100_000u64,
+        ) {
+            let (from, to) = ((Pace::every(old.0), old.1), (Pace::every(new.0), new.1));
+            let after = rescale(from, to, tat, now);
+            let capacity = to.0.capacity(to.1);
+            proptest::prop_assert!(after >= now && after - now <= capacity);
+            let room = Pace::room(from.0.capacity(from.1), tat, now);
+            let share = u128::from(room) * u128::from(capacity);
+            let kept = u128::from(Pace::room(capacity, after, now)) * u128::from(from.0.capacity(from.1));
+            // kept / capacity ≤ room / old, and less than one unit below it.
+            proptest::prop_assert!(kept <= share);
+            proptest::prop_assert!(share - kept < u128::from(from.0.capacity(from.1)));
+        }
+
+        /// A refund never leaves more room than the capacity, nor less than
+        /// there was.
+        #[test]
+        fn a_refund_only_adds_room_up_to_full(
+            burst in 1..=50u32, tat in 0..=2_000u64, now in 0..=1_000u64, tokens in 0..=60u64,
+        ) {
+            let capacity = TEN.capacity(burst);
+            let after = refund(tat, tokens * 10, now);
+            let (before, room) = (Pace::room(capacity, tat, now), Pace::room(capacity, after, now));
+            proptest::prop_assert!(room >= before && room <= capacity);
+            proptest::prop_assert!(room - before <= tokens * 10);
+        }
+    }
+}

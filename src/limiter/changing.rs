@@ -1,0 +1,131 @@
+//! Changing a running in-process limiter: its quota, and tokens given back.
+
+use crate::clock::Clock;
+use crate::error::{ConfigError, RefundTooLarge};
+use crate::quota::Quota;
+use crate::{Grant, ShardedLimiter};
+
+use super::core::Split;
+
+/// # Changing while running
+impl<C: Clock> ShardedLimiter<C> {
+    /// Changes the budget of the running limiter, at once and for every
+    /// tenant, keeping what each bucket has used.
+    ///
+    /// Each bucket keeps the share of its burst it held: a bucket with 1 of
+    /// its 2 tokens left holds 5 of 10 after a rise, and an empty bucket
+    /// stays empty, so neither a rise nor a cut hands out a fresh burst.
+    /// Shares are rounded down to a whole nanosecond of credit, never up.
+    /// Over any window around the change, all tenants together are granted
+    /// at most `R₁·(c − start) + R₂·(end − c) + max(B₁, B₂)`, where the
+    /// change happens at `c`.
+    ///
+    /// N, k and every tenant's shard stay as they are. Checks never wait for
+    /// a lock; they wait only while the change moves the N buckets (a few
+    /// microseconds), and a check that raced it is decided again under the
+    /// new quota. Changes from several threads take turns.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use shuffle_limiter::{ManualClock, Quota, ShardedLimiter};
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = ShardedLimiter::builder()
+    ///     .quota(Quota::per_second(4))
+    ///     .buckets(2)
+    ///     .per_tenant(1)
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// let tenant = limiter.tenant("t");
+    /// assert!(tenant.check().is_ok()); // 1 of its bucket's 2 tokens left
+    /// // The upstream raises us from 4/s to 20/s: the bucket now holds half
+    /// // of 10, and refills every 100 ms instead of every 500 ms.
+    /// limiter.set_quota(Quota::per_second(20))?;
+    /// assert_eq!(tenant.remaining(), 5);
+    /// clock.advance(Duration::from_millis(100));
+    /// assert_eq!(tenant.remaining(), 6);
+    /// // A quota that cannot be split over the buckets is refused, and the
+    /// // limiter keeps its quota.
+    /// assert!(limiter.set_quota(Quota::per_second(1)).is_err());
+    /// assert_eq!(limiter.quota(), Quota::per_second(20));
+    /// # Ok::<(), shuffle_limiter::ConfigError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// A [`ConfigError`] when the quota cannot be split over the limiter's
+    /// buckets (for one, a burst smaller than N); the limiter is unchanged.
+    pub fn set_quota(&self, quota: Quota) -> Result<(), ConfigError> {
+        let split = Split::of(quota, self.buckets())?;
+        self.core
+            .split
+            .change(quota, split, |from, to| self.store.rescale(from, to));
+        Ok(())
+    }
+
+    /// Gives back every token `grant` took, to the buckets that paid them:
+    /// for a request that took its token but never used it (the call failed
+    /// before reaching the upstream, or was cancelled).
+    ///
+    /// A bucket never holds more than its burst: what it refilled since the
+    /// grant is not given twice, so a refund long after the grant gives back
+    /// little or nothing. All grants minus all refunds still obey `R·t + B`.
+    /// The refund takes the grant, so it is given back once; do not refund
+    /// a clone of it as well. Dropping a grant refunds nothing: tokens are
+    /// spent when granted.
+    ///
+    /// Refund a grant to the limiter that made it: to another, it gives
+    /// back to buckets of the same numbers there.
+    ///
+    /// ```
+    /// use shuffle_limiter::{ManualClock, Quota, ShardedLimiter};
+    ///
+    /// let limiter = ShardedLimiter::builder()
+    ///     .quota(Quota::per_second(4))
+    ///     .buckets(2)
+    ///     .per_tenant(1)
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// let grant = limiter.check("t").unwrap();
+    /// assert_eq!(limiter.remaining("t"), 1);
+    /// limiter.refund(grant); // the call it paid for never went out
+    /// assert_eq!(limiter.remaining("t"), 2);
+    /// # Ok::<(), shuffle_limiter::ConfigError>(())
+    /// ```
+    pub fn refund(&self, grant: Grant) {
+        let tokens = grant.tokens();
+        self.refund_n(grant, tokens)
+            .expect("a grant's own tokens can be refunded");
+    }
+
+    /// Gives back `tokens` of what `grant` took: for a weighted request that
+    /// took its worst case and used less. The last bucket to pay is paid
+    /// back first, each up to what it paid, never beyond its burst.
+    ///
+    /// ```
+    /// use shuffle_limiter::{ManualClock, Quota, ShardedLimiter};
+    ///
+    /// let limiter = ShardedLimiter::builder()
+    ///     .quota(Quota::per_second(10))
+    ///     .buckets(1)
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// let grant = limiter.check_n("t", 8).unwrap().unwrap(); // the worst case
+    /// limiter.refund_n(grant, 5).unwrap(); // it used 3
+    /// assert_eq!(limiter.remaining("t"), 7);
+    /// # Ok::<(), shuffle_limiter::ConfigError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`RefundTooLarge`] when `tokens` is more than the grant took; nothing
+    /// is given back.
+    pub fn refund_n(&self, grant: Grant, tokens: u32) -> Result<(), RefundTooLarge> {
+        let refunds = grant.refunds(tokens)?;
+        self.core.split.steady(|split| {
+            for payment in refunds {
+                let cost = u64::from(payment.tokens) * split.interval();
+                self.store.refund(payment.bucket, cost);
+            }
+        });
+        Ok(())
+    }
+}

@@ -1,0 +1,136 @@
+//! The split a running limiter decides with, and how it changes while
+//! checks run: a sequence lock over three atomics.
+//!
+//! A check never waits for a lock. It reads the version (even while the
+//! split is stable), the split, draws, compare-and-swaps its bucket, and
+//! reads the version again; if it moved, the check goes round again.
+//!
+//! A change, one at a time, makes the version odd, moves every bucket to
+//! the new split by a compare-and-swap with `Release` ordering, writes the
+//! new split and makes the version even again. Checks that read the odd
+//! version wait the few microseconds this takes. A check that read the old
+//! version and compare-and-swaps a bucket after it moved has, with its
+//! `Acquire` ordering, read from the move, so it sees the version moved and
+//! goes round again: whatever value the bucket held, a grant is never
+//! decided with one split on a bucket kept in another. Such a check's
+//! tokens stay taken (its new arrival time is never earlier than the one it
+//! replaced), so a change can only cost the budget, never add to it.
+
+use std::sync::PoisonError;
+
+use super::core::Split;
+use crate::draw::Pace;
+use crate::quota::Quota;
+use crate::sync::{AtomicU64, Mutex, Ordering, fence, pause};
+
+/// The split, readable by checks without a lock and changeable while they
+/// run.
+#[derive(Debug)]
+pub(crate) struct LiveSplit {
+    /// Even while the split is stable, odd while a change moves the buckets.
+    version: AtomicU64,
+    interval: AtomicU64,
+    magic: AtomicU64,
+    /// The common burst in the high half, the number of larger buckets in
+    /// the low.
+    bursts: AtomicU64,
+    /// The quota the split comes from; holding its lock is making a change.
+    quota: Mutex<Quota>,
+}
+
+impl LiveSplit {
+    pub(crate) fn new(quota: Quota, split: Split) -> LiveSplit {
+        let live = LiveSplit {
+            version: AtomicU64::new(0),
+            interval: AtomicU64::new(0),
+            magic: AtomicU64::new(0),
+            bursts: AtomicU64::new(0),
+            quota: Mutex::new(quota),
+        };
+        live.write(split);
+        live
+    }
+
+    /// The split with the version it was read at, for [`unchanged`](Self::unchanged)
+    /// to confirm once the decision is applied.
+    #[inline]
+    pub(crate) fn read(&self) -> (u64, Split) {
+        let mut attempt = 0;
+        loop {
+            let version = self.version.load(Ordering::Acquire);
+            if version & 1 == 0 {
+                let bursts = self.bursts.load(Ordering::Relaxed);
+                let pace = Pace::from_parts(
+                    self.interval.load(Ordering::Relaxed),
+                    self.magic.load(Ordering::Relaxed),
+                );
+                let split = Split {
+                    pace,
+                    burst: (bursts >> 32) as u32,
+                    larger: bursts as u32,
+                };
+                return (version, split);
+            }
+            pause(attempt);
+            attempt += 1;
+        }
+    }
+
+    /// Whether no change began since [`read`](Self::read) returned
+    /// `version`: then the split it returned is whole, and every bucket the
+    /// caller read or swapped since was kept in it.
+    #[inline]
+    pub(crate) fn unchanged(&self, version: u64) -> bool {
+        fence(Ordering::Acquire);
+        self.version.load(Ordering::Relaxed) == version
+    }
+
+    /// The split now, whole (for everything but a decision, which confirms
+    /// it with [`unchanged`](Self::unchanged) after applying it).
+    pub(crate) fn get(&self) -> Split {
+        loop {
+            let (version, split) = self.read();
+            if self.unchanged(version) {
+                return split;
+            }
+        }
+    }
+
+    /// The quota the split comes from.
+    pub(crate) fn quota(&self) -> Quota {
+        *self.quota.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Changes to `split` (from `quota`): `rescale(old, new)` must move
+    /// every bucket to it, each by a compare-and-swap with `Release`
+    /// ordering, even where the value stays the same. Checks wait while it
+    /// runs; other changes wait their turn.
+    pub(crate) fn change(&self, quota: Quota, split: Split, rescale: impl FnOnce(Split, Split)) {
+        let mut current = self.quota.lock().unwrap_or_else(PoisonError::into_inner);
+        let old = self.get();
+        let version = self.version.load(Ordering::Relaxed);
+        self.version.store(version + 1, Ordering::Relaxed);
+        fence(Ordering::Release);
+        rescale(old, split);
+        self.write(split);
+        self.version.store(version + 2, Ordering::Release);
+        *current = quota;
+    }
+
+    /// Runs `f` with the split held still: no change begins until it
+    /// returns. For what must not be decided with one split and applied
+    /// in another and is too rare to go round again (a refund, which adds
+    /// room).
+    pub(crate) fn steady<R>(&self, f: impl FnOnce(Split) -> R) -> R {
+        let _held = self.quota.lock().unwrap_or_else(PoisonError::into_inner);
+        f(self.get())
+    }
+
+    fn write(&self, split: Split) {
+        let pace = split.pace;
+        self.interval.store(pace.interval(), Ordering::Relaxed);
+        self.magic.store(pace.magic(), Ordering::Relaxed);
+        let bursts = u64::from(split.burst) << 32 | u64::from(split.larger);
+        self.bursts.store(bursts, Ordering::Relaxed);
+    }
+}
