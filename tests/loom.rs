@@ -82,6 +82,29 @@ fn a_request_paid_by_two_buckets_is_all_or_nothing_against_a_racing_one() {
     });
 }
 
+#[test]
+fn a_check_racing_a_quota_change_is_decided_under_one_quota() {
+    model(|| {
+        // One bucket of one token, a token a second; the change keeps the
+        // burst and halves the rate. A full bucket stays full, so the change
+        // writes back the value a racing check read: the check must still
+        // see that it raced, or it would pay half a token's worth under
+        // the new quota.
+        let limiter = loom::sync::Arc::new(limiter(Quota::per_second(1), 1, 1, 0));
+        let other = limiter.clone();
+        let t = thread::spawn(move || other.check("a").is_ok());
+        limiter
+            .set_quota(Quota::new(1, std::time::Duration::from_secs(2)))
+            .unwrap();
+        let here = u32::from(t.join().unwrap());
+        // In either order, the check empties the bucket under one quota or
+        // the other, and one more second refills half a token: nothing.
+        limiter.clock().advance(std::time::Duration::from_secs(1));
+        let after = u32::from(limiter.check("a").is_ok());
+        assert!(here + after <= 1, "{here} + {after} grants of 1 token");
+    });
+}
+
 /// A tenant cache of one set, looked up by two threads while one of them
 /// fills it past its ways: every lookup returns the assignment's shard.
 fn cache_race(n: u32, k: u32, tenants: &'static [&'static str]) {
