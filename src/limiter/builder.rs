@@ -1,5 +1,7 @@
 //! The builder: the settings every limiter shares, checked once.
 
+use std::sync::Arc;
+
 use crate::assign::{Assignment, MAX_BUCKETS, MAX_CACHE_ENTRIES, MAX_PER_TENANT, ShardCache};
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::ConfigError;
@@ -315,7 +317,7 @@ impl<C: Clock> Builder<C> {
             reserve: reserve_parts(self.reserve),
             per_user: self.per_user.unwrap_or(assignment.per_tenant()),
             tiers: self.tier_shards(&assignment),
-            split: LiveSplit::new(quota, split),
+            split: Arc::new(LiveSplit::new(quota, split)),
             assignment,
             name: self.name.clone(),
         })

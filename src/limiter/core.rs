@@ -2,6 +2,8 @@
 //! how it is split over the buckets, the assignment, the tenant cache, the
 //! name and the metrics handles.
 
+use std::sync::Arc;
+
 use super::live::LiveSplit;
 use super::tiers::Tiers;
 use crate::assign::{Assignment, MAX_PER_TENANT, ShardCache};
@@ -136,7 +138,8 @@ impl Split {
 pub(crate) struct Core {
     /// The quota and its split over the buckets, changeable while checks
     /// run.
-    pub(crate) split: LiveSplit,
+    /// (Shared with a Redis store, which learns of changes from Redis.)
+    pub(crate) split: Arc<LiveSplit>,
     pub(crate) assignment: Assignment,
     pub(crate) cache: ShardCache,
     /// The lender's reserve, in units of 2⁻³² of a bucket's capacity

@@ -2,6 +2,7 @@
 //! the connection is made and the script loaded.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use ::redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
@@ -13,6 +14,7 @@ use super::breaker::Breaker;
 use super::denial_cache::DenialCache;
 use super::error::{BuildError, Error};
 use super::options::{FailurePolicy, RedisOptions};
+use super::quota::ChangeScripts;
 use super::script::{DrawScript, MICROS};
 use super::store::{RedisStore, Shared};
 use crate::clock::Clock;
@@ -26,7 +28,7 @@ use crate::{Builder, Limiter, ShardedLimiter};
 
 /// The largest bucket capacity, in microseconds (about 35 years): the
 /// script's values stay below 2^53, where doubles are exact.
-const MAX_CAPACITY_MICROS: u64 = 1 << 50;
+pub(super) const MAX_CAPACITY_MICROS: u64 = 1 << 50;
 
 /// The longest the connection made by [`Builder::build_redis`] waits between
 /// two attempts to reconnect.
@@ -165,7 +167,7 @@ impl<C: Clock> Builder<C> {
         // up to one, which can only slow it down.
         let quota = core.quota();
         let split = core.split.get().coarsened(MICROS);
-        core.split = LiveSplit::new(quota, split);
+        core.split = Arc::new(LiveSplit::new(quota, split));
         let capacity = split.interval() / MICROS * u64::from(split.burst_of(0));
         if capacity > MAX_CAPACITY_MICROS {
             return Err(BuildError::RefillTooLong {
@@ -196,22 +198,7 @@ impl<C: Clock> Builder<C> {
         // The fallback must keep the shards: pin N and k as resolved for
         // the whole budget, whatever the defaults would pick for a share.
         let (buckets, per_tenant) = self.shape();
-        let burst = quota.burst() / replicas;
-        if burst < buckets {
-            return Err(BuildError::FallbackBurstTooSmall {
-                burst: quota.burst(),
-                replicas,
-                buckets,
-            });
-        }
-        // R / replicas exactly: the same count over a period `replicas` times longer.
-        let period = quota
-            .period()
-            .checked_mul(replicas)
-            .ok_or(BuildError::Config(ConfigError::Overflow {
-                refill_secs: u128::from(u64::MAX),
-            }))?;
-        let share = Quota::new(quota.count(), period).with_burst(burst);
+        let share = replica_share(quota, replicas, buckets)?;
         Builder {
             quota: Some(share),
             buckets: Some(buckets),
@@ -221,6 +208,32 @@ impl<C: Clock> Builder<C> {
         .build_quietly()
         .map_err(BuildError::Config)
     }
+}
+
+/// One process's share of `quota` among `replicas`: the rate R / replicas
+/// exactly (the same count over a period `replicas` times longer), and
+/// ⌊B / replicas⌋ of the burst, which must give each of the `buckets` a
+/// token.
+pub(super) fn replica_share(
+    quota: Quota,
+    replicas: u32,
+    buckets: u32,
+) -> Result<Quota, BuildError> {
+    let burst = quota.burst() / replicas.max(1);
+    if burst < buckets {
+        return Err(BuildError::FallbackBurstTooSmall {
+            burst: quota.burst(),
+            replicas,
+            buckets,
+        });
+    }
+    let period = quota
+        .period()
+        .checked_mul(replicas)
+        .ok_or(BuildError::Config(ConfigError::Overflow {
+            refill_secs: u128::from(u64::MAX),
+        }))?;
+    Ok(Quota::new(quota.count(), period).with_burst(burst))
 }
 
 /// Loads the script, which also proves the connection and its credentials.
@@ -249,7 +262,10 @@ impl<C> Parts<C> {
         let shared = Shared {
             connection,
             script: self.script,
-            split: self.core.split.get(),
+            changes: ChangeScripts::default(),
+            split: Arc::clone(&self.core.split),
+            version: AtomicU64::new(0),
+            built: self.core.quota(),
             reserve: self.core.reserve,
             breaker: Breaker::new(buckets, options.retry_every),
             denials: DenialCache::new(buckets),

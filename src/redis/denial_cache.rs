@@ -34,6 +34,13 @@ impl DenialCache {
         }
     }
 
+    /// Forgets every denial (they were counted under another quota).
+    pub(super) fn clear(&self) {
+        for entry in &self.blocked {
+            entry.store(0, Ordering::Relaxed);
+        }
+    }
+
     /// A denial of `n` tokens at local time `now`, when the shard's own
     /// buckets are known to hold fewer together, and each of its spill
     /// buckets that could hold them is known to lack them.

@@ -5,6 +5,7 @@
 -- both the same inputs. Every value stays an integer below 2^53, so Lua's
 -- doubles hold it exactly: the Rust side refuses a bucket capacity above
 -- 2^50 us, and the clock reading is capped at 2^53 - 2^50 (the year 2255).
+-- The Rust side puts prelude.lua (`clock`, `quota_version`) before it.
 --
 -- KEYS[j]     the tenant's bucket keys, "{limiter-name}:b<i>": its k own
 --             buckets in shard order, then its d spill buckets in rank
@@ -20,7 +21,14 @@
 -- ARGV[4 + k + d + i]  the reserve of spill bucket i (KEYS[k + i]): the
 --             credit, in microseconds, a borrower must leave in it
 --             (`Span::reserve_of`, worked out by the Rust side).
--- ARGV[5 + k + 2d]  absent in production, where the script reads the
+-- KEYS[k + d + 1]  the limiter's quota key, "{limiter-name}:quota" (see
+--             quota.lua): absent until a quota is changed live, then
+--             "<version> <count> <period in ns> <burst>".
+-- ARGV[5 + k + 2d]  the quota version the caller's interval and bursts
+--             come from (0: the quota it was built with). When the key
+--             holds another, nothing is drawn: the reply is { -1, version },
+--             and the caller reads the quota and asks again.
+-- ARGV[6 + k + 2d]  absent in production, where the script reads the
 --             server's clock (TIME); the differential test sends a time in
 --             microseconds.
 --
@@ -40,40 +48,37 @@
 --
 -- Redis 5 and later replicate a script's effects, so it may write after TIME.
 
-local MAX_NOW = 7881299347898367 -- 2^53 - 2^50 - 1
 local interval = ARGV[1] + 0
 local n = ARGV[2] + 0
 local start = ARGV[3] + 0
 local k = ARGV[4] + 0
-local ranked = #KEYS
+local ranked = #KEYS - 1
 local d = ranked - k
 
-local now = ARGV[5 + ranked + d]
-if now then
-  now = now + 0
-else
-  local time = redis.call('TIME')
-  now = time[1] * 1000000 + time[2]
+-- The quota first: a caller deciding with another quota's numbers must not
+-- draw at all.
+local version, bad = quota_version(KEYS[ranked + 1])
+if bad then
+  return bad
 end
-if now > MAX_NOW then
-  now = MAX_NOW
+if version ~= ARGV[5 + ranked + d] + 0 then
+  return { -1, version }
 end
+local now = clock(ARGV[6 + ranked + d])
 
 -- Every bucket is first read (the in-process store's atomic load) and kept
 -- in MGET's reply as a number. The script runs for every decision, so it
 -- spares the interpreter: no closures, no tables beyond MGET's reply,
 -- comparisons instead of math.* calls.
-local raw = redis.call('MGET', unpack(KEYS))
+local raw = redis.call('MGET', unpack(KEYS, 1, ranked))
 for j = 1, ranked do
   local tat = raw[j]
   if tat then
     tat = tonumber(tat)
     if not tat or tat ~= tat or tat < 0 or tat >= 9007199254740992 or tat % 1 ~= 0 then
       -- Not a time: an empty bucket, written back so that it refills.
-      local capacity = ARGV[4 + j] * interval
-      tat = now + capacity
-      redis.call('SET', KEYS[j], string.format('%d', tat), 'PX',
-        (capacity - capacity % 1000) / 1000 + 1001)
+      tat = now + ARGV[4 + j] * interval
+      store(KEYS[j], tat, now)
     end
   else
     -- MGET answers nil for a missing key and for a key of another type
@@ -165,11 +170,9 @@ if best_room < cost and tokens >= n then
       tat = now
     end
     tat = tat + payer_tokens * interval
-    local ttl = tat - now
-    redis.call('SET', KEYS[payer], string.format('%d', tat), 'PX',
-      (ttl - ttl % 1000) / 1000 + 1001)
-    if ttl > full_in then
-      full_in = ttl
+    store(KEYS[payer], tat, now)
+    if tat - now > full_in then
+      full_in = tat - now
     end
     paid[#paid + 1] = payer - 1
     paid[#paid + 1] = payer_tokens
@@ -309,13 +312,8 @@ if n > 0 then
     tat = now
   end
   tat = tat + cost
-  -- The store's compare-and-swap: the script is atomic, so a SET. The key
-  -- lives until the bucket is full again, plus a second: a missing key
-  -- reads as a full bucket, which by then it is. '%d' because Lua prints a
-  -- number with 14 significant digits; the TTL in ms stays far below.
-  local ttl = tat - now
-  redis.call('SET', KEYS[best], string.format('%d', tat), 'PX',
-    (ttl - ttl % 1000) / 1000 + 1001)
+  -- The store's compare-and-swap: the script is atomic, so a SET.
+  store(KEYS[best], tat, now)
 end
 if tat - now > full_in then
   full_in = tat - now

@@ -164,6 +164,15 @@ pub enum Error {
         /// What the script found.
         detail: String,
     },
+    /// The limiter's quota key holds something that is not a quota.
+    NotAQuota {
+        /// The key.
+        key: String,
+        /// What it holds.
+        detail: String,
+    },
+    /// A quota set live that the limiter's buckets cannot take.
+    Config(ConfigError),
     /// Redis did not answer in time.
     Timeout {
         /// The time waited.
@@ -197,6 +206,14 @@ impl Error {
                     detail: detail.to_owned(),
                 }
             }
+            (_, Some("NOTAQUOTA")) => {
+                let detail = source.detail().unwrap_or_default();
+                let (key, detail) = detail.split_once(' ').unwrap_or((detail, ""));
+                Error::NotAQuota {
+                    key: key.to_owned(),
+                    detail: detail.to_owned(),
+                }
+            }
             (ErrorKind::Io, _) => Error::Connection { source },
             _ if source.is_connection_refusal() || source.is_connection_dropped() => {
                 Error::Connection { source }
@@ -208,7 +225,13 @@ impl Error {
     /// Whether the error is Redis's as a whole (leave it alone for a while),
     /// rather than one shard's keys' or one reply's.
     pub(super) fn is_outage(&self) -> bool {
-        !matches!(self, Error::NotABucket { .. } | Error::Reply { .. })
+        !matches!(
+            self,
+            Error::NotABucket { .. }
+                | Error::NotAQuota { .. }
+                | Error::Reply { .. }
+                | Error::Config(_)
+        )
     }
 }
 
@@ -239,6 +262,12 @@ impl fmt::Display for Error {
                 "the Redis key {key} is not a limiter bucket ({detail}): delete the key, or \
                  give the limiter a name no other data uses"
             ),
+            Error::NotAQuota { key, detail } => write!(
+                f,
+                "the Redis key {key} is not a limiter quota (it holds {detail}): delete it to \
+                 go back to the quota the limiter was built with, or set one with set_quota"
+            ),
+            Error::Config(e) => e.fmt(f),
             Error::Timeout { after } => write!(
                 f,
                 "Redis did not answer within {after:?}: check that the server is up and not \
@@ -265,6 +294,7 @@ impl std::error::Error for Error {
             | Error::NoPermission { source }
             | Error::ReadOnly { source }
             | Error::Redis { source } => Some(source),
+            Error::Config(e) => Some(e),
             _ => None,
         }
     }

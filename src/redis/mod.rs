@@ -156,6 +156,7 @@ mod build;
 mod denial_cache;
 mod error;
 mod options;
+mod quota;
 mod script;
 mod store;
 

@@ -33,6 +33,16 @@ pub enum FailurePolicy {
     },
 }
 
+impl FailurePolicy {
+    /// The replicas of a `LocalFallback`.
+    pub(super) fn replicas(self) -> Option<u32> {
+        match self {
+            FailurePolicy::LocalFallback { replicas } => Some(replicas),
+            FailurePolicy::FailClosed | FailurePolicy::FailOpen => None,
+        }
+    }
+}
+
 /// How a [`RedisLimiter`](super::RedisLimiter) talks to Redis and what it does when Redis fails.
 ///
 /// ```

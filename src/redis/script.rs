@@ -9,8 +9,8 @@ use crate::draw::{MAX_K, Outcome, Pool, Span};
 use crate::limiter::core::Split;
 use crate::{Denied, Grant, Shard};
 
-/// The script's source.
-const DRAW_LUA: &str = include_str!("draw.lua");
+/// The script's source, after what every script of the limiter starts with.
+const DRAW_LUA: &str = concat!(include_str!("prelude.lua"), include_str!("draw.lua"));
 
 /// Nanoseconds in the script's unit of time.
 pub(super) const MICROS: u64 = 1000;
@@ -21,6 +21,8 @@ pub(super) struct DrawScript {
     script: Script,
     /// `{name}:b<i>` for every bucket i.
     keys: Box<[String]>,
+    /// `{name}:quota`, the quota set live (see `quota.rs`).
+    quota_key: String,
 }
 
 impl DrawScript {
@@ -28,7 +30,16 @@ impl DrawScript {
         DrawScript {
             script: Script::new(DRAW_LUA),
             keys: (0..buckets).map(|i| format!("{{{name}}}:b{i}")).collect(),
+            quota_key: format!("{{{name}}}:quota"),
         }
+    }
+
+    pub(super) fn keys(&self) -> &[String] {
+        &self.keys
+    }
+
+    pub(super) fn quota_key(&self) -> &str {
+        &self.quota_key
     }
 
     pub(super) fn script(&self) -> &Script {
@@ -41,16 +52,18 @@ impl DrawScript {
 
     /// One round trip: the draw for `n` tokens over `shard` (its own
     /// buckets, then its spill buckets above a `reserve` of 2⁻³² parts),
-    /// settling a tie from shard position `start`, on the server's clock.
+    /// settling a tie from shard position `start`, on the server's clock,
+    /// with the split of quota `version`.
+    #[allow(clippy::too_many_arguments)] // the script's inputs, one for one
     pub(super) async fn draw<Conn: ConnectionLike>(
         &self,
         connection: &mut Conn,
-        split: &Split,
+        (version, split): (u64, &Split),
         shard: &Shard,
         reserve: u32,
         n: u32,
         start: usize,
-    ) -> Result<Drawn, Error> {
+    ) -> Result<Answer, Error> {
         let ids = shard.ranked();
         let bursts = split.bursts(shard);
         let span = Span {
@@ -66,6 +79,7 @@ impl DrawScript {
             bursts: &bursts[..ids.len()],
             n,
             start,
+            version,
             now: None,
         };
         self.run(connection, &call).await
@@ -76,11 +90,12 @@ impl DrawScript {
         &self,
         connection: &mut Conn,
         call: &Call<'_>,
-    ) -> Result<Drawn, Error> {
+    ) -> Result<Answer, Error> {
         let mut invocation = self.script.prepare_invoke();
         for &b in call.ids {
             invocation.key(self.keys[b as usize].as_str());
         }
+        invocation.key(self.quota_key.as_str());
         invocation
             .arg(call.interval)
             .arg(call.n)
@@ -95,6 +110,7 @@ impl DrawScript {
             let capacity = u64::from(burst) * call.interval;
             invocation.arg(call.span.reserve_of(capacity));
         }
+        invocation.arg(call.version);
         if let Some(now) = call.now {
             invocation.arg(now);
         }
@@ -102,10 +118,28 @@ impl DrawScript {
             .invoke_async(connection)
             .await
             .map_err(Error::from_redis)?;
-        parse(&reply, call.span.own, call.ids.len()).ok_or_else(|| Error::Reply {
+        let stale = match reply[..] {
+            [-1, version] => u64::try_from(version).ok(),
+            _ => None,
+        };
+        if let Some(version) = stale {
+            return Ok(Answer::Stale { version });
+        }
+        let drawn = parse(&reply, call.span.own, call.ids.len()).ok_or_else(|| Error::Reply {
             detail: format!("{reply:?}"),
-        })
+        })?;
+        Ok(Answer::Drawn(drawn))
     }
+}
+
+/// What the script answered: a draw, or that the quota changed.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Answer {
+    Drawn(Drawn),
+    /// The quota key holds `version`, not the caller's: nothing was drawn.
+    Stale {
+        version: u64,
+    },
 }
 
 /// What the script answered: the draw's outcome and, with a denial, the
@@ -118,8 +152,9 @@ pub(super) struct Drawn {
 }
 
 /// One call of the script: the ranked bucket ids (own, then spill), how the
-/// draw sees them, the interval in µs, their bursts, the request, and `now`
-/// in µs (or the server's clock when `None`).
+/// draw sees them, the interval in µs, their bursts, the request, the quota
+/// version they come from, and `now` in µs (or the server's clock when
+/// `None`).
 struct Call<'a> {
     ids: &'a [u32],
     span: Span,
@@ -127,6 +162,7 @@ struct Call<'a> {
     bursts: &'a [u32],
     n: u32,
     start: usize,
+    version: u64,
     now: Option<u64>,
 }
 
@@ -181,3 +217,6 @@ mod redis_server;
 
 #[cfg(test)]
 mod differential;
+
+#[cfg(test)]
+mod changes;

@@ -15,11 +15,14 @@ use super::breaker::Breaker;
 use super::denial_cache::DenialCache;
 use super::error::Error;
 use super::options::{FailurePolicy, RedisOptions};
-use super::script::{DrawScript, answer};
+use super::quota::ChangeScripts;
+use super::script::{Answer, DrawScript, Drawn, answer};
 use crate::clock::{Clock, MonotonicClock};
 use crate::limiter::core::{Core, Split};
+use crate::limiter::live::LiveSplit;
 use crate::limiter::memory::tie_break;
 use crate::metrics::{Metrics, RedisMetrics};
+use crate::quota::Quota;
 use crate::store::Store;
 use crate::store::sealed::Apply;
 use crate::{Denied, Grant, Shard, ShardedLimiter};
@@ -54,8 +57,14 @@ impl<Conn, C> fmt::Debug for RedisStore<Conn, C> {
 pub(super) struct Shared<Conn, C> {
     pub(super) connection: Conn,
     pub(super) script: DrawScript,
-    /// The limiter's split, its interval a whole number of microseconds.
-    pub(super) split: Split,
+    pub(super) changes: ChangeScripts,
+    /// The limiter's split, its interval a whole number of microseconds:
+    /// the core's, changed when Redis holds another quota.
+    pub(super) split: Arc<LiveSplit>,
+    /// The version of the quota set live that `split` comes from (0: the
+    /// quota the limiter was built with, `built`).
+    pub(super) version: AtomicU64,
+    pub(super) built: Quota,
     /// The lender's reserve, as the core's.
     pub(super) reserve: u32,
     pub(super) options: RedisOptions,
@@ -84,9 +93,10 @@ where
     pub(super) async fn decide(&self, shard: Shard, n: u32) -> Decision {
         let sent = self.breaker.micros();
         // A weight of 0 is always granted, so never denied from memory.
+        let (version, split) = self.current();
         if n > 0
             && self.options.cache_denials
-            && let Some(denied) = self.denials.lookup(&self.split, &shard, n, sent)
+            && let Some(denied) = self.denials.lookup(&split, &shard, n, sent)
         {
             // Answered without a round trip: spend the task's cooperative
             // budget, so that a caller looping on denials yields in turn
@@ -99,10 +109,7 @@ where
             return self.by_policy(&shard, n, error);
         }
         let start = tie_break(shard.buckets().len());
-        let mut connection = self.connection.clone();
-        let round_trip =
-            self.script
-                .draw(&mut connection, &self.split, &shard, self.reserve, n, start);
+        let round_trip = self.draw((version, split), &shard, n, start);
         let error = match timeout(self.options.deadline, round_trip).await {
             Ok(Ok(drawn)) => {
                 self.breaker.answered(&shard, self.breaker.micros());
@@ -124,6 +131,38 @@ where
         let error = Arc::new(error);
         self.breaker.failed(&shard, &error);
         self.by_policy(&shard, n, Some(error))
+    }
+
+    /// The draw in Redis with the split of quota `version`; when Redis holds
+    /// another quota, the limiter takes it and draws again.
+    async fn draw(
+        &self,
+        (mut version, mut split): (u64, Split),
+        shard: &Shard,
+        n: u32,
+        start: usize,
+    ) -> Result<Drawn, Error> {
+        for _ in 0..3 {
+            let mut connection = self.connection.clone();
+            let answer = self.script.draw(
+                &mut connection,
+                (version, &split),
+                shard,
+                self.reserve,
+                n,
+                start,
+            );
+            match answer.await? {
+                Answer::Drawn(drawn) => return Ok(drawn),
+                Answer::Stale { .. } => {
+                    self.refresh().await?;
+                    (version, split) = self.current();
+                }
+            }
+        }
+        Err(Error::Reply {
+            detail: "the quota kept changing under the draw".to_owned(),
+        })
     }
 
     /// The decision of the failure policy, with the error that called it in.

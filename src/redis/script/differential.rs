@@ -4,14 +4,24 @@
 use redis::AsyncCommands;
 
 use super::redis_server::RedisServer;
-use super::{Call, DrawScript, MICROS};
+use super::{Answer, Call, DrawScript, Drawn, MICROS};
 use crate::draw::{Outcome, Pace, Span, draw};
 
+/// The draw of an answer that must be one.
+fn drawn(answer: Answer) -> Drawn {
+    match answer {
+        Answer::Drawn(drawn) => drawn,
+        Answer::Stale { version } => {
+            panic!("no quota was set, yet the script saw version {version}")
+        }
+    }
+}
+
 /// A small deterministic generator, so that a failure can be replayed.
-struct XorShift(u64);
+pub(super) struct XorShift(pub(super) u64);
 
 impl XorShift {
-    fn below(&mut self, n: u64) -> u64 {
+    pub(super) fn below(&mut self, n: u64) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
@@ -90,7 +100,7 @@ fn case(rng: &mut XorShift) -> Case {
     }
 }
 
-fn runtime() -> tokio::runtime::Runtime {
+pub(super) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -142,9 +152,10 @@ fn the_script_draws_exactly_as_the_pure_function() {
                 bursts: &case.bursts,
                 n: case.n,
                 start: case.start,
+                version: 0,
                 now: Some(case.now),
             };
-            let drawn = script.run(&mut connection, &call).await.unwrap();
+            let drawn = drawn(script.run(&mut connection, &call).await.unwrap());
             let got = drawn.outcome;
             // The script answers a denial's wait, not its instant, and keeps
             // the new arrival time to itself: compare those apart.
@@ -246,9 +257,10 @@ fn a_bucket_holding_a_string_that_is_not_a_time_is_repaired_as_empty() {
                 bursts: &[3, 3],
                 n: 1,
                 start: 0,
+                version: 0,
                 now: Some(now),
             };
-            let got = script.run(&mut connection, &call).await.unwrap().outcome;
+            let got = drawn(script.run(&mut connection, &call).await.unwrap()).outcome;
             assert!(
                 matches!(
                     got,

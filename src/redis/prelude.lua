@@ -1,0 +1,47 @@
+-- shuffle-limiter: what every script of the limiter starts with. The Rust
+-- side puts this file before draw.lua, rescale.lua and refund.lua.
+
+-- The latest time the scripts count, in microseconds: 2^53 - 2^50 - 1 (the
+-- year 2255), so that a time plus a bucket's capacity (at most 2^50 us, as
+-- the Rust side checks) stays an integer that a double holds exactly.
+local MAX_NOW = 7881299347898367
+
+-- The time to decide at, in microseconds: `sent` when the differential test
+-- sends one, otherwise the server's clock (TIME); never past MAX_NOW.
+local function clock(sent)
+  local now
+  if sent then
+    now = sent + 0
+  else
+    local time = redis.call('TIME')
+    now = time[1] * 1000000 + time[2]
+  end
+  if now > MAX_NOW then
+    now = MAX_NOW
+  end
+  return now
+end
+
+-- The version of the quota set live in `key`, "<version> <count> <period in
+-- ns> <burst>" (see src/redis/quota.rs): 0 while the key is missing, and an
+-- error reply as the second value when it holds something else.
+local function quota_version(key)
+  local quota = redis.call('GET', key)
+  if not quota then
+    return 0
+  end
+  local version = tonumber(string.match(quota, '^(%d+) '))
+  if not version then
+    return 0, redis.error_reply('NOTAQUOTA ' .. key .. ' ' .. quota)
+  end
+  return version
+end
+
+-- Writes a bucket's arrival time: the key lives until the bucket is full
+-- again, plus a second (a missing key reads as a full bucket, which by then
+-- it is). '%d' because Lua prints a number with 14 significant digits.
+local function store(key, tat, now)
+  local ttl = tat - now
+  redis.call('SET', key, string.format('%d', tat), 'PX', (ttl - ttl % 1000) / 1000 + 1001)
+end
+

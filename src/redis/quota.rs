@@ -1,0 +1,286 @@
+//! Changing a Redis limiter while it runs: the quota set live, which lives
+//! in Redis beside the buckets, and tokens given back.
+//!
+//! The quota key `{name}:quota` is missing until a quota is set live; then
+//! it holds `"<version> <count> <period in ns> <burst>"`. Every draw sends
+//! the version its interval and bursts come from, and the script draws
+//! nothing when the key holds another: the process reads the key, takes the
+//! new quota, and asks again. So no two processes ever decide with
+//! different quotas, whenever each of them was built. Deleting the key
+//! brings every process back to the quota it was built with.
+
+use std::sync::atomic::Ordering;
+
+use ::redis::Script;
+use ::redis::aio::ConnectionLike;
+
+use super::RedisLimiter;
+use super::build::{MAX_CAPACITY_MICROS, replica_share};
+use super::error::Error;
+use super::script::MICROS;
+use super::store::Shared;
+use crate::Grant;
+use crate::clock::Clock;
+use crate::error::{ConfigError, RefundTooLarge};
+use crate::limiter::core::Split;
+use crate::quota::Quota;
+
+/// The scripts after what every script of the limiter starts with.
+pub(super) const RESCALE_LUA: &str =
+    concat!(include_str!("prelude.lua"), include_str!("rescale.lua"));
+pub(super) const REFUND_LUA: &str =
+    concat!(include_str!("prelude.lua"), include_str!("refund.lua"));
+
+/// How many times a change asks again after finding a newer quota.
+const ATTEMPTS: usize = 3;
+
+/// The scripts that change a limiter's buckets other than by a draw.
+#[derive(Debug)]
+pub(super) struct ChangeScripts {
+    pub(super) rescale: Script,
+    pub(super) refund: Script,
+}
+
+impl Default for ChangeScripts {
+    fn default() -> Self {
+        ChangeScripts {
+            rescale: Script::new(RESCALE_LUA),
+            refund: Script::new(REFUND_LUA),
+        }
+    }
+}
+
+/// The quota key's text after its version.
+fn quota_text(quota: Quota) -> String {
+    let period = quota.period().as_nanos();
+    format!("{} {period} {}", quota.count(), quota.burst())
+}
+
+/// The version and quota a quota key holds.
+fn parse_quota(text: &str) -> Option<(u64, Quota)> {
+    let mut words = text.split(' ');
+    let version = words.next()?.parse().ok()?;
+    let count = words.next()?.parse().ok()?;
+    let period: u128 = words.next()?.parse().ok()?;
+    let burst = words.next()?.parse().ok()?;
+    let period = std::time::Duration::from_nanos(u64::try_from(period).ok()?);
+    words
+        .next()
+        .is_none()
+        .then(|| (version, Quota::new(count, period).with_burst(burst)))
+}
+
+impl<Conn, C> Shared<Conn, C>
+where
+    Conn: ConnectionLike + Clone + Send + Sync,
+    C: Clock,
+{
+    /// The split decisions are made with, and the quota version it comes
+    /// from, read together.
+    pub(super) fn current(&self) -> (u64, Split) {
+        loop {
+            let (read, split) = self.split.read();
+            let version = self.version.load(Ordering::Relaxed);
+            if self.split.unchanged(read) {
+                return (version, split);
+            }
+        }
+    }
+
+    /// The split of `quota` over the limiter's buckets, in whole
+    /// microseconds, or why the buckets cannot take it.
+    pub(super) fn split_of(&self, quota: Quota) -> Result<Split, Error> {
+        let buckets = self.script.keys().len() as u32;
+        let split = Split::of(quota, buckets)
+            .map_err(Error::Config)?
+            .coarsened(MICROS);
+        let capacity = split.interval() / MICROS * u64::from(split.burst_of(0));
+        if capacity > MAX_CAPACITY_MICROS {
+            return Err(Error::Config(ConfigError::Overflow {
+                refill_secs: u128::from(capacity / 1_000_000),
+            }));
+        }
+        Ok(split)
+    }
+
+    /// Takes `quota` of `version` as the one to decide with, here and in
+    /// the local fallback; denials remembered under the old one are
+    /// forgotten.
+    pub(super) fn adopt(&self, version: u64, quota: Quota, split: Split) {
+        self.split.change(quota, split, |_, _| {
+            self.version.store(version, Ordering::Relaxed);
+        });
+        self.denials.clear();
+        if let (Some(local), Some(replicas)) = (&self.fallback, self.options.policy.replicas()) {
+            let buckets = self.script.keys().len() as u32;
+            // A share the fallback cannot split keeps its old one: it only
+            // answers while Redis does not.
+            if let Ok(share) = replica_share(quota, replicas, buckets) {
+                let _ = local.set_quota(share);
+            }
+        }
+    }
+
+    /// Reads the quota key and adopts what it holds (the quota the limiter
+    /// was built with, when it holds nothing).
+    pub(super) async fn refresh(&self) -> Result<(), Error> {
+        let mut connection = self.connection.clone();
+        let key = self.script.quota_key();
+        let text: Option<String> = ::redis::cmd("GET")
+            .arg(key)
+            .query_async(&mut connection)
+            .await
+            .map_err(Error::from_redis)?;
+        let (version, quota) = match text {
+            None => (0, self.built),
+            Some(text) => parse_quota(&text).ok_or_else(|| Error::NotAQuota {
+                key: key.to_owned(),
+                detail: text.clone(),
+            })?,
+        };
+        let split = self.split_of(quota)?;
+        self.adopt(version, quota, split);
+        Ok(())
+    }
+}
+
+/// # Changing while running, over Redis
+impl<Conn, C> RedisLimiter<Conn, C>
+where
+    Conn: ConnectionLike + Clone + Send + Sync + 'static,
+    C: Clock + 'static,
+{
+    /// Changes the budget of every process sharing this limiter, at once:
+    /// as [`ShardedLimiter::set_quota`](crate::ShardedLimiter::set_quota), each bucket keeps the share of its
+    /// burst it held, in one script that moves all N buckets and stores the
+    /// quota beside them. Every process's next decision uses the new quota,
+    /// whatever it was built with.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when the buckets cannot take the quota, and the
+    /// errors of a round trip to Redis; the quota is then unchanged.
+    pub async fn set_quota(&self, quota: Quota) -> Result<(), Error> {
+        let shared = &self.store.shared;
+        let new = shared.split_of(quota)?;
+        for _ in 0..ATTEMPTS {
+            let (version, old) = shared.current();
+            let mut invocation = shared.changes.rescale.prepare_invoke();
+            for key in shared.script.keys() {
+                invocation.key(key.as_str());
+            }
+            invocation.key(shared.script.quota_key());
+            invocation.arg(version);
+            for split in [old, new] {
+                let interval = split.interval() / MICROS;
+                invocation.arg(interval).arg(split.burst).arg(split.larger);
+            }
+            invocation.arg(quota_text(quota));
+            match run(&invocation, &shared.connection).await? {
+                (1, version) => {
+                    shared.adopt(version, quota, new);
+                    return Ok(());
+                }
+                _ => shared.refresh().await?,
+            }
+        }
+        Err(Error::Reply {
+            detail: "the quota kept changing under set_quota".to_owned(),
+        })
+    }
+
+    /// Gives back every token `grant` took, as [`ShardedLimiter::refund`](crate::ShardedLimiter::refund)
+    /// does, in one script.
+    ///
+    /// # Errors
+    /// The errors of a round trip to Redis; nothing is then given back.
+    pub async fn refund(&self, grant: Grant) -> Result<(), Error> {
+        let tokens = grant.tokens();
+        match self.refund_n(grant, tokens).await {
+            Ok(result) => result,
+            Err(_) => unreachable!("a grant's own tokens can be refunded"),
+        }
+    }
+
+    /// Gives back `tokens` of what `grant` took, as
+    /// [`ShardedLimiter::refund_n`](crate::ShardedLimiter::refund_n) does, in one script.
+    ///
+    /// # Errors
+    /// The outer [`RefundTooLarge`] when `tokens` is more than the grant
+    /// took (found without asking Redis); the inner error for a failed round
+    /// trip. Nothing is given back in either case.
+    pub async fn refund_n(
+        &self,
+        grant: Grant,
+        tokens: u32,
+    ) -> Result<Result<(), Error>, RefundTooLarge> {
+        let refunds: Vec<_> = grant.refunds(tokens)?.collect();
+        let shared = &self.store.shared;
+        for _ in 0..ATTEMPTS {
+            let (version, split) = shared.current();
+            let mut invocation = shared.changes.refund.prepare_invoke();
+            for payment in &refunds {
+                invocation.key(shared.script.key(payment.bucket()).unwrap_or_default());
+            }
+            invocation.key(shared.script.quota_key()).arg(version);
+            for payment in &refunds {
+                invocation.arg(u64::from(payment.tokens()) * (split.interval() / MICROS));
+            }
+            match run(&invocation, &shared.connection).await {
+                Ok((1, _)) => return Ok(Ok(())),
+                Ok(_) => {
+                    if let Err(e) = shared.refresh().await {
+                        return Ok(Err(e));
+                    }
+                }
+                Err(e) => return Ok(Err(e)),
+            }
+        }
+        Ok(Err(Error::Reply {
+            detail: "the quota kept changing under refund".to_owned(),
+        }))
+    }
+}
+
+/// One call of a change script, answering `(done, version)`.
+async fn run<Conn: ConnectionLike + Clone>(
+    invocation: &::redis::ScriptInvocation<'_>,
+    connection: &Conn,
+) -> Result<(i64, u64), Error> {
+    let mut connection = connection.clone();
+    let reply: Vec<i64> = invocation
+        .invoke_async(&mut connection)
+        .await
+        .map_err(Error::from_redis)?;
+    match reply[..] {
+        [done @ (0 | 1), version] if version >= 0 => Ok((done, version as u64)),
+        _ => Err(Error::Reply {
+            detail: format!("{reply:?}"),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{Quota, parse_quota, quota_text};
+
+    #[test]
+    fn a_quota_key_reads_back_what_was_written() {
+        let quota = Quota::new(7, Duration::from_millis(1500)).with_burst(30);
+        let text = format!("12 {}", quota_text(quota));
+        assert_eq!(text, "12 7 1500000000 30");
+        assert_eq!(parse_quota(&text), Some((12, quota)));
+        for bad in [
+            "",
+            "1",
+            "1 2 3",
+            "x 1 2 3",
+            "1 2 3 4 5",
+            "1 -2 3 4",
+            "1 2 3 4 ",
+        ] {
+            assert_eq!(parse_quota(bad), None, "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,40 @@
+-- shuffle-limiter: tokens given back to the buckets that paid a grant, on
+-- the Redis server.
+--
+-- This is `refund` of src/draw/rescale.rs for each bucket, in integer
+-- microseconds; the differential test in src/redis/script/changes.rs feeds
+-- both the same inputs.
+--
+-- KEYS[i]      the keys of the buckets to pay back.
+-- KEYS[m + 1]  the quota key, "{limiter-name}:quota".
+-- ARGV[1]      the quota version the credits were counted in.
+-- ARGV[1 + i]  the credit, in microseconds, to give back to KEYS[i].
+-- ARGV[m + 2]  absent in production (the server's clock); the test's time.
+--
+-- Reply: { 1, version } once given back, or { 0, version } when the key
+-- holds another version than ARGV[1]: nothing is given back, and the caller
+-- reads the quota and asks again.
+
+local payers = #KEYS - 1
+local version, bad = quota_version(KEYS[payers + 1])
+if bad then
+  return bad
+end
+if version ~= ARGV[1] + 0 then
+  return { 0, version }
+end
+local now = clock(ARGV[payers + 2])
+
+for i = 1, payers do
+  -- A missing key is a full bucket, and a full one takes nothing back; a
+  -- string that is not a time is left for draw.lua to repair.
+  local tat = tonumber(redis.call('GET', KEYS[i]))
+  if tat and tat == tat and tat % 1 == 0 and tat > now and tat < 9007199254740992 then
+    local back = tat - ARGV[1 + i]
+    if back < now then
+      back = now
+    end
+    store(KEYS[i], back, now)
+  end
+end
+return { 1, version }

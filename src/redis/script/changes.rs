@@ -1,0 +1,180 @@
+//! The change scripts against the pure steps of `src/draw/rescale.rs`: the
+//! same inputs, the same arrival times written — on a real `redis-server`.
+
+use redis::{AsyncCommands, Script};
+
+use super::differential::{XorShift, runtime};
+use super::redis_server::RedisServer;
+use crate::draw::{Pace, refund, rescale};
+use crate::redis::quota::{REFUND_LUA, RESCALE_LUA};
+
+/// A bucket's arrival time, from an empty bucket to a full one and a clock
+/// that went back, or 0 for a missing key.
+fn tat_of(rng: &mut XorShift, capacity: u64, now: u64) -> u64 {
+    match rng.below(5) {
+        0 => 0,
+        1 => now.saturating_sub(rng.below(2 * capacity + 1)),
+        2 | 3 => now + rng.below(capacity + 1),
+        _ => now + capacity + rng.below(capacity + 1),
+    }
+}
+
+/// A split: interval (µs), burst, larger; capacities up to 2⁵⁰ µs, where the
+/// product of two no longer fits a double.
+fn split_of(rng: &mut XorShift) -> (u64, u32, u32) {
+    let interval = [1, 7, 1000, 123_457, 1 << 30, (1 << 40) - 3][rng.below(6) as usize];
+    let burst = 1 + rng.below(if interval > 1 << 20 { 1000 } else { 1 << 20 }) as u32;
+    (interval, burst, rng.below(8) as u32)
+}
+
+async fn read(connection: &mut redis::aio::MultiplexedConnection, key: &str) -> u64 {
+    let value: Option<u64> = connection.get(key).await.unwrap();
+    value.unwrap_or(0)
+}
+
+#[test]
+fn the_rescale_script_moves_every_bucket_as_the_pure_function() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let mut connection = server.connection().await;
+        let script = Script::new(RESCALE_LUA);
+        let keys: Vec<String> = (0..8).map(|i| format!("{{rescale}}:b{i}")).collect();
+        let quota_key = "{rescale}:quota";
+        let mut rng = XorShift(0x0005_CA1E);
+        let mut kept_part = 0;
+        for step in 0..1500u64 {
+            let buckets = 1 + rng.below(8) as usize;
+            let (old, new) = (split_of(&mut rng), split_of(&mut rng));
+            let burst = |(_, burst, larger): (u64, u32, u32), b: usize| {
+                burst + u32::from((b as u32) < larger)
+            };
+            let now =
+                [0, 1_000_000, 1_764_000_000_000_000][rng.below(3) as usize] + rng.below(1 << 20);
+            let mut want = Vec::new();
+            for (b, key) in keys[..buckets].iter().enumerate() {
+                let capacity = u64::from(burst(old, b)) * old.0;
+                let tat = tat_of(&mut rng, capacity, now);
+                if tat == 0 {
+                    let _: () = connection.del(key).await.unwrap();
+                } else {
+                    let _: () = connection.set(key, tat).await.unwrap();
+                }
+                let from = (Pace::every(old.0), burst(old, b));
+                let to = (Pace::every(new.0), burst(new, b));
+                let after = rescale(from, to, tat, now);
+                let room = Pace::room(to.0.capacity(to.1), after, now);
+                kept_part += usize::from(room > 0 && room < to.0.capacity(to.1));
+                want.push(after);
+            }
+            // Each step's quota key holds the version of the one before.
+            let mut invocation = script.prepare_invoke();
+            for key in &keys[..buckets] {
+                invocation.key(key);
+            }
+            invocation.key(quota_key).arg(step);
+            for (interval, burst, larger) in [old, new] {
+                invocation.arg(interval).arg(burst).arg(larger);
+            }
+            invocation.arg("5 1000000000 5").arg(now);
+            let reply: Vec<u64> = invocation.invoke_async(&mut connection).await.unwrap();
+            assert_eq!(reply, [1, step + 1], "step {step}");
+            for (b, key) in keys[..buckets].iter().enumerate() {
+                let got = read(&mut connection, key).await;
+                assert_eq!(
+                    got, want[b],
+                    "step {step}, bucket {b}: {old:?} to {new:?} at {now}"
+                );
+            }
+            let text: String = connection.get(quota_key).await.unwrap();
+            assert_eq!(text, format!("{} 5 1000000000 5", step + 1));
+        }
+        assert!(
+            kept_part > 1000,
+            "{kept_part} buckets kept part of their room"
+        );
+        // A caller that read an older version moves nothing.
+        let before = read(&mut connection, &keys[0]).await;
+        let mut invocation = script.prepare_invoke();
+        invocation.key(&keys[0]).key(quota_key).arg(3);
+        invocation
+            .arg(10)
+            .arg(1)
+            .arg(0)
+            .arg(20)
+            .arg(1)
+            .arg(0)
+            .arg("1 1 1")
+            .arg(5);
+        let reply: Vec<u64> = invocation.invoke_async(&mut connection).await.unwrap();
+        assert_eq!(reply, [0, 1500]);
+        assert_eq!(read(&mut connection, &keys[0]).await, before);
+    });
+}
+
+#[test]
+fn the_refund_script_gives_back_as_the_pure_function() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let mut connection = server.connection().await;
+        let script = Script::new(REFUND_LUA);
+        let keys: Vec<String> = (0..4).map(|i| format!("{{refund}}:b{i}")).collect();
+        let quota_key = "{refund}:quota";
+        let _: () = connection.set(quota_key, "7 5 1000000000 5").await.unwrap();
+        let mut rng = XorShift(0x0BAC_CAFE);
+        let (mut partial, mut capped) = (0, 0);
+        for step in 0..1500 {
+            let payers = 1 + rng.below(4) as usize;
+            let now =
+                [0, 1_000_000, 1_764_000_000_000_000][rng.below(3) as usize] + rng.below(1 << 20);
+            let mut invocation = script.prepare_invoke();
+            let mut want = Vec::new();
+            let mut costs = Vec::new();
+            for key in &keys[..payers] {
+                let capacity = 1 + rng.below(1 << 24);
+                let tat = tat_of(&mut rng, capacity, now);
+                if tat == 0 {
+                    let _: () = connection.del(key).await.unwrap();
+                } else {
+                    let _: () = connection.set(key, tat).await.unwrap();
+                }
+                let cost = rng.below(2 * capacity);
+                let after = refund(tat, cost, now);
+                partial += usize::from(after > now && after < tat);
+                capped += usize::from(after == now && tat > now);
+                want.push(after);
+                costs.push(cost);
+                invocation.key(key);
+            }
+            invocation.key(quota_key).arg(7);
+            for cost in costs {
+                invocation.arg(cost);
+            }
+            invocation.arg(now);
+            let reply: Vec<u64> = invocation.invoke_async(&mut connection).await.unwrap();
+            assert_eq!(reply, [1, 7], "step {step}");
+            for (j, key) in keys[..payers].iter().enumerate() {
+                assert_eq!(
+                    read(&mut connection, key).await,
+                    want[j],
+                    "step {step}, payer {j}"
+                );
+            }
+        }
+        assert!(
+            partial > 300 && capped > 300,
+            "{partial} partial, {capped} capped"
+        );
+        // A refund counted under another quota gives nothing back.
+        let _: () = connection.set(&keys[0], 5_000_000u64).await.unwrap();
+        let mut invocation = script.prepare_invoke();
+        invocation
+            .key(&keys[0])
+            .key(quota_key)
+            .arg(6)
+            .arg(1000)
+            .arg(1_000_000);
+        let reply: Vec<u64> = invocation.invoke_async(&mut connection).await.unwrap();
+        assert_eq!(reply, [0, 7]);
+        assert_eq!(read(&mut connection, &keys[0]).await, 5_000_000);
+    });
+}
