@@ -1,0 +1,231 @@
+//! Changing a Redis limiter while it runs, against a real `redis-server`:
+//! a quota set by one process is the one every other process decides with
+//! next, each bucket keeps its share, and refunds give back what was taken.
+
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use shuffle_limiter::redis::{Error, FailurePolicy, RedisLimiter, RedisOptions, Source};
+use shuffle_limiter::{Quota, ShardedLimiter};
+
+#[path = "support/redis_server.rs"]
+mod redis_server;
+use redis_server::RedisServer;
+
+/// 20 tokens over 4 buckets of 5, refilling one token per 2 s per bucket:
+/// slow enough that a test's own time adds at most a token or two.
+fn slow(burst: u32) -> Quota {
+    Quota::new(burst, Duration::from_secs(10 * u64::from(burst) / 20)).with_burst(burst)
+}
+
+/// A limiter as one process of a fleet builds it.
+async fn process(server: &RedisServer, name: &str, policy: FailurePolicy) -> RedisLimiter {
+    ShardedLimiter::builder()
+        .quota(slow(20))
+        .buckets(4)
+        .per_tenant(4)
+        .name(name)
+        .build_redis(
+            &server.url(),
+            RedisOptions::new(policy).deadline(Duration::from_secs(2)),
+        )
+        .await
+        .unwrap()
+}
+
+/// Grants until the first denial (at most `most`).
+async fn drain(limiter: &RedisLimiter, most: u32) -> u32 {
+    for granted in 0..most {
+        if limiter.check("t").await.is_err() {
+            return granted;
+        }
+    }
+    most
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_quota_set_by_one_process_is_what_the_others_decide_with_next() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let a = process(&server, "rise", FailurePolicy::FailClosed).await;
+        let b = process(&server, "rise", FailurePolicy::FailClosed).await;
+        // Half the burst used, then the burst doubled: each bucket keeps
+        // half of its new 10, so 20 are left, not the 40 a rebuild gives.
+        assert_eq!(drain(&a, 10).await, 10);
+        a.set_quota(slow(40)).await.unwrap();
+        assert_eq!(a.quota(), slow(40));
+        let left = drain(&b, 60).await;
+        assert!((20..=22).contains(&left), "{left} left after the rise");
+        assert_eq!(b.quota(), slow(40), "b took the quota from Redis");
+        assert_eq!(b.bucket_burst(0), Some(10));
+        // A cut the other way: empty buckets stay empty.
+        b.set_quota(slow(8)).await.unwrap();
+        assert!(drain(&a, 10).await <= 1);
+        assert_eq!(a.quota(), slow(8));
+        // Decisions went to Redis; none were made by the policy.
+        assert_eq!(b.stats().from_policy() + a.stats().from_policy(), 0);
+    });
+}
+
+#[test]
+fn a_quota_the_buckets_cannot_take_is_refused_and_changes_nothing() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let a = process(&server, "refused", FailurePolicy::FailClosed).await;
+        let err = a.set_quota(Quota::per_second(3)).await.unwrap_err();
+        assert!(matches!(err, Error::Config(_)), "{err:?}");
+        assert!(err.to_string().contains("burst"), "{err}");
+        let mut connection = server.connection().await;
+        let key: Option<String> = connection.get("{refused}:quota").await.unwrap();
+        assert_eq!(key, None);
+        assert_eq!(drain(&a, 30).await, 20);
+    });
+}
+
+#[test]
+fn a_stray_quota_key_denies_and_deleting_it_restores_the_built_quota() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let a = process(&server, "stray", FailurePolicy::FailOpen).await;
+        a.set_quota(slow(40)).await.unwrap();
+        let mut connection = server.connection().await;
+        let _: () = connection.set("{stray}:quota", "lots").await.unwrap();
+        // Even FailOpen does not grant on a key it cannot read.
+        let decision = a.decide("t", 1).await.unwrap();
+        assert_eq!(decision.source(), Source::Policy);
+        assert!(!decision.is_granted());
+        let error = decision.error().unwrap();
+        assert!(matches!(error, Error::NotAQuota { .. }), "{error:?}");
+        assert!(error.to_string().contains("delete it"), "{error}");
+        // Without the key, everyone is back on the quota built with.
+        let _: () = connection.del("{stray}:quota").await.unwrap();
+        let b = process(&server, "stray", FailurePolicy::FailOpen).await;
+        assert!(b.check("t").await.is_ok());
+        assert!(a.check("t").await.is_ok());
+        assert_eq!(a.quota(), slow(20));
+    });
+}
+
+#[test]
+fn refunds_give_back_to_the_buckets_that_paid_once_whatever_the_quota() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let a = process(&server, "refund", FailurePolicy::FailClosed).await;
+        let b = process(&server, "refund", FailurePolicy::FailClosed).await;
+        // A weight of 8 over buckets of 5 takes two of them.
+        let grant = a.check_n("t", 8).await.unwrap().unwrap();
+        assert_eq!(grant.payments().len(), 2);
+        let err = a.refund_n(grant.clone(), 9).await.unwrap_err();
+        assert_eq!((err.requested(), err.granted()), (9, 8));
+        a.refund_n(grant, 6).await.unwrap().unwrap();
+        // 20 - 8 + 6 left.
+        let grant = b.check("t").await.unwrap();
+        assert!(
+            (17..=18).contains(&grant.remaining()),
+            "{}",
+            grant.remaining()
+        );
+        // Another process changes the quota; a refund counted under the old
+        // one learns the new one and gives back a token of it.
+        b.set_quota(slow(40)).await.unwrap();
+        let before = b.check_n("t", 0).await.unwrap().unwrap().remaining();
+        a.refund(grant).await.unwrap();
+        let after = b.check_n("t", 0).await.unwrap().unwrap().remaining();
+        assert!(
+            (before + 1..=before + 2).contains(&after),
+            "{before} then {after}"
+        );
+        assert_eq!(a.quota(), slow(40));
+        // Full buckets take nothing back.
+        let full = b.check("u").await.unwrap();
+        let _: () = server
+            .connection()
+            .await
+            .del(&["{refund}:b0", "{refund}:b1", "{refund}:b2", "{refund}:b3"][..])
+            .await
+            .unwrap();
+        b.refund(full).await.unwrap();
+        assert_eq!(drain(&b, 60).await, 40);
+    });
+}
+
+#[test]
+fn a_change_racing_a_fleet_keeps_the_budget_of_both_quotas() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::time::Instant;
+
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let (before, after) = (
+            Quota::per_second(400).with_burst(40),
+            Quota::per_second(100).with_burst(200),
+        );
+        let build = || async {
+            ShardedLimiter::builder()
+                .quota(before)
+                .buckets(8)
+                .per_tenant(2)
+                .name("fleet-change")
+                .build_redis(
+                    &server.url(),
+                    RedisOptions::new(FailurePolicy::FailClosed).deadline(Duration::from_secs(2)),
+                )
+                .await
+                .unwrap()
+        };
+        let changer = build().await;
+        let (stop, granted) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicU64::new(0)),
+        );
+        let start = Instant::now();
+        let mut load = Vec::new();
+        for p in 0..2 {
+            let process = Arc::new(build().await);
+            for task in 0..2 {
+                let (process, stop, granted) = (
+                    Arc::clone(&process),
+                    Arc::clone(&stop),
+                    Arc::clone(&granted),
+                );
+                load.push(tokio::spawn(async move {
+                    let mut i = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        i += 1;
+                        let tenant = format!("t{}", (i * 4 + p * 2 + task) % 50);
+                        if process.check(tenant).await.is_ok() {
+                            granted.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }));
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let change_from = start.elapsed();
+        changer.set_quota(after).await.unwrap();
+        let change_to = start.elapsed();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        stop.store(true, Ordering::Relaxed);
+        for task in load {
+            task.await.unwrap();
+        }
+        let end = start.elapsed();
+        let granted = granted.load(Ordering::Relaxed) as f64;
+        let rate = |q: Quota| f64::from(q.count()) / q.period().as_secs_f64();
+        let bound = rate(before) * change_to.as_secs_f64()
+            + rate(after) * (end - change_from).as_secs_f64()
+            + f64::from(before.burst().max(after.burst()));
+        assert!(granted <= bound, "{granted} granted, at most {bound}");
+        // The load kept the buckets busy: well over the first burst.
+        assert!(granted > 100.0, "{granted} granted of {bound}");
+    });
+}
