@@ -49,6 +49,14 @@
 //! full again, so idle limiters leave nothing behind; a missing key reads as
 //! a full bucket, which it then is.
 //!
+//! A quota set live ([`RedisLimiter::set_quota`]) lives beside the buckets,
+//! in `{name}:quota`, with a version that every decision sends: a process
+//! deciding with another quota's numbers draws nothing, reads the key and
+//! asks again, so no two processes decide with different quotas. The key
+//! is missing until then; deleting it brings every process back to the
+//! quota it was built with, as the buckets stand (without moving them to
+//! it, as a change does).
+//!
 //! A bucket key holding a string that is not a time (`nan`, `inf`, `1e300`,
 //! a negative or fractional number, text) is repaired: the script reads it,
 //! and writes it back, as an empty bucket, which then refills at its rate —
