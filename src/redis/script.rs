@@ -132,8 +132,10 @@ impl DrawScript {
     }
 }
 
-/// What the script answered: a draw, or that the quota changed.
+/// What the script answered: a draw, or that the quota changed. (Not
+/// boxed: it lives for one call, and the draw is the common answer.)
 #[derive(Debug, PartialEq, Eq)]
+#[allow(clippy::large_enum_variant)]
 pub(super) enum Answer {
     Drawn(Drawn),
     /// The quota key holds `version`, not the caller's: nothing was drawn.

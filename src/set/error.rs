@@ -33,6 +33,16 @@ pub(super) enum SetErrorKind {
     Duplicate,
     /// `from_config` met a Redis limiter, which needs `connect`.
     NeedsConnect,
+    /// A reload changes a setting a running limiter cannot change.
+    FixedSetting {
+        field: &'static str,
+    },
+    /// A reload of a set built from limiters in code, with no config to
+    /// compare with.
+    NoConfig,
+    /// A reload could not change a Redis limiter's quota.
+    #[cfg(feature = "redis")]
+    RedisChange(RedisError),
     #[cfg(feature = "redis")]
     Redis(RedisBuildError),
 }
@@ -53,6 +63,11 @@ impl SetError {
     pub(super) fn redis(limiter: &str, error: crate::redis::BuildError) -> SetError {
         SetError::new(limiter, SetErrorKind::Redis(RedisBuildError(error)))
     }
+
+    #[cfg(feature = "redis")]
+    pub(super) fn redis_change(limiter: &str, error: crate::redis::Error) -> SetError {
+        SetError::new(limiter, SetErrorKind::RedisChange(RedisError(error)))
+    }
 }
 
 /// # Inspecting
@@ -68,6 +83,13 @@ impl SetError {
             SetErrorKind::Config(e) => config_field(e),
             SetErrorKind::Duplicate => None,
             SetErrorKind::NeedsConnect => Some("redis"),
+            SetErrorKind::FixedSetting { field } => Some(field),
+            SetErrorKind::NoConfig => None,
+            #[cfg(feature = "redis")]
+            SetErrorKind::RedisChange(e) => match &e.0 {
+                crate::redis::Error::Config(e) => config_field(e),
+                _ => Some("redis"),
+            },
             #[cfg(feature = "redis")]
             SetErrorKind::Redis(e) => redis_field(&e.0),
         }
@@ -157,6 +179,21 @@ impl PartialEq for RedisBuildError {
 #[cfg(feature = "redis")]
 impl Eq for RedisBuildError {}
 
+/// A Redis error in a [`SetError`], equal to another when it reads the same.
+#[cfg(feature = "redis")]
+#[derive(Debug, Clone)]
+pub(super) struct RedisError(crate::redis::Error);
+
+#[cfg(feature = "redis")]
+impl PartialEq for RedisError {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.to_string() == other.0.to_string()
+    }
+}
+
+#[cfg(feature = "redis")]
+impl Eq for RedisError {}
+
 impl fmt::Display for SetError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "limiters.{}", self.limiter)?;
@@ -172,8 +209,18 @@ impl fmt::Display for SetError {
                 ": a Redis limiter needs a connection: build the set with \
                  `LimiterSet::connect(&config).await`",
             ),
+            SetErrorKind::FixedSetting { .. } => f.write_str(
+                ": a running limiter keeps this setting (only the rate and the burst \
+                 change live): put back the old value, or restart with the new one",
+            ),
+            SetErrorKind::NoConfig => f.write_str(
+                ": the set was built from limiters in code, with no config to compare: \
+                 build it with `LimiterSet::from_config` to reload it",
+            ),
             #[cfg(feature = "redis")]
             SetErrorKind::Redis(e) => write!(f, ": {}", e.0),
+            #[cfg(feature = "redis")]
+            SetErrorKind::RedisChange(e) => write!(f, ": {}", e.0),
         }
     }
 }
@@ -184,6 +231,8 @@ impl std::error::Error for SetError {
             SetErrorKind::Config(e) => Some(e),
             #[cfg(feature = "redis")]
             SetErrorKind::Redis(e) => Some(&e.0),
+            #[cfg(feature = "redis")]
+            SetErrorKind::RedisChange(e) => Some(&e.0),
             _ => None,
         }
     }

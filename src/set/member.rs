@@ -107,6 +107,15 @@ impl<C> Entry<C> {
         }
     }
 
+    /// The same limiter, shared.
+    pub(super) fn share(&self) -> Entry<C> {
+        match self {
+            Entry::Local(limiter) => Entry::Local(Arc::clone(limiter)),
+            #[cfg(feature = "redis")]
+            Entry::Redis(limiter) => Entry::Redis(Arc::clone(limiter)),
+        }
+    }
+
     pub(super) fn member(&self) -> Member<'_, C> {
         match self {
             Entry::Local(limiter) => Member::Local(limiter),

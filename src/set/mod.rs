@@ -119,6 +119,7 @@ mod no_redis;
 mod rate;
 #[cfg(feature = "redis")]
 mod redis;
+mod reload;
 mod reserve;
 mod serialize;
 
@@ -144,6 +145,8 @@ pub use member::Member;
 pub use rate::{Rate, RateError, RateErrorKind};
 #[cfg(feature = "redis")]
 pub use redis::RedisConfig;
+use reload::Configs;
+pub use reload::Reload;
 pub use reserve::Reserve;
 
 type Map<C> = HashMap<Box<str>, Entry<C>, foldhash::fast::RandomState>;
@@ -154,12 +157,16 @@ type Map<C> = HashMap<Box<str>, Entry<C>, foldhash::fast::RandomState>;
 /// Cloning is cheap and clones share the limiters.
 pub struct LimiterSet<C = MonotonicClock> {
     limiters: Arc<Map<C>>,
+    /// The settings each limiter was built from (none for a set built from
+    /// limiters in code), for [`reload`](LimiterSet::reload).
+    configs: Arc<Configs>,
 }
 
 impl<C> Clone for LimiterSet<C> {
     fn clone(&self) -> Self {
         LimiterSet {
             limiters: Arc::clone(&self.limiters),
+            configs: Arc::clone(&self.configs),
         }
     }
 }
@@ -225,6 +232,7 @@ impl<C: Clock> LimiterSet<C> {
         }
         Ok(LimiterSet {
             limiters: Arc::new(map),
+            configs: Arc::new(config.limiters.clone()),
         })
     }
 
@@ -260,6 +268,7 @@ impl<C: Clock> LimiterSet<C> {
         }
         Ok(LimiterSet {
             limiters: Arc::new(map),
+            configs: Arc::new(config.limiters.clone()),
         })
     }
 
@@ -292,6 +301,7 @@ impl<C: Clock> LimiterSet<C> {
         }
         Ok(LimiterSet {
             limiters: Arc::new(map),
+            configs: Arc::default(),
         })
     }
 }

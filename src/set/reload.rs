@@ -1,0 +1,286 @@
+//! Applying a new config to a running set: unchanged limiters keep their
+//! state, changed quotas change live, removed limiters leave the set, new
+//! ones start.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::error::SetErrorKind;
+#[cfg(feature = "redis")]
+use super::member::Entry;
+use super::{LimiterConfig, LimiterSet, Map, SetConfig, SetError, build_local};
+use crate::clock::Clock;
+
+/// What [`LimiterSet::reload`] did, limiter by limiter, each list sorted by
+/// name: the new set is in [`set`](Reload::set).
+#[derive(Debug)]
+pub struct Reload<C> {
+    set: LimiterSet<C>,
+    changed: Vec<String>,
+    added: Vec<String>,
+    removed: Vec<String>,
+}
+
+impl<C> Reload<C> {
+    /// The set the new config describes. It shares every limiter that the
+    /// old set had and the new config keeps, with its state.
+    pub fn set(&self) -> &LimiterSet<C> {
+        &self.set
+    }
+
+    /// The new set, taken.
+    pub fn into_set(self) -> LimiterSet<C> {
+        self.set
+    }
+
+    /// Limiters whose quota changed live: whoever holds them (a layer, a
+    /// waiting task, the old set) decides with the new quota from now on.
+    pub fn changed(&self) -> &[String] {
+        &self.changed
+    }
+
+    /// Limiters the new config adds, built with full buckets.
+    pub fn added(&self) -> &[String] {
+        &self.added
+    }
+
+    /// Limiters the new config leaves out: not in the new set, and dropped
+    /// once nothing holds them.
+    pub fn removed(&self) -> &[String] {
+        &self.removed
+    }
+}
+
+/// What a limiter's new settings ask of the running one.
+enum Step<'a> {
+    Keep,
+    Quota(&'a LimiterConfig),
+    Add(&'a LimiterConfig),
+}
+
+/// The first setting, other than the rate and the burst, in which `new`
+/// differs from `old` as it would be built (N and k as resolved from their
+/// defaults too): those cannot change while the limiter runs.
+fn fixed_change(name: &str, old: &LimiterConfig, new: &LimiterConfig) -> Option<&'static str> {
+    let (old_shape, new_shape) = (old.builder(name).shape(), new.builder(name).shape());
+    if old_shape.0 != new_shape.0 {
+        return Some("buckets");
+    }
+    if old_shape.1 != new_shape.1 {
+        return Some("per_tenant");
+    }
+    let same = |a: bool| (!a).then_some(());
+    let fields = [
+        ("per_user", same(old.per_user == new.per_user)),
+        ("tiers", same(old.tiers == new.tiers)),
+        ("tenant_tiers", same(old.tenant_tiers == new.tenant_tiers)),
+        ("borrow_from", same(old.borrow_from == new.borrow_from)),
+        (
+            "lender_reserve",
+            same(old.lender_reserve == new.lender_reserve),
+        ),
+        ("salt", same(old.salt == new.salt)),
+        ("tenant_cache", same(old.tenant_cache == new.tenant_cache)),
+        ("redis", same(old.is_redis() == new.is_redis())),
+        #[cfg(feature = "redis")]
+        ("redis", same(old.redis == new.redis)),
+    ];
+    fields
+        .into_iter()
+        .find_map(|(field, differs)| differs.map(|()| field))
+}
+
+impl<C: Clock + Clone> LimiterSet<C> {
+    /// The steps from this set to `config`, checked before anything changes.
+    fn plan<'a>(&self, config: &'a SetConfig) -> Result<Vec<(&'a str, Step<'a>)>, SetError> {
+        let mut steps = Vec::new();
+        for (name, new) in &config.limiters {
+            let step = match self.configs.get(name.as_str()) {
+                None if self.limiters.contains_key(name.as_str()) => {
+                    return Err(SetError::new(name, SetErrorKind::NoConfig));
+                }
+                None => Step::Add(new),
+                Some(old) if old == new => Step::Keep,
+                Some(old) => {
+                    if let Some(field) = fixed_change(name, old, new) {
+                        return Err(SetError::new(name, SetErrorKind::FixedSetting { field }));
+                    }
+                    // Refuse a quota the buckets cannot take before any
+                    // limiter changes.
+                    new.builder(name)
+                        .validate()
+                        .map_err(|e| SetError::config(name, e))?;
+                    Step::Quota(new)
+                }
+            };
+            steps.push((name.as_str(), step));
+        }
+        Ok(steps)
+    }
+
+    /// The set for `config` from this one's limiters, given the limiters
+    /// `config` adds; and the report.
+    fn assemble(
+        &self,
+        config: &SetConfig,
+        steps: &[(&str, Step<'_>)],
+        mut added: Map<C>,
+    ) -> Reload<C> {
+        let mut map = Map::default();
+        let mut changed = Vec::new();
+        for (name, step) in steps {
+            let entry = match step {
+                Step::Add(_) => added.remove(*name).expect("built by the caller"),
+                Step::Keep | Step::Quota(_) => self.limiters[*name].share(),
+            };
+            if matches!(step, Step::Quota(_)) {
+                changed.push((*name).to_owned());
+            }
+            map.insert((*name).into(), entry);
+        }
+        let removed = self
+            .names()
+            .filter(|name| !config.limiters.contains_key(*name))
+            .map(str::to_owned)
+            .collect();
+        let added = steps
+            .iter()
+            .filter(|(_, step)| matches!(step, Step::Add(_)))
+            .map(|(name, _)| (*name).to_owned())
+            .collect();
+        Reload {
+            set: LimiterSet {
+                limiters: Arc::new(map),
+                configs: Arc::new(config.limiters.clone()),
+            },
+            changed,
+            added,
+            removed,
+        }
+    }
+
+    /// Applies `config` to the running set, in process: limiters whose
+    /// settings are the same keep their state untouched; limiters whose
+    /// rate or burst changed get the new quota live
+    /// ([`ShardedLimiter::set_quota`](crate::ShardedLimiter::set_quota): no
+    /// fresh burst, and whoever holds them sees it at once); new limiters
+    /// are built, each reading a clone of `clock`; limiters left out are not
+    /// in the new set. This set is left as it was but for the quotas: use
+    /// the one in the [`Reload`].
+    ///
+    /// ```
+    /// use shuffle_limiter::ManualClock;
+    /// use shuffle_limiter::set::{LimiterSet, SetConfig};
+    ///
+    /// let clock = ManualClock::new();
+    /// let config: SetConfig = toml::from_str(
+    ///     "[limiters.amazon]\nrate = \"8/s\"\nbuckets = 2\nper_tenant = 2",
+    /// )?;
+    /// let set = LimiterSet::from_config_with_clock(&config, clock.clone())?;
+    /// let amazon = set.get("amazon").unwrap().clone(); // held by a layer, say
+    /// for _ in 0..6 {
+    ///     amazon.check("t").unwrap();
+    /// }
+    ///
+    /// let config: SetConfig = toml::from_str(
+    ///     "[limiters.amazon]\nrate = \"16/s\"\nbuckets = 2\nper_tenant = 2\n\
+    ///      [limiters.ebay]\nrate = \"1/s\"",
+    /// )?;
+    /// let reload = set.reload(&config, clock.clone())?;
+    /// assert_eq!((reload.changed(), reload.added()), (&["amazon".to_owned()][..], &["ebay".to_owned()][..]));
+    /// // The tenant had used 6 of its 8 tokens: it keeps a quarter, of 16.
+    /// assert_eq!(amazon.quota().count(), 16);
+    /// assert_eq!(amazon.remaining("t"), 4);
+    /// // Changing N is refused, and changes nothing.
+    /// let config: SetConfig = toml::from_str("[limiters.amazon]\nrate = \"16/s\"")?;
+    /// let err = reload.set().reload(&config, clock).unwrap_err();
+    /// assert!(err.to_string().starts_with("limiters.amazon.buckets: a running limiter keeps"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// A [`SetError`] naming the first limiter whose new settings cannot
+    /// work, or change a setting other than the rate and the burst (N, k,
+    /// the salt, tiers, borrowing, the cache, where the buckets live), or
+    /// that is a Redis limiter to add or change (use `reload_connect`).
+    /// Nothing changes then.
+    pub fn reload(&self, config: &SetConfig, clock: C) -> Result<Reload<C>, SetError> {
+        let steps = self.plan(config)?;
+        let mut added = Map::default();
+        for (name, step) in &steps {
+            match step {
+                Step::Add(new) | Step::Quota(new) if new.is_redis() => {
+                    return Err(SetError::new(name, SetErrorKind::NeedsConnect));
+                }
+                Step::Add(new) => {
+                    added.insert((*name).into(), build_local(name, new, clock.clone())?);
+                }
+                _ => {}
+            }
+        }
+        for (name, step) in &steps {
+            if let (Step::Quota(new), Some(limiter)) = (step, self.get(name)) {
+                let quota = new.builder(name).validate().map(|(quota, ..)| quota);
+                quota
+                    .and_then(|quota| limiter.set_quota(quota))
+                    .map_err(|e| SetError::config(name, e))?;
+            }
+        }
+        Ok(self.assemble(config, &steps, added))
+    }
+
+    /// As [`reload`](Self::reload), for a set with Redis limiters: those
+    /// added connect to their server, and a changed quota is set in Redis
+    /// for the whole fleet
+    /// ([`RedisLimiter::set_quota`](crate::redis::RedisLimiter::set_quota)).
+    ///
+    /// # Errors
+    /// As [`reload`](Self::reload), and a [`SetError`] for a Redis limiter
+    /// that could not connect or whose quota Redis could not change; the
+    /// quotas changed before it stay changed.
+    #[cfg(feature = "redis")]
+    pub async fn reload_connect(&self, config: &SetConfig, clock: C) -> Result<Reload<C>, SetError>
+    where
+        C: 'static,
+    {
+        let steps = self.plan(config)?;
+        let mut added = Map::default();
+        for (name, step) in &steps {
+            if let Step::Add(new) = step {
+                let entry = match &new.redis {
+                    None => build_local(name, new, clock.clone())?,
+                    Some(redis) => {
+                        let limiter = new
+                            .builder(name)
+                            .clock(clock.clone())
+                            .build_redis(&redis.url, redis.options())
+                            .await
+                            .map_err(|e| SetError::redis(name, e))?;
+                        Entry::Redis(Arc::new(limiter))
+                    }
+                };
+                added.insert((*name).into(), entry);
+            }
+        }
+        for (name, step) in &steps {
+            let Step::Quota(new) = step else { continue };
+            let (quota, ..) = new
+                .builder(name)
+                .validate()
+                .map_err(|e| SetError::config(name, e))?;
+            match &self.limiters[*name] {
+                Entry::Local(limiter) => limiter
+                    .set_quota(quota)
+                    .map_err(|e| SetError::config(name, e))?,
+                Entry::Redis(limiter) => limiter
+                    .set_quota(quota)
+                    .await
+                    .map_err(|e| SetError::redis_change(name, e))?,
+            }
+        }
+        Ok(self.assemble(config, &steps, added))
+    }
+}
+
+/// The settings of each limiter of a set built from a config.
+pub(super) type Configs = BTreeMap<String, LimiterConfig>;

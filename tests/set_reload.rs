@@ -1,0 +1,243 @@
+//! Reloading a running `LimiterSet`: unchanged limiters keep their state,
+//! changed quotas change live for whoever holds the limiter, removed ones
+//! leave, new ones start; a setting that cannot change live is refused
+//! before anything changes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use shuffle_limiter::set::{LimiterSet, SetConfig};
+use shuffle_limiter::{ManualClock, Quota, ShardedLimiter};
+
+fn config(text: &str) -> SetConfig {
+    toml::from_str(text).unwrap()
+}
+
+const BEFORE: &str = r#"
+    [limiters.amazon]
+    rate = "100/s"
+    buckets = 4
+    per_tenant = 2
+
+    [limiters.ebay]
+    rate = "10/s"
+
+    [limiters.etsy]
+    rate = "1/s"
+"#;
+
+#[test]
+fn a_reload_keeps_changes_adds_and_removes_as_the_config_says() {
+    let clock = ManualClock::new();
+    let set = LimiterSet::from_config_with_clock(&config(BEFORE), clock.clone()).unwrap();
+    let amazon = Arc::clone(set.get("amazon").unwrap());
+    let ebay = Arc::clone(set.get("ebay").unwrap());
+    for _ in 0..30 {
+        amazon.check("t").unwrap();
+    }
+    for _ in 0..2 {
+        ebay.check("t").unwrap();
+    }
+    let ebay_before = ebay.snapshot();
+    let reload = set
+        .reload(
+            &config(
+                r#"
+                [limiters.amazon]
+                rate = "400/s"
+                buckets = 4
+                per_tenant = 2
+
+                [limiters.ebay]
+                rate = "10/s"
+
+                [limiters.walmart]
+                rate = "5/s"
+                "#,
+            ),
+            clock.clone(),
+        )
+        .unwrap();
+    assert_eq!(reload.changed(), ["amazon"]);
+    assert_eq!(reload.added(), ["walmart"]);
+    assert_eq!(reload.removed(), ["etsy"]);
+    let new = reload.set();
+    assert_eq!(
+        new.names().collect::<Vec<_>>(),
+        ["amazon", "ebay", "walmart"]
+    );
+    // The same limiters, shared: the one a layer holds is the one changed.
+    assert!(Arc::ptr_eq(new.get("amazon").unwrap(), &amazon));
+    assert!(Arc::ptr_eq(new.get("ebay").unwrap(), &ebay));
+    assert_eq!(amazon.quota(), Quota::per_second(400));
+    // Unchanged: not a bucket moved.
+    assert_eq!(ebay.snapshot(), ebay_before);
+    // Changed: the tenant had 20 of its 50, a share of 0.4, and keeps it
+    // of 200.
+    assert_eq!(amazon.remaining("t"), 80);
+    // Added: full.
+    assert_eq!(new.get("walmart").unwrap().remaining("t"), 2);
+    // The old set is the old set, but for the quota changed in place.
+    assert!(set.get("etsy").is_some() && set.get("walmart").is_none());
+}
+
+#[test]
+fn a_setting_a_running_limiter_keeps_is_refused_and_nothing_changes() {
+    let clock = ManualClock::new();
+    let set = LimiterSet::from_config_with_clock(&config(BEFORE), clock.clone()).unwrap();
+    let changes = [
+        ("buckets = 4", "buckets = 5", "buckets"),
+        ("per_tenant = 2", "per_tenant = 3", "per_tenant"),
+        ("per_tenant = 2", "per_tenant = 2\n    salt = \"s\"", "salt"),
+        (
+            "per_tenant = 2",
+            "per_tenant = 2\n    borrow_from = 1",
+            "borrow_from",
+        ),
+    ];
+    for (from, to, field) in changes {
+        // ebay's rate changes too, and must not have changed after.
+        let text = BEFORE.replace(from, to).replace("10/s", "20/s");
+        let err = set.reload(&config(&text), clock.clone()).unwrap_err();
+        assert_eq!(
+            (err.limiter(), err.field()),
+            ("amazon", Some(field)),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains("only the rate and the burst"),
+            "{err}"
+        );
+        assert_eq!(set.get("ebay").unwrap().quota(), Quota::per_second(10));
+    }
+    // A burst the buckets cannot take: refused before any change too.
+    let text = BEFORE
+        .replace("10/s", "20/s")
+        .replace("\"1/s\"", "\"1/s\"\n    burst = 0");
+    let err = set.reload(&config(&text), clock.clone()).unwrap_err();
+    assert_eq!(
+        (err.limiter(), err.field()),
+        ("etsy", Some("burst")),
+        "{err}"
+    );
+    assert_eq!(set.get("ebay").unwrap().quota(), Quota::per_second(10));
+    // A default N that follows the burst counts as a change of N.
+    let text = BEFORE.replace("\"1/s\"", "\"2/s\"");
+    let err = set.reload(&config(&text), clock.clone()).unwrap_err();
+    assert_eq!(
+        (err.limiter(), err.field()),
+        ("etsy", Some("buckets")),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_set_built_in_code_has_no_config_to_reload_from() {
+    let limiter = ShardedLimiter::builder()
+        .quota(Quota::per_second(10))
+        .name("amazon")
+        .build()
+        .unwrap();
+    let set = LimiterSet::from_limiters([limiter]).unwrap();
+    let err = set
+        .reload(
+            &config("[limiters.amazon]\nrate = \"10/s\""),
+            Default::default(),
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("LimiterSet::from_config"), "{err}");
+}
+
+/// Grants per simulated second of a load that asks far more than the
+/// budget, across a reload that halves it: no second grants more than the
+/// rate in force, and the second of the change no more than the old rate.
+#[test]
+fn a_load_across_a_reload_sees_no_spike() {
+    let clock = ManualClock::new();
+    let text = |rate: &str| format!("[limiters.api]\nrate = \"{rate}\"\nburst = 40\nbuckets = 8");
+    let set = LimiterSet::from_config_with_clock(&config(&text("400/s")), clock.clone()).unwrap();
+    let api = Arc::clone(set.get("api").unwrap());
+    let mut per_second = Vec::new();
+    for second in 0..6 {
+        if second == 3 {
+            set.reload(&config(&text("100/s")), clock.clone()).unwrap();
+        }
+        let mut granted = 0;
+        for _ in 0..100 {
+            clock.advance(Duration::from_millis(10));
+            for i in 0..50 {
+                granted += u32::from(api.check(format!("t{i}")).is_ok());
+            }
+        }
+        per_second.push(granted);
+    }
+    // The first second spends the burst too. After that, a second holds
+    // the rate, give or take a token per bucket where a second's edges cut
+    // a bucket's intervals.
+    assert!((400..=440).contains(&per_second[0]), "{per_second:?}");
+    for &granted in &per_second[1..3] {
+        assert!((392..=408).contains(&granted), "{per_second:?}");
+    }
+    for &granted in &per_second[3..] {
+        assert!((92..=108).contains(&granted), "{per_second:?}");
+    }
+    // The window around the change: R1·1 s + R2·1 s + max(B1, B2), and the
+    // last three seconds: R2·3 s + B.
+    assert!(
+        per_second[2] + per_second[3] <= 400 + 100 + 40,
+        "{per_second:?}"
+    );
+    assert!(
+        per_second[3..].iter().sum::<u32>() <= 300 + 40,
+        "{per_second:?}"
+    );
+}
+
+/// Over Redis: a reload that changes a Redis limiter's rate sets the quota
+/// in Redis, where another process's limiter decides with it next.
+#[cfg(feature = "redis")]
+#[test]
+fn a_reload_changes_a_redis_limiters_quota_for_the_fleet() {
+    #[path = "support/redis_server.rs"]
+    mod redis_server;
+
+    let server = redis_server::RedisServer::start();
+    let text = |rate: &str| {
+        config(&format!(
+            "[limiters.partner]\nrate = \"{rate}\"\nbuckets = 4\nper_tenant = 4\n\
+             redis = \"{}\"\n\n[limiters.local]\nrate = \"5/s\"",
+            server.url()
+        ))
+    };
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let ours = LimiterSet::connect(&text("20/10s")).await.unwrap();
+            let theirs = LimiterSet::connect(&text("20/10s")).await.unwrap();
+            let partner = ours.get_redis("partner").unwrap();
+            for _ in 0..10 {
+                partner.check("t").await.unwrap();
+            }
+            // In process, `reload` refuses a Redis change; `reload_connect`
+            // makes it.
+            let err = ours
+                .reload(&text("40/20s"), Default::default())
+                .unwrap_err();
+            assert_eq!(err.field(), Some("redis"));
+            let reload = ours
+                .reload_connect(&text("40/20s"), Default::default())
+                .await
+                .unwrap();
+            assert_eq!(reload.changed(), ["partner"]);
+            // Half of 20 was left: half of 40 now, for the other process too.
+            let other = theirs.get_redis("partner").unwrap();
+            let mut left = 0;
+            while other.check("t").await.is_ok() && left < 60 {
+                left += 1;
+            }
+            assert!((20..=21).contains(&left), "{left}");
+            assert_eq!(other.quota().burst(), 40);
+        });
+}
