@@ -33,7 +33,10 @@ pub use crate::redis::RedisStore;
 pub trait Store: sealed::Apply {}
 
 pub(crate) mod sealed {
+    use std::time::Duration;
+
     use super::{Core, Denied, Future, Grant, Shard};
+    use crate::limiter::decision::Reserved;
 
     /// The store's one operation, out of reach of other crates: they can
     /// neither name the trait nor make the `Core` it takes.
@@ -44,7 +47,19 @@ pub(crate) mod sealed {
         /// call.
         type Pending: Future<Output = Result<Grant, Denied>> + Send + 'static;
 
+        /// A reservation in flight, as [`Pending`](Self::Pending) is.
+        type Reserving: Future<Output = Result<Reserved, Denied>> + Send + 'static;
+
         /// Applies the draw for `n` tokens to `shard`'s buckets, atomically.
         fn apply(&self, core: &Core, shard: Shard, n: u32) -> Self::Pending;
+
+        /// Applies the draw as it will be `lead` from now, now: a grant the
+        /// caller may use from then on, which later requests line up
+        /// behind (a reservation, for waits that queue).
+        fn reserve(&self, core: &Core, shard: Shard, n: u32, lead: Duration) -> Self::Reserving;
+
+        /// Gives a reservation back to the buckets that paid it, where
+        /// nothing drew on them since; over a network, in the background.
+        fn give_back(&self, core: &Core, reserved: Reserved);
     }
 }

@@ -229,3 +229,64 @@ fn a_change_racing_a_fleet_keeps_the_budget_of_both_quotas() {
         assert!(granted > 100.0, "{granted} granted of {bound}");
     });
 }
+
+/// Over Redis the waits queue the same way: the script draws at the slot's
+/// instant, so waiters are served in the order they asked, and one that
+/// gives up hands its slot back.
+#[test]
+fn waits_queue_in_redis_and_a_waiter_that_gives_up_hands_its_slot_back() {
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        // One bucket of one token, a token every 100 ms.
+        let limiter = Arc::new(
+            ShardedLimiter::builder()
+                .quota(Quota::per_second(10).with_burst(1))
+                .buckets(1)
+                .name("queue")
+                .build_redis(
+                    &server.url(),
+                    RedisOptions::new(FailurePolicy::FailClosed).deadline(Duration::from_secs(2)),
+                )
+                .await
+                .unwrap(),
+        );
+        assert!(limiter.check("t").await.is_ok());
+        let start = Instant::now();
+        let mut waiters = Vec::new();
+        for i in 0..4u32 {
+            let limiter = Arc::clone(&limiter);
+            waiters.push(tokio::spawn(async move {
+                limiter.until_ready("t").await;
+                (i, start.elapsed())
+            }));
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let mut served = Vec::new();
+        for waiter in waiters {
+            served.push(waiter.await.unwrap());
+        }
+        served.sort_by_key(|&(_, at)| at);
+        let order: Vec<u32> = served.iter().map(|&(i, _)| i).collect();
+        assert_eq!(order, [0, 1, 2, 3], "{served:?}");
+        for (slot, &(_, at)) in served.iter().enumerate() {
+            let due = Duration::from_millis(100 * (slot as u64 + 1));
+            assert!(
+                at >= due && at < due + Duration::from_millis(60),
+                "{served:?}"
+            );
+        }
+        // The next slot, 100 ms on, reserved and given up after 30 ms: the
+        // next caller gets it, not the one after.
+        let asked = Instant::now();
+        let gave_up =
+            tokio::time::timeout(Duration::from_millis(30), limiter.until_ready("t")).await;
+        assert!(gave_up.is_err());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        limiter.until_ready("t").await;
+        let took = asked.elapsed();
+        assert!(took < Duration::from_millis(160), "{took:?}");
+    });
+}

@@ -9,11 +9,16 @@ use super::Pace;
 /// unit of time, so it holds `⌊f · burst⌋` tokens of its new burst where it
 /// held a fraction `f` of the old one — never more.
 ///
-/// A full bucket stays full, an empty one stays empty; a bucket that a
-/// clock jump left owing more than its capacity counts as empty. The new
-/// arrival time is at most `now + capacity`, so it fits wherever `now` does.
+/// A full bucket stays full, an empty one stays empty. A bucket owing more
+/// than its capacity (reservations made for later, see `reserve` of the
+/// stores, or a clock that went back) keeps what it owes beyond its
+/// capacity, in time: it stays empty until the last of them is due, and
+/// refills at its new pace from there.
 pub(crate) fn rescale(from: (Pace, u32), to: (Pace, u32), tat: u64, now: u64) -> u64 {
     let (old, new) = (from.0.capacity(from.1), to.0.capacity(to.1));
+    if tat - now.min(tat) > old {
+        return tat - old + new;
+    }
     let room = Pace::room(old, tat, now);
     // room ≤ old, so the product fits in 128 bits and the quotient in new.
     let kept = (u128::from(room) * u128::from(new) / u128::from(old)) as u64;
@@ -22,17 +27,33 @@ pub(crate) fn rescale(from: (Pace, u32), to: (Pace, u32), tat: u64, now: u64) ->
 
 /// One bucket's arrival time after `cost` units of credit are given back at
 /// `now`: moved back by the cost, but never before `now`, so that the
-/// bucket never holds more than its burst (a full bucket is left as it is).
-pub(crate) fn refund(tat: u64, cost: u64, now: u64) -> u64 {
-    if tat <= now {
+/// bucket never holds more than its burst (a full bucket is left as it
+/// is). A bucket owing more than its `capacity` has reservations waiting on
+/// every unit of it: giving any back would let a new request take a slot
+/// already promised, so it is left as it is too.
+pub(crate) fn refund(tat: u64, cost: u64, capacity: u64, now: u64) -> u64 {
+    if tat <= now || tat - now > capacity {
         return tat;
     }
     tat.saturating_sub(cost).max(now)
 }
 
+/// A reservation given back at `now` when its waiter gives up: the bucket
+/// that paid `cost` and was left at `written` goes back to `written − cost`
+/// (or full, at `now`) if no one drew on it since, and is left as it is
+/// otherwise (the requests behind keep their slots; the budget loses the
+/// tokens, never gains them).
+pub(crate) fn give_back(tat: u64, written: u64, cost: u64, now: u64) -> u64 {
+    if tat == written {
+        (written - cost).max(now)
+    } else {
+        tat
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{Pace, refund, rescale};
+    use super::{Pace, give_back, refund, rescale};
 
     const TEN: Pace = Pace::every(10);
     const FOUR: Pace = Pace::every(4);
@@ -46,8 +67,10 @@ mod tests {
         // 3 tokens of 10 units to 5 tokens of 4, at now = 100.
         assert_eq!(rescale((TEN, 3), (FOUR, 5), 0, 100), 100);
         assert_eq!(rescale((TEN, 3), (FOUR, 5), 130, 100), 120);
-        // Owing more than the capacity (a clock that went back): empty.
-        assert_eq!(rescale((TEN, 3), (FOUR, 5), 500, 100), 120);
+        // Owing more than the capacity (reservations, or a clock that went
+        // back): what is owed beyond stays owed, empty until then.
+        assert_eq!(rescale((TEN, 3), (FOUR, 5), 500, 100), 490);
+        assert_eq!(rescale((TEN, 3), (FOUR, 5), 131, 100), 121);
     }
 
     #[test]
@@ -64,11 +87,20 @@ mod tests {
 
     #[test]
     fn a_refund_moves_the_arrival_time_back_but_never_past_now() {
-        assert_eq!(refund(130, 10, 100), 120);
-        assert_eq!(refund(105, 10, 100), 100);
+        assert_eq!(refund(130, 10, 30, 100), 120);
+        assert_eq!(refund(105, 10, 30, 100), 100);
         // A full bucket gets nothing more; a time far behind stays put.
-        assert_eq!(refund(90, 10, 100), 90);
-        assert_eq!(refund(0, 10, 100), 0);
+        assert_eq!(refund(90, 10, 30, 100), 90);
+        assert_eq!(refund(0, 10, 30, 100), 0);
+        // Reservations wait on every unit beyond the capacity: nothing back.
+        assert_eq!(refund(131, 10, 30, 100), 131);
+    }
+
+    #[test]
+    fn a_reservation_is_given_back_only_when_nothing_drew_after_it() {
+        assert_eq!(give_back(140, 140, 10, 100), 130);
+        assert_eq!(give_back(140, 140, 10, 135), 135);
+        assert_eq!(give_back(150, 140, 10, 100), 150);
     }
 
     proptest::proptest! {
@@ -85,7 +117,14 @@ mod tests {
             let (from, to) = ((Pace::every(old.0), old.1), (Pace::every(new.0), new.1));
             let after = rescale(from, to, tat, now);
             let capacity = to.0.capacity(to.1);
-            proptest::prop_assert!(after >= now && after - now <= capacity);
+            proptest::prop_assert!(after >= now);
+            let old_capacity = from.0.capacity(from.1);
+            if tat > now + old_capacity {
+                // Owed beyond the capacity: still owed, empty until then.
+                proptest::prop_assert_eq!(after - capacity, tat - old_capacity);
+                return Ok(());
+            }
+            proptest::prop_assert!(after - now <= capacity);
             let room = Pace::room(from.0.capacity(from.1), tat, now);
             let share = u128::from(room) * u128::from(capacity);
             let kept = u128::from(Pace::room(capacity, after, now)) * u128::from(from.0.capacity(from.1));
@@ -101,10 +140,12 @@ mod tests {
             burst in 1..=50u32, tat in 0..=2_000u64, now in 0..=1_000u64, tokens in 0..=60u64,
         ) {
             let capacity = TEN.capacity(burst);
-            let after = refund(tat, tokens * 10, now);
+            let after = refund(tat, tokens * 10, capacity, now);
             let (before, room) = (Pace::room(capacity, tat, now), Pace::room(capacity, after, now));
             proptest::prop_assert!(room >= before && room <= capacity);
             proptest::prop_assert!(room - before <= tokens * 10);
+            // Nothing comes back while reservations wait beyond the capacity.
+            proptest::prop_assert!(tat <= now + capacity || after == tat);
         }
     }
 }

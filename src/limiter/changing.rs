@@ -123,7 +123,8 @@ impl<C: Clock> ShardedLimiter<C> {
         self.core.split.steady(|split| {
             for payment in refunds {
                 let cost = u64::from(payment.tokens) * split.interval();
-                self.store.refund(payment.bucket, cost);
+                let capacity = split.pace.capacity(split.burst_of(payment.bucket));
+                self.store.refund(payment.bucket, cost, capacity);
             }
         });
         Ok(())

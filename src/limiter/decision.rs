@@ -122,6 +122,55 @@ impl Grant {
     }
 }
 
+/// A grant made ahead of time for a waiter (`reserve` of the stores), with
+/// the arrival time each paying bucket was left at, to give it back if the
+/// waiter gives up.
+///
+/// (Nominally public, for the stores' sealed trait; no path outside the
+/// crate reaches it.)
+#[derive(Debug)]
+#[allow(unreachable_pub)]
+pub struct Reserved {
+    pub(crate) grant: Grant,
+    /// Per payment, in the grant's order, in the store's unit of time.
+    pub(crate) written: [u64; MAX_PER_TENANT as usize],
+    /// How long from when the store drew until the grant may be used.
+    pub(crate) ready_in: Duration,
+}
+
+impl Reserved {
+    /// A grant to use at once, with nothing to give back (a failure
+    /// policy's).
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn now(grant: Grant) -> Reserved {
+        Reserved {
+            grant,
+            written: [0; MAX_PER_TENANT as usize],
+            ready_in: Duration::ZERO,
+        }
+    }
+
+    /// The reservation of `grant`, whose arrival times `outcome` wrote,
+    /// usable `ready_in` from when it was drawn.
+    pub(crate) fn of(grant: Grant, outcome: &Outcome, ready_in: Duration) -> Reserved {
+        let mut written = [0; MAX_PER_TENANT as usize];
+        match outcome {
+            Outcome::Grant { tat, .. } => written[0] = *tat,
+            Outcome::Pooled(pool) => {
+                for (w, (.., tat, _)) in written.iter_mut().zip(pool.payments()) {
+                    *w = tat;
+                }
+            }
+            Outcome::Deny { .. } => {}
+        }
+        Reserved {
+            grant,
+            written,
+            ready_in,
+        }
+    }
+}
+
 /// One bucket's part of a [`Grant`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Payment {

@@ -9,13 +9,13 @@ use crossbeam_utils::CachePadded;
 
 use crate::Shard;
 use crate::clock::{Clock, MonotonicClock};
-use crate::draw::{Outcome, Pace, Pool, draw, refund, rescale};
+use crate::draw::{Outcome, Pace, Pool, draw, give_back, refund, rescale};
 use crate::error::InsufficientCapacity;
 use crate::store::sealed::Apply;
 use crate::sync::{AtomicU64, Ordering};
 
 use super::core::{Core, MAX_NOW, Split};
-use super::decision::{BucketState, Denied, Grant, answer};
+use super::decision::{BucketState, Denied, Grant, Reserved, answer};
 use super::{Limiter, ShardedLimiter};
 
 /// Buckets kept in this process's memory: lock-free, with the time read from
@@ -47,13 +47,40 @@ impl<C: Clock> InProcess<C> {
         self.tats[bucket as usize].load(Ordering::Relaxed)
     }
 
-    /// The draw applied to the atomics: read the split, load the shard's
-    /// arrival times, draw, and compare-and-swap the winner's; draw again if
-    /// another thread changed it in between, or if the quota changed
-    /// meanwhile (see `live.rs`).
+    /// The draw applied to the atomics (see [`decide`](Self::decide)), as
+    /// the caller's answer.
     #[inline]
     pub(crate) fn take(&self, core: &Core, shard: &Shard, n: u32) -> Result<Grant, Denied> {
-        let now = self.now();
+        let (outcome, now) = self.decide(core, shard, n, 0);
+        let result = answer(outcome, shard, n, now, 1);
+        core.record(&result);
+        result
+    }
+
+    /// A grant for `lead` ns from now, taken now: the draw at that instant,
+    /// so that requests after it line up behind it (see `reserve` of
+    /// [`Apply`]).
+    fn take_ahead(
+        &self,
+        core: &Core,
+        shard: &Shard,
+        n: u32,
+        lead: u64,
+    ) -> Result<Reserved, Denied> {
+        let (outcome, now) = self.decide(core, shard, n, lead);
+        let result = answer(outcome, shard, n, now, 1);
+        core.record(&result);
+        Ok(Reserved::of(result?, &outcome, Duration::from_nanos(lead)))
+    }
+
+    /// The draw applied to the atomics at `lead` ns from now: read the
+    /// split, load the shard's arrival times, draw, and compare-and-swap the
+    /// winner's; draw again if another thread changed it in between, or if
+    /// the quota changed meanwhile (see `live.rs`). The outcome applied, and
+    /// the instant it was drawn at.
+    #[inline]
+    fn decide(&self, core: &Core, shard: &Shard, n: u32, lead: u64) -> (Outcome, u64) {
+        let now = self.now().saturating_add(lead).min(MAX_NOW);
         let ids = shard.ranked();
         let span = core.span(shard);
         loop {
@@ -74,12 +101,9 @@ impl<C: Clock> InProcess<C> {
                 Outcome::Pooled(ref pool) => self.take_pooled(pool, ids),
                 Outcome::Deny { .. } => true,
             };
-            if !applied || !core.split.unchanged(version) {
-                continue;
+            if applied && core.split.unchanged(version) {
+                return (outcome, now);
             }
-            let result = answer(outcome, shard, n, now, 1);
-            core.record(&result);
-            return result;
         }
     }
 
@@ -143,19 +167,39 @@ impl<C: Clock> InProcess<C> {
         }
     }
 
-    /// Gives back `cost` units of credit to `bucket`, never beyond its
-    /// burst: the whole cost, less where the bucket refilled meanwhile.
-    pub(super) fn refund(&self, bucket: u32, cost: u64) {
+    /// Gives back `cost` units of credit to `bucket` of `capacity`, never
+    /// beyond its burst: the whole cost, less where the bucket refilled
+    /// meanwhile (`refund` of `src/draw/`).
+    pub(super) fn refund(&self, bucket: u32, cost: u64, capacity: u64) {
         let now = self.now();
+        self.swap(bucket, |tat| refund(tat, cost, capacity, now));
+    }
+
+    /// Gives a reservation back to the buckets that paid it, where nothing
+    /// drew on them since (`give_back` of `src/draw/`).
+    fn return_reserved(&self, core: &Core, reserved: &Reserved) {
+        let now = self.now();
+        core.split.steady(|split| {
+            for (payment, &written) in reserved.grant.payments().iter().zip(&reserved.written) {
+                let cost = u64::from(payment.tokens()) * split.interval();
+                self.swap(payment.bucket(), |tat| give_back(tat, written, cost, now));
+            }
+        });
+    }
+
+    /// Moves `bucket` to `f` of its arrival time, by compare-and-swap.
+    fn swap(&self, bucket: u32, f: impl Fn(u64) -> u64) {
         let tat = &self.tats[bucket as usize];
         let mut seen = tat.load(Ordering::Relaxed);
-        while let Err(actual) = tat.compare_exchange_weak(
-            seen,
-            refund(seen, cost, now),
-            Ordering::Relaxed,
-            Ordering::Relaxed,
-        ) {
-            seen = actual;
+        loop {
+            let new = f(seen);
+            if new == seen {
+                return;
+            }
+            match tat.compare_exchange_weak(seen, new, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return,
+                Err(actual) => seen = actual,
+            }
         }
     }
 }
@@ -163,10 +207,21 @@ impl<C: Clock> InProcess<C> {
 #[allow(private_interfaces)] // see `Apply`
 impl<C: Clock> Apply for InProcess<C> {
     type Pending = Ready<Result<Grant, Denied>>;
+    type Reserving = Ready<Result<Reserved, Denied>>;
 
     #[inline]
     fn apply(&self, core: &Core, shard: Shard, n: u32) -> Self::Pending {
         ready(self.take(core, &shard, n))
+    }
+
+    fn reserve(&self, core: &Core, shard: Shard, n: u32, lead: Duration) -> Self::Reserving {
+        // Beyond 584 years the clock is capped anyway.
+        let lead = u64::try_from(lead.as_nanos()).unwrap_or(u64::MAX);
+        ready(self.take_ahead(core, &shard, n, lead))
+    }
+
+    fn give_back(&self, core: &Core, reserved: Reserved) {
+        self.return_reserved(core, &reserved);
     }
 }
 

@@ -28,7 +28,11 @@
 --             come from (0: the quota it was built with). When the key
 --             holds another, nothing is drawn: the reply is { -1, version },
 --             and the caller reads the quota and asks again.
--- ARGV[6 + k + 2d]  absent in production, where the script reads the
+-- ARGV[6 + k + 2d]  lead: 0 for a decision now; for a reservation, how
+--             many microseconds from now the draw is made at (the grant is
+--             the caller's from then on, and later requests line up behind
+--             it).
+-- ARGV[7 + k + 2d]  absent in production, where the script reads the
 --             server's clock (TIME); the differential test sends a time in
 --             microseconds.
 --
@@ -36,10 +40,11 @@
 -- or that has room first), wait (on a grant: microseconds until every own
 -- bucket, and the ones that paid, are full again; on a denial: retry_after,
 -- at least 1), remaining (whole tokens left over the own buckets after a
--- grant; 0 on a denial) }, then on a grant the tokens bucket j paid and,
--- for each further bucket paying with it (in the order they pay), its
--- position and its tokens; on a denial the whole tokens each own bucket
--- holds one microsecond before the retry time, if nothing is taken.
+-- grant; 0 on a denial) }, then on a grant the tokens bucket j paid and
+-- the arrival time it was left at, and for each further bucket paying with
+-- it (in the order they pay) its position, its tokens and its arrival time;
+-- on a denial the whole tokens each own bucket holds one microsecond before
+-- the retry time, if nothing is taken.
 --
 -- A bucket key holding a string that is not a time (nan, inf, 1e300, -5,
 -- 1.5, "x") is repaired: it is read, and written back, as an empty bucket,
@@ -64,7 +69,11 @@ end
 if version ~= ARGV[5 + ranked + d] + 0 then
   return { -1, version }
 end
-local now = clock(ARGV[6 + ranked + d])
+-- A reservation is the draw at a later instant: `lead` microseconds on.
+local now = clock(ARGV[7 + ranked + d]) + ARGV[6 + ranked + d]
+if now > MAX_NOW then
+  now = MAX_NOW
+end
 
 -- Every bucket is first read (the in-process store's atomic load) and kept
 -- in MGET's reply as a number. The script runs for every decision, so it
@@ -176,9 +185,10 @@ if best_room < cost and tokens >= n then
     end
     paid[#paid + 1] = payer - 1
     paid[#paid + 1] = payer_tokens
+    paid[#paid + 1] = tat
   end
-  local reply = { 1, paid[1], full_in, remaining, paid[2] }
-  for i = 3, #paid do
+  local reply = { 1, paid[1], full_in, remaining }
+  for i = 2, #paid do
     reply[#reply + 1] = paid[i]
   end
   return reply
@@ -318,4 +328,4 @@ end
 if tat - now > full_in then
   full_in = tat - now
 end
-return { 1, best - 1, full_in, remaining, n }
+return { 1, best - 1, full_in, remaining, n, tat }

@@ -9,6 +9,7 @@
 //! different quotas, whenever each of them was built. Deleting the key
 //! brings every process back to the quota it was built with.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use ::redis::Script;
@@ -23,6 +24,7 @@ use crate::Grant;
 use crate::clock::Clock;
 use crate::error::{ConfigError, RefundTooLarge};
 use crate::limiter::core::Split;
+use crate::limiter::decision::Reserved;
 use crate::quota::Quota;
 
 /// The scripts after what every script of the limiter starts with.
@@ -30,6 +32,8 @@ pub(super) const RESCALE_LUA: &str =
     concat!(include_str!("prelude.lua"), include_str!("rescale.lua"));
 pub(super) const REFUND_LUA: &str =
     concat!(include_str!("prelude.lua"), include_str!("refund.lua"));
+pub(super) const GIVEBACK_LUA: &str =
+    concat!(include_str!("prelude.lua"), include_str!("giveback.lua"));
 
 /// How many times a change asks again after finding a newer quota.
 const ATTEMPTS: usize = 3;
@@ -39,6 +43,7 @@ const ATTEMPTS: usize = 3;
 pub(super) struct ChangeScripts {
     pub(super) rescale: Script,
     pub(super) refund: Script,
+    pub(super) give_back: Script,
 }
 
 impl Default for ChangeScripts {
@@ -46,6 +51,7 @@ impl Default for ChangeScripts {
         ChangeScripts {
             rescale: Script::new(RESCALE_LUA),
             refund: Script::new(REFUND_LUA),
+            give_back: Script::new(GIVEBACK_LUA),
         }
     }
 }
@@ -119,6 +125,37 @@ where
                 let _ = local.set_quota(share);
             }
         }
+    }
+
+    /// Gives a reservation back in the background, where a runtime runs
+    /// (without one, its tokens stay taken: the budget can only lose).
+    pub(super) fn give_back(shared: &Arc<Self>, reserved: Reserved)
+    where
+        Conn: 'static,
+        C: 'static,
+    {
+        if reserved.grant.payments().is_empty() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let shared = Arc::clone(shared);
+        runtime.spawn(async move {
+            let (version, split) = shared.current();
+            let mut invocation = shared.changes.give_back.prepare_invoke();
+            let payments = reserved.grant.payments();
+            for payment in payments {
+                invocation.key(shared.script.key(payment.bucket()).unwrap_or_default());
+            }
+            invocation.key(shared.script.quota_key()).arg(version);
+            for (payment, written) in payments.iter().zip(reserved.written) {
+                let cost = u64::from(payment.tokens()) * (split.interval() / MICROS);
+                invocation.arg(written).arg(cost);
+            }
+            // A failure leaves the tokens taken, which is safe.
+            let _ = run(&invocation, &shared.connection).await;
+        });
     }
 
     /// Reads the quota key and adopts what it holds (the quota the limiter
@@ -222,8 +259,12 @@ where
                 invocation.key(shared.script.key(payment.bucket()).unwrap_or_default());
             }
             invocation.key(shared.script.quota_key()).arg(version);
+            let interval = split.interval() / MICROS;
             for payment in &refunds {
-                invocation.arg(u64::from(payment.tokens()) * (split.interval() / MICROS));
+                let capacity = u64::from(split.burst_of(payment.bucket())) * interval;
+                invocation
+                    .arg(u64::from(payment.tokens()) * interval)
+                    .arg(capacity);
             }
             match run(&invocation, &shared.connection).await {
                 Ok((1, _)) => return Ok(Ok(())),

@@ -75,15 +75,18 @@ for i = 1, buckets do
       tat = now + old
     end
   end
-  -- Pace::room, then the share of it kept, rounded down.
-  local room = old
-  if tat > now then
-    room = old - (tat - now)
-    if room < 0 then
-      room = 0
+  if tat - now > old then
+    -- Owing beyond its capacity (reservations): still owed, in time, and
+    -- empty until then.
+    store(KEYS[i], tat - old + new, now)
+  else
+    -- Pace::room, then the share of it kept, rounded down.
+    local room = old
+    if tat > now then
+      room = old - (tat - now)
     end
+    store(KEYS[i], now + (new - mul_div(room, new, old)), now)
   end
-  store(KEYS[i], now + (new - mul_div(room, new, old)), now)
 end
 redis.call('SET', KEYS[buckets + 1], string.format('%d', version + 1) .. ' ' .. ARGV[8])
 return { 1, version + 1 }

@@ -52,8 +52,8 @@ impl DrawScript {
 
     /// One round trip: the draw for `n` tokens over `shard` (its own
     /// buckets, then its spill buckets above a `reserve` of 2⁻³² parts),
-    /// settling a tie from shard position `start`, on the server's clock,
-    /// with the split of quota `version`.
+    /// settling a tie from shard position `start`, on the server's clock
+    /// `lead` µs on, with the split of quota `version`.
     #[allow(clippy::too_many_arguments)] // the script's inputs, one for one
     pub(super) async fn draw<Conn: ConnectionLike>(
         &self,
@@ -61,7 +61,7 @@ impl DrawScript {
         (version, split): (u64, &Split),
         shard: &Shard,
         reserve: u32,
-        n: u32,
+        (n, lead): (u32, u64),
         start: usize,
     ) -> Result<Answer, Error> {
         let ids = shard.ranked();
@@ -80,6 +80,7 @@ impl DrawScript {
             n,
             start,
             version,
+            lead,
             now: None,
         };
         self.run(connection, &call).await
@@ -110,7 +111,7 @@ impl DrawScript {
             let capacity = u64::from(burst) * call.interval;
             invocation.arg(call.span.reserve_of(capacity));
         }
-        invocation.arg(call.version);
+        invocation.arg(call.version).arg(call.lead);
         if let Some(now) = call.now {
             invocation.arg(now);
         }
@@ -165,12 +166,14 @@ struct Call<'a> {
     n: u32,
     start: usize,
     version: u64,
+    /// µs from now the draw is made at: 0, or a reservation's lead.
+    lead: u64,
     now: Option<u64>,
 }
 
-/// The script's reply as the draw's outcome, in microseconds (the arrival
-/// times of a grant are not sent back: they are the store's business), for
-/// `own` own buckets out of `ranked`.
+/// The script's reply as the draw's outcome, in microseconds (with the
+/// arrival times written, but not those read), for `own` own buckets out of
+/// `ranked`.
 fn parse(reply: &[i64], own: usize, ranked: usize) -> Option<Drawn> {
     let k = ranked;
     let position = |j: i64| usize::try_from(j).ok().filter(|&j| j < k);
@@ -179,20 +182,23 @@ fn parse(reply: &[i64], own: usize, ranked: usize) -> Option<Drawn> {
     let wait = u64::try_from(wait).ok()?;
     let remaining = u64::try_from(remaining).ok()?;
     let mut held = [0; MAX_K];
+    let time = |t: &i64| u64::try_from(*t).ok();
     let outcome = match (granted, rest) {
-        (1, [_paid]) => Some(Outcome::Grant {
+        (1, [_paid, tat]) => Some(Outcome::Grant {
             index,
             seen: 0,
-            tat: 0,
+            tat: time(tat)?,
             remaining,
             full_in: wait,
         }),
-        (1, [paid, more @ ..]) if more.len() % 2 == 0 && more.len() < 2 * MAX_K => {
+        (1, [paid, tat, more @ ..]) if more.len() % 3 == 0 && more.len() < 3 * MAX_K => {
             let mut pool = Pool::new(remaining, wait);
-            let others = more.chunks_exact(2).map(|pair| (pair[0], pair[1]));
-            for (i, (j, paid)) in std::iter::once((first, *paid)).chain(others).enumerate() {
+            let others = more.chunks_exact(3).map(|t| (t[0], t[1], t[2]));
+            let first = std::iter::once((first, *paid, *tat));
+            for (i, (j, paid, tat)) in first.chain(others).enumerate() {
                 pool.index[i] = position(j)? as u8;
                 pool.paid[i] = u32::try_from(paid).ok()?;
+                pool.tat[i] = time(&tat)?;
                 pool.payers += 1;
             }
             Some(Outcome::Pooled(pool))

@@ -6,6 +6,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use ::redis::aio::{ConnectionLike, ConnectionManager};
 use crossbeam_utils::CachePadded;
@@ -16,9 +17,11 @@ use super::denial_cache::DenialCache;
 use super::error::Error;
 use super::options::{FailurePolicy, RedisOptions};
 use super::quota::ChangeScripts;
-use super::script::{Answer, DrawScript, Drawn, answer};
+use super::script::{Answer, DrawScript, Drawn, MICROS, answer};
 use crate::clock::{Clock, MonotonicClock};
+use crate::draw::Outcome;
 use crate::limiter::core::{Core, Split};
+use crate::limiter::decision::Reserved;
 use crate::limiter::live::LiveSplit;
 use crate::limiter::memory::tie_break;
 use crate::metrics::{Metrics, RedisMetrics};
@@ -91,10 +94,38 @@ where
     /// The decision for `n` tokens over `shard`: from the denial cache, from
     /// Redis within the deadline, or by the failure policy.
     pub(super) async fn decide(&self, shard: Shard, n: u32) -> Decision {
+        self.decide_at(shard, n, 0).await.0
+    }
+
+    /// A grant for `lead` from now, taken now (see `reserve` of `Apply`),
+    /// or the denial; a grant of the failure policy is for now.
+    pub(super) async fn reserve(
+        &self,
+        shard: Shard,
+        n: u32,
+        lead: Duration,
+    ) -> Result<Reserved, Denied> {
+        // Rounded up: the caller never uses the grant before the script's
+        // instant.
+        let micros =
+            u64::try_from(lead.as_nanos().div_ceil(u128::from(MICROS))).unwrap_or(u64::MAX);
+        let (decision, outcome) = self.decide_at(shard, n, micros).await;
+        let grant = decision.result?;
+        Ok(match outcome {
+            Some(outcome) => Reserved::of(grant, &outcome, Duration::from_micros(micros)),
+            None => Reserved::now(grant),
+        })
+    }
+
+    /// The decision at `lead` µs from now (a reservation, when not 0, which
+    /// the denial cache never answers), with the outcome Redis drew when it
+    /// did.
+    async fn decide_at(&self, shard: Shard, n: u32, lead: u64) -> (Decision, Option<Outcome>) {
         let sent = self.breaker.micros();
         // A weight of 0 is always granted, so never denied from memory.
         let (version, split) = self.current();
         if n > 0
+            && lead == 0
             && self.options.cache_denials
             && let Some(denied) = self.denials.lookup(&split, &shard, n, sent)
         {
@@ -102,24 +133,28 @@ where
             // budget, so that a caller looping on denials yields in turn
             // instead of starving the other tasks of its worker.
             tokio::task::consume_budget().await;
-            return self.decided(Err(denied), Source::CachedDenial, None);
+            return (self.decided(Err(denied), Source::CachedDenial, None), None);
         }
         if let Err(error) = self.breaker.admit(&shard, sent) {
             tokio::task::consume_budget().await;
-            return self.by_policy(&shard, n, error);
+            return (self.by_policy(&shard, n, error), None);
         }
         let start = tie_break(shard.buckets().len());
-        let round_trip = self.draw((version, split), &shard, n, start);
+        let round_trip = self.draw((version, split), &shard, (n, lead), start);
         let error = match timeout(self.options.deadline, round_trip).await {
             Ok(Ok(drawn)) => {
                 self.breaker.answered(&shard, self.breaker.micros());
                 let result = answer(drawn.outcome, &shard, n);
                 if let Err(denied) = &result
                     && self.options.cache_denials
+                    && lead == 0
                 {
                     self.denials.remember(&shard, sent, denied, &drawn.held);
                 }
-                return self.decided(result, Source::Redis, None);
+                return (
+                    self.decided(result, Source::Redis, None),
+                    Some(drawn.outcome),
+                );
             }
             Ok(Err(error)) => error,
             Err(_) => Error::Timeout {
@@ -130,7 +165,7 @@ where
         self.redis_metrics.failed();
         let error = Arc::new(error);
         self.breaker.failed(&shard, &error);
-        self.by_policy(&shard, n, Some(error))
+        (self.by_policy(&shard, n, Some(error)), None)
     }
 
     /// The draw in Redis with the split of quota `version`; when Redis holds
@@ -139,7 +174,7 @@ where
         &self,
         (mut version, mut split): (u64, Split),
         shard: &Shard,
-        n: u32,
+        (n, lead): (u32, u64),
         start: usize,
     ) -> Result<Drawn, Error> {
         for _ in 0..3 {
@@ -149,7 +184,7 @@ where
                 (version, &split),
                 shard,
                 self.reserve,
-                n,
+                (n, lead),
                 start,
             );
             match answer.await? {
@@ -224,10 +259,20 @@ where
     C: Clock + 'static,
 {
     type Pending = Pending;
+    type Reserving = Pin<Box<dyn Future<Output = Result<Reserved, Denied>> + Send>>;
 
     fn apply(&self, _core: &Core, shard: Shard, n: u32) -> Pending {
         let shared = Arc::clone(&self.shared);
         Box::pin(async move { shared.decide(shard, n).await.result })
+    }
+
+    fn reserve(&self, _core: &Core, shard: Shard, n: u32, lead: Duration) -> Self::Reserving {
+        let shared = Arc::clone(&self.shared);
+        Box::pin(async move { shared.reserve(shard, n, lead).await })
+    }
+
+    fn give_back(&self, _core: &Core, reserved: Reserved) {
+        Shared::give_back(&self.shared, reserved);
     }
 }
 

@@ -7,12 +7,25 @@
 //! [`Limiter::until_ready`] waits as long as it takes,
 //! [`Limiter::until_ready_within`] gives up as soon as it is clear that
 //! the grant would come after the caller's own deadline, and
-//! [`Limiter::with_jitter`] spreads the wake-ups of tasks that were
-//! denied at the same moment, so that they do not all come back at once.
+//! [`Limiter::with_jitter`] adds a random delay to each wake-up.
 //!
-//! Every wait is cancellation-safe: a token is taken only at the moment a
-//! check succeeds, and the future returns in that same poll, so dropping a
-//! pending wait (a `select!` that lost, a timed-out request) consumes nothing.
+//! # Waits queue
+//! A wait does not poll. When its tenant's buckets are empty, it reserves
+//! the earliest slot they can give — the draw as it will be then, applied
+//! now, so that later callers line up behind it — and sleeps exactly until
+//! that slot. Callers are served in the order they asked, without a
+//! thundering herd of retries, and a tenant with many callers cannot starve
+//! one with a few on the same buckets: each caller has at most one slot in
+//! the line. A bounded wait reserves only a slot inside its bound and
+//! otherwise returns at once. Over Redis the reservation happens in the
+//! same script as every decision.
+//!
+//! Dropping a pending wait (a `select!` that lost, a timed-out request)
+//! gives its reservation back to the buckets that paid it, where nothing
+//! drew on them since. Where others have queued behind it, they keep their
+//! slots and the dropped one is lost to the budget: moving them up would
+//! let two grants share one slot. So a dropped wait never takes more than
+//! its one request's tokens, and often nothing.
 //!
 //! # Calling a rate-limited upstream
 //! ```
@@ -47,8 +60,8 @@
 //! ```
 //!
 //! # Time
-//! The wait sleeps on tokio's timer for the [`Denied::retry_after`] the
-//! limiter computed with its own clock. With the default
+//! The wait sleeps on tokio's timer until the slot the limiter reserved on
+//! its own clock. With the default
 //! [`MonotonicClock`](crate::MonotonicClock) both run at the rate of real
 //! time. In tests that pause tokio's time
 //! (`#[tokio::test(start_paused = true)]`), give the limiter a [`TokioClock`]
@@ -62,10 +75,11 @@ use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::{Instant, sleep, sleep_until};
+use tokio::time::{Instant, sleep_until};
 
 use crate::clock::Clock;
 use crate::error::InsufficientCapacity;
+use crate::limiter::decision::Reserved;
 use crate::store::Store;
 use crate::{Denied, Grant, Limiter, Shard};
 pub use jitter::Jitter;
@@ -210,12 +224,14 @@ impl<S, L> fmt::Debug for Waiter<'_, S, L> {
 /// The same over every store: in process the checks answer at once, over
 /// Redis each is one round trip. Over Redis, dropping a wait while its
 /// request is in flight may still take a token that nobody uses (never one
-/// too many).
+/// too many), and a reservation is given back in a background task.
 impl<S: Store> Limiter<S> {
-    /// Waits until `tenant` is granted one token, and takes it.
+    /// Waits until `tenant` is granted one token, and takes it: at once
+    /// when it can, otherwise in turn behind the callers that asked before
+    /// (see [Waits queue](crate::wait#waits-queue)).
     ///
-    /// Cancellation-safe: dropping the future before it completes takes
-    /// nothing.
+    /// Dropping the future before it completes gives its reservation back
+    /// where no one queued behind it.
     ///
     /// ```
     /// use std::time::Duration;
@@ -311,10 +327,11 @@ impl<S: Store> Limiter<S> {
 
     /// Waits at most `max_wait` for one token for `tenant`.
     ///
-    /// When a denial says the token will come later than `max_wait` from the
-    /// start, the wait ends at once with that denial rather than sleeping
-    /// for nothing; the caller never waits longer than its deadline (to the
-    /// timer's millisecond).
+    /// When the earliest slot the tenant's buckets can give (behind the
+    /// callers already queued) comes later than `max_wait` from the start,
+    /// the wait ends at once with a denial saying when it would have come,
+    /// rather than sleeping for nothing; the caller never waits longer than
+    /// its deadline (to the timer's millisecond).
     ///
     /// ```
     /// use std::time::Duration;
@@ -476,11 +493,16 @@ impl<S: Store, L: Deref<Target = Limiter<S>>> Waiter<'_, S, L> {
         }
     }
 
-    /// The one wait loop: try; on a denial, decide whether the grant can come
-    /// in time, sleep until it is due (plus jitter), and try again.
+    /// The one wait: draw now; on a denial, reserve the earliest slot the
+    /// shard can give (the draw as it will be then, applied now, so that
+    /// later callers line up behind), sleep exactly until it (plus jitter),
+    /// and keep the grant. A reservation that another caller took first
+    /// sends the wait to the next slot, without sleeping. A bounded wait
+    /// reserves only a slot inside its bound, and otherwise returns at once.
     ///
-    /// Only the store's draw takes tokens, and the loop returns in the poll
-    /// in which it succeeds, which is what makes dropping the future safe.
+    /// Dropping the future while it sleeps gives the reservation back to
+    /// the buckets that paid it where nothing drew on them since (otherwise
+    /// the callers behind keep their slots, and the budget loses it).
     async fn wait(
         &self,
         shard: Shard,
@@ -490,28 +512,58 @@ impl<S: Store, L: Deref<Target = Limiter<S>>> Waiter<'_, S, L> {
         let limiter: &Limiter<S> = &self.limiter;
         // A deadline too far to represent is no deadline.
         let deadline = max_wait.and_then(|d| Instant::now().checked_add(d));
+        let mut lead = Duration::ZERO;
         loop {
-            let denied = match limiter.store.apply(&limiter.core, shard, n).await {
-                Ok(grant) => return Ok(grant),
+            let asked = Instant::now();
+            let denied = match limiter.store.reserve(&limiter.core, shard, n, lead).await {
+                Ok(reserved) if reserved.ready_in.is_zero() => return Ok(reserved.grant),
+                Ok(reserved) => {
+                    let ready = asked + reserved.ready_in;
+                    let held = Held {
+                        limiter,
+                        reserved: Some(reserved),
+                    };
+                    let wake = ready + self.jitter.sample();
+                    sleep_until(deadline.map_or(wake, |d| wake.min(d.max(ready)))).await;
+                    return Ok(held.keep());
+                }
                 Err(denied) => denied,
             };
-            let retry_after = denied.retry_after();
-            let nap = retry_after.saturating_add(self.jitter.sample());
-            limiter.core.metrics.waiting(&denied, nap);
-            match deadline {
-                None => sleep(nap).await,
-                Some(deadline) => {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    if retry_after > left {
-                        return Err(denied);
-                    }
-                    if nap >= left {
-                        sleep_until(deadline).await;
-                    } else {
-                        sleep(nap).await;
-                    }
-                }
+            // The grant can come `retry_after` after the instant drawn at.
+            let at = asked + lead + denied.retry_after();
+            let now = Instant::now();
+            if deadline.is_some_and(|deadline| at > deadline) {
+                return Err(Denied {
+                    retry_after: at.saturating_duration_since(now),
+                    ..denied
+                });
             }
+            lead = at.saturating_duration_since(now);
+            limiter.core.metrics.waiting(&denied, lead);
+            // Answered without awaiting, in process: yield in turn.
+            tokio::task::consume_budget().await;
+        }
+    }
+}
+
+/// A reservation a wait holds while it sleeps: given back if the wait is
+/// dropped, kept once it is due.
+struct Held<'a, S: Store> {
+    limiter: &'a Limiter<S>,
+    reserved: Option<Reserved>,
+}
+
+impl<S: Store> Held<'_, S> {
+    fn keep(mut self) -> Grant {
+        self.reserved.take().expect("held until kept").grant
+    }
+}
+
+impl<S: Store> Drop for Held<'_, S> {
+    fn drop(&mut self) {
+        if let Some(reserved) = self.reserved.take() {
+            let limiter = self.limiter;
+            limiter.store.give_back(&limiter.core, reserved);
         }
     }
 }

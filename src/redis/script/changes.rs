@@ -5,8 +5,8 @@ use redis::{AsyncCommands, Script};
 
 use super::differential::{XorShift, runtime};
 use super::redis_server::RedisServer;
-use crate::draw::{Pace, refund, rescale};
-use crate::redis::quota::{REFUND_LUA, RESCALE_LUA};
+use crate::draw::{Pace, give_back, refund, rescale};
+use crate::redis::quota::{GIVEBACK_LUA, REFUND_LUA, RESCALE_LUA};
 
 /// A bucket's arrival time, from an empty bucket to a full one and a clock
 /// that went back, or 0 for a missing key.
@@ -121,14 +121,14 @@ fn the_refund_script_gives_back_as_the_pure_function() {
         let quota_key = "{refund}:quota";
         let _: () = connection.set(quota_key, "7 5 1000000000 5").await.unwrap();
         let mut rng = XorShift(0x0BAC_CAFE);
-        let (mut partial, mut capped) = (0, 0);
+        let (mut partial, mut capped, mut reserved) = (0, 0, 0);
         for step in 0..1500 {
             let payers = 1 + rng.below(4) as usize;
             let now =
                 [0, 1_000_000, 1_764_000_000_000_000][rng.below(3) as usize] + rng.below(1 << 20);
             let mut invocation = script.prepare_invoke();
             let mut want = Vec::new();
-            let mut costs = Vec::new();
+            let mut args = Vec::new();
             for key in &keys[..payers] {
                 let capacity = 1 + rng.below(1 << 24);
                 let tat = tat_of(&mut rng, capacity, now);
@@ -138,16 +138,17 @@ fn the_refund_script_gives_back_as_the_pure_function() {
                     let _: () = connection.set(key, tat).await.unwrap();
                 }
                 let cost = rng.below(2 * capacity);
-                let after = refund(tat, cost, now);
+                let after = refund(tat, cost, capacity, now);
                 partial += usize::from(after > now && after < tat);
                 capped += usize::from(after == now && tat > now);
+                reserved += usize::from(tat > now + capacity);
                 want.push(after);
-                costs.push(cost);
+                args.push((cost, capacity));
                 invocation.key(key);
             }
             invocation.key(quota_key).arg(7);
-            for cost in costs {
-                invocation.arg(cost);
+            for (cost, capacity) in args {
+                invocation.arg(cost).arg(capacity);
             }
             invocation.arg(now);
             let reply: Vec<u64> = invocation.invoke_async(&mut connection).await.unwrap();
@@ -164,6 +165,7 @@ fn the_refund_script_gives_back_as_the_pure_function() {
             partial > 300 && capped > 300,
             "{partial} partial, {capped} capped"
         );
+        assert!(reserved > 200, "{reserved} owing beyond their capacity");
         // A refund counted under another quota gives nothing back.
         let _: () = connection.set(&keys[0], 5_000_000u64).await.unwrap();
         let mut invocation = script.prepare_invoke();
@@ -176,5 +178,59 @@ fn the_refund_script_gives_back_as_the_pure_function() {
         let reply: Vec<u64> = invocation.invoke_async(&mut connection).await.unwrap();
         assert_eq!(reply, [0, 7]);
         assert_eq!(read(&mut connection, &keys[0]).await, 5_000_000);
+    });
+}
+
+#[test]
+fn the_give_back_script_returns_a_reservation_as_the_pure_function() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let mut connection = server.connection().await;
+        let script = Script::new(GIVEBACK_LUA);
+        let keys: Vec<String> = (0..4).map(|i| format!("{{giveback}}:b{i}")).collect();
+        let quota_key = "{giveback}:quota";
+        let mut rng = XorShift(0x0617_EBAC);
+        let (mut returned, mut kept) = (0, 0);
+        for step in 0..1000 {
+            let payers = 1 + rng.below(4) as usize;
+            let now = 1_764_000_000_000_000 + rng.below(1 << 20);
+            let mut invocation = script.prepare_invoke();
+            let (mut want, mut args) = (Vec::new(), Vec::new());
+            for key in &keys[..payers] {
+                let cost = 1 + rng.below(1 << 20);
+                let written = now + rng.below(4 << 20);
+                // Half the buckets are as the reservation left them.
+                let tat = if rng.below(2) == 0 {
+                    written
+                } else {
+                    written + 1 + rng.below(99)
+                };
+                let _: () = connection.set(key, tat).await.unwrap();
+                let after = give_back(tat, written, cost, now);
+                returned += usize::from(after != tat);
+                kept += usize::from(after == tat);
+                want.push(after);
+                args.push((written, cost));
+                invocation.key(key);
+            }
+            invocation.key(quota_key).arg(0);
+            for (written, cost) in args {
+                invocation.arg(written).arg(cost);
+            }
+            invocation.arg(now);
+            let reply: Vec<u64> = invocation.invoke_async(&mut connection).await.unwrap();
+            assert_eq!(reply, [1, 0], "step {step}");
+            for (j, key) in keys[..payers].iter().enumerate() {
+                assert_eq!(
+                    read(&mut connection, key).await,
+                    want[j],
+                    "step {step}, payer {j}"
+                );
+            }
+        }
+        assert!(
+            returned > 500 && kept > 500,
+            "{returned} returned, {kept} kept"
+        );
     });
 }

@@ -38,6 +38,8 @@ struct Case {
     bursts: Vec<u32>,
     tats: Vec<u64>,
     now: u64,
+    /// A reservation's lead: the draw is made at `now + lead`.
+    lead: u64,
     n: u32,
     start: usize,
 }
@@ -48,7 +50,9 @@ impl Case {
     fn tied(&self) -> bool {
         let own = self.span.own;
         let rooms: Vec<u64> = (self.bursts[..own].iter().zip(&self.tats))
-            .map(|(&burst, &tat)| Pace::room(u64::from(burst) * self.interval, tat, self.now))
+            .map(|(&burst, &tat)| {
+                Pace::room(u64::from(burst) * self.interval, tat, self.now + self.lead)
+            })
             .collect();
         let most = rooms.iter().max().copied().unwrap_or(0);
         rooms.iter().filter(|&&room| room == most).count() > 1
@@ -94,6 +98,8 @@ fn case(rng: &mut XorShift) -> Case {
         span,
         n: rng.below(u64::from(max) + 1) as u32,
         start: rng.below(span.own as u64) as usize,
+        // A third of the draws are reservations, up to two intervals on.
+        lead: [0, 0, rng.below(2 * interval + 1)][rng.below(3) as usize],
         bursts,
         tats,
         now,
@@ -114,7 +120,7 @@ fn want_of(case: &Case) -> Outcome {
         case.span,
         |j| case.bursts[j],
         |j| case.tats[j],
-        case.now,
+        case.now + case.lead,
         case.n,
         || case.start,
     )
@@ -153,31 +159,33 @@ fn the_script_draws_exactly_as_the_pure_function() {
                 n: case.n,
                 start: case.start,
                 version: 0,
+                lead: case.lead,
                 now: Some(case.now),
             };
             let drawn = drawn(script.run(&mut connection, &call).await.unwrap());
             let got = drawn.outcome;
-            // The script answers a denial's wait, not its instant, and keeps
-            // the new arrival time to itself: compare those apart.
+            // The script answers a denial's wait, not its instant, and the
+            // arrival times it wrote but not those it read.
             let relative = match want {
                 Outcome::Deny { index, at } => Outcome::Deny {
                     index,
-                    at: at - case.now,
+                    at: at - (case.now + case.lead),
                 },
                 Outcome::Grant {
                     index,
+                    tat,
                     remaining,
                     full_in,
                     ..
                 } => Outcome::Grant {
                     index,
                     seen: 0,
-                    tat: 0,
+                    tat,
                     remaining,
                     full_in,
                 },
                 Outcome::Pooled(mut pool) => {
-                    (pool.seen, pool.tat) = Default::default();
+                    pool.seen = Default::default();
                     Outcome::Pooled(pool)
                 }
             };
@@ -258,6 +266,7 @@ fn a_bucket_holding_a_string_that_is_not_a_time_is_repaired_as_empty() {
                 n: 1,
                 start: 0,
                 version: 0,
+                lead: 0,
                 now: Some(now),
             };
             let got = drawn(script.run(&mut connection, &call).await.unwrap()).outcome;
