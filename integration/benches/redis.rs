@@ -3,7 +3,7 @@
 //! limiter, on one `redis-server` started here.
 //!
 //! ```text
-//! cargo bench --features redis --bench redis
+//! cargo bench -p integration --bench redis
 //! ```
 //!
 //! The limiter talks through the one multiplexed connection that
