@@ -72,8 +72,9 @@ fn simulate_floods_a_real_redis_and_measures_it_beside_the_math() {
     assert_eq!(measured, 99);
     // Every tenant sharing no bucket with the flooder kept its requests:
     // the flood reached none of them through Redis, the executor or the
-    // breaker. (tests/redis_fleet.rs holds them to 99 % across processes;
-    // here a reply the busy host makes late is lost to the policy too.)
+    // breaker. (integration/tests/redis_fleet.rs holds them to 99 % across
+    // processes; here a reply the busy host makes late is lost to the policy
+    // too.)
     let shares = &r["mean_share_by_overlap"];
     assert!(shares[0].as_f64().unwrap() >= 0.98, "{shares}");
     assert!(count(&me["unaffected"]) >= untouched, "{me} vs {by}");

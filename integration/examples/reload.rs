@@ -3,7 +3,7 @@
 //! effect at once, with no burst handed out on the way.
 //!
 //! ```text
-//! cargo run --example reload --features serde
+//! cargo run -p integration --example reload
 //! ```
 //!
 //! The load, 20 tenants asking 2000 requests/s in all, runs on a simulated

@@ -3,7 +3,7 @@
 //! limiter, on one `redis-server` started here.
 //!
 //! ```text
-//! cargo bench --features redis --bench redis
+//! cargo bench -p integration --bench redis
 //! ```
 //!
 //! The limiter talks through the one multiplexed connection that
@@ -16,7 +16,7 @@
 //! `BENCH_SECS` sets the length of each throughput run (default 3),
 //! `BENCH_ROUNDS` the number of rounds (default 5).
 
-#[path = "../tests/support/redis_server.rs"]
+#[path = "../../tests/support/redis_server.rs"]
 mod redis_server;
 
 use std::future::Future;
@@ -47,7 +47,7 @@ return { 1, 0 }
 "#;
 
 /// The limiter's script, for calling it without the limiter.
-const K_BUCKET_DRAW: &str = include_str!("../src/redis/draw.lua");
+const K_BUCKET_DRAW: &str = include_str!("../../src/redis/draw.lua");
 
 const OURS: &str = "RedisLimiter::decide, k = 2 of N = 8";
 const SCRIPT_ONLY: &str = "its script alone (EVALSHA)";

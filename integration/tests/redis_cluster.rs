@@ -20,7 +20,7 @@ use redis::cluster_async::ClusterConnection;
 use shuffle_limiter::redis::{FailurePolicy, RedisLimiter, RedisOptions, Source};
 use shuffle_limiter::{Builder, ManualClock, Quota, ShardedLimiter};
 
-#[path = "support/redis_server.rs"]
+#[path = "../../tests/support/redis_server.rs"]
 mod redis_server;
 #[path = "support/same_answers.rs"]
 mod same_answers;
@@ -28,7 +28,7 @@ use redis_server::{RedisServer, free_port};
 use same_answers::assert_same_answers;
 
 /// The script the limiter loads, to ask the nodes whether they hold it.
-const DRAW_LUA: &str = include_str!("../src/redis/draw.lua");
+const DRAW_LUA: &str = include_str!("../../src/redis/draw.lua");
 
 /// How long the cluster may take to form before the test gives up.
 const FORM_WITHIN: Duration = Duration::from_secs(20);

@@ -8,7 +8,7 @@ use redis::AsyncCommands;
 use shuffle_limiter::redis::{Error, FailurePolicy, RedisLimiter, RedisOptions, Source};
 use shuffle_limiter::{Quota, ShardedLimiter};
 
-#[path = "support/redis_server.rs"]
+#[path = "../../tests/support/redis_server.rs"]
 mod redis_server;
 use redis_server::RedisServer;
 

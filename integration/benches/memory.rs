@@ -2,7 +2,7 @@
 //! governor's keyed limiter, counted by a global allocator.
 //!
 //! ```text
-//! cargo bench --bench memory     # a plain program: prints its lines, takes seconds
+//! cargo bench -p integration --bench memory     # a plain program: prints its lines, takes seconds
 //! ```
 //!
 //! Ours is the default builder (N = 8 buckets, k = 2 per tenant) with the

@@ -14,7 +14,7 @@ use shuffle_limiter::redis::{FailurePolicy, RedisLimiter, RedisOptions};
 use shuffle_limiter::tower::{RateLimitLayer, TenantKey};
 use shuffle_limiter::{Quota, ShardedLimiter};
 
-#[path = "support/redis_server.rs"]
+#[path = "../../tests/support/redis_server.rs"]
 mod redis_server;
 use redis_server::RedisServer;
 

@@ -1,7 +1,7 @@
 //! Many tenants calling one rate-limited upstream through one limiter.
 //!
 //! ```text
-//! cargo run --example upstream_api --features tokio
+//! cargo run -p integration --example upstream_api
 //! ```
 //!
 //! A fake upstream on 127.0.0.1 enforces its own hard limit: 5 requests/s,

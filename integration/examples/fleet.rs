@@ -3,8 +3,8 @@
 //!
 //! ```text
 //! redis-server --port 6379 --save "" &
-//! cargo run --example fleet --features redis
-//! REDIS_URL=redis://127.0.0.1:6380 WORKERS=6 RUN_SECS=5 cargo run --example fleet --features redis
+//! cargo run -p integration --example fleet
+//! REDIS_URL=redis://127.0.0.1:6380 WORKERS=6 RUN_SECS=5 cargo run -p integration --example fleet
 //! ```
 //!
 //! The program starts `WORKERS` (default 4) copies of itself, each hammering

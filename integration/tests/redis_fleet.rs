@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use shuffle_limiter::redis::{FailurePolicy, RedisLimiter, RedisOptions};
 use shuffle_limiter::{Builder, Quota, ShardedLimiter};
 
-#[path = "support/redis_server.rs"]
+#[path = "../../tests/support/redis_server.rs"]
 mod redis_server;
 use redis_server::RedisServer;
 

@@ -15,7 +15,7 @@ use shuffle_limiter::store::Store;
 use shuffle_limiter::tower::{RateLimitLayer, TenantKey};
 use shuffle_limiter::{ManualClock, Quota, ShardedLimiter};
 
-#[path = "support/redis_server.rs"]
+#[path = "../../tests/support/redis_server.rs"]
 mod redis_server;
 use redis_server::RedisServer;
 

@@ -1,8 +1,8 @@
 //! Check throughput beside governor and a bare atomic, in the same run.
 //!
 //! ```text
-//! cargo bench --bench limiter
-//! cargo bench --bench limiter -- --test     # each benchmark once, to see that it runs
+//! cargo bench -p integration --bench limiter
+//! cargo bench -p integration --bench limiter -- --test     # each benchmark once, to see that it runs
 //! ```
 //!
 //! The limiter is the default builder's: N = 8 buckets, k = 2 per tenant,

@@ -19,7 +19,7 @@ use shuffle_limiter::redis::{
 };
 use shuffle_limiter::{Assignment, ManualClock, Quota, ShardedLimiter};
 
-#[path = "support/redis_server.rs"]
+#[path = "../../tests/support/redis_server.rs"]
 mod redis_server;
 #[path = "support/same_answers.rs"]
 mod same_answers;

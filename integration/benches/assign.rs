@@ -1,7 +1,7 @@
 //! The cost of a tenant-cache miss: the assignment alone, without a limiter.
 //!
 //! ```text
-//! cargo bench --bench assign -- --noplot
+//! cargo bench -p integration --bench assign -- --noplot
 //! ```
 //!
 //! `seed` is the SHA-256 half of a miss; `shard` is the whole miss (the seed,

@@ -2,8 +2,8 @@
 //! 10 for everyone together, split over 8 buckets, 2 per tenant.
 //!
 //! ```text
-//! cargo run --example axum_server --features tower
-//! PORT=8080 cargo run --example axum_server --features tower
+//! cargo run -p integration --example axum_server
+//! PORT=8080 cargo run -p integration --example axum_server
 //! ```
 //!
 //! The tenant comes from the `x-tenant-id` header. A quick loop of requests

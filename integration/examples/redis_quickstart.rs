@@ -4,7 +4,7 @@
 //!
 //! ```sh
 //! redis-server --save "" &
-//! cargo run --example redis_quickstart --features redis,tower,serde
+//! cargo run -p integration --example redis_quickstart
 //! ```
 //!
 //! `REDIS_URL` names another server (default `redis://127.0.0.1:6379`).

@@ -14,7 +14,7 @@ use shuffle_limiter::ConfigError;
 use shuffle_limiter::redis::{BuildError, Error as RedisError, FailurePolicy};
 use shuffle_limiter::set::{LimiterSet, Member, RedisConfig, SetConfig};
 
-#[path = "support/redis_server.rs"]
+#[path = "../../tests/support/redis_server.rs"]
 mod redis_server;
 use redis_server::{RedisServer, free_port};
 

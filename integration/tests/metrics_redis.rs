@@ -11,7 +11,7 @@ use shuffle_limiter::metrics::{DENIALS, GRANTS, REDIS_DECISIONS, REDIS_ERRORS};
 use shuffle_limiter::redis::{FailurePolicy, RedisLimiter, RedisOptions, Source};
 use shuffle_limiter::{Quota, ShardedLimiter};
 
-#[path = "support/redis_server.rs"]
+#[path = "../../tests/support/redis_server.rs"]
 mod redis_server;
 use redis_server::RedisServer;
 

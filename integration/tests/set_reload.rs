@@ -198,7 +198,7 @@ fn a_load_across_a_reload_sees_no_spike() {
 #[cfg(feature = "redis")]
 #[test]
 fn a_reload_changes_a_redis_limiters_quota_for_the_fleet() {
-    #[path = "support/redis_server.rs"]
+    #[path = "../../tests/support/redis_server.rs"]
     mod redis_server;
 
     let server = redis_server::RedisServer::start();

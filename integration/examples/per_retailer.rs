@@ -2,8 +2,8 @@
 //! own budget, and within each, its own shuffle sharding of your tenants.
 //!
 //! ```text
-//! cargo run --example per_retailer --features serde
-//! cargo run --example per_retailer --features serde -- my-limits.toml
+//! cargo run -p integration --example per_retailer
+//! cargo run -p integration --example per_retailer -- my-limits.toml
 //! ```
 //!
 //! Without an argument it uses the config below. It prints each limiter, then
