@@ -28,7 +28,10 @@ use redis_server::{RedisServer, free_port};
 use same_answers::assert_same_answers;
 
 /// The script the limiter loads, to ask the nodes whether they hold it.
-const DRAW_LUA: &str = include_str!("../../src/redis/draw.lua");
+const DRAW_LUA: &str = concat!(
+    include_str!("../../src/redis/prelude.lua"),
+    include_str!("../../src/redis/draw.lua")
+);
 
 /// How long the cluster may take to form before the test gives up.
 const FORM_WITHIN: Duration = Duration::from_secs(20);
