@@ -179,11 +179,9 @@ fn quotas_changed_in_a_tight_loop_never_lift_the_budget() {
         granted as f64 <= bound,
         "{granted} granted, at most {bound}"
     );
-    // The load took nearly all of it.
-    assert!(
-        granted as f64 > bound - 2.0 * f64::from(N),
-        "{granted} of {bound}"
-    );
+    // The load took most of it: a check that races a change loses its
+    // tokens (they stay taken), so a tight loop of changes costs some.
+    assert!(granted as f64 > 0.8 * bound, "{granted} of {bound}");
 }
 
 #[test]
