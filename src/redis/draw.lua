@@ -5,7 +5,7 @@
 -- both the same inputs. Every value stays an integer below 2^53, so Lua's
 -- doubles hold it exactly: the Rust side refuses a bucket capacity above
 -- 2^50 us, and the clock reading is capped at 2^53 - 2^50 (the year 2255).
--- The Rust side puts prelude.lua (`clock`, `quota_version`) before it.
+-- The Rust side puts prelude.lua (`clock`, `expect_quota`, `store`) before it.
 --
 -- KEYS[j]     the tenant's bucket keys, "{limiter-name}:b<i>": its k own
 --             buckets in shard order, then its d spill buckets in rank
@@ -62,12 +62,9 @@ local d = ranked - k
 
 -- The quota first: a caller deciding with another quota's numbers must not
 -- draw at all.
-local version, bad = quota_version(KEYS[ranked + 1])
-if bad then
-  return bad
-end
-if version ~= ARGV[5 + ranked + d] + 0 then
-  return { -1, version }
+local _, stop = expect_quota(KEYS[ranked + 1], ARGV[5 + ranked + d], -1)
+if stop then
+  return stop
 end
 -- A reservation is the draw at a later instant: `lead` microseconds on.
 local now = clock(ARGV[7 + ranked + d]) + ARGV[6 + ranked + d]

@@ -37,6 +37,20 @@ local function quota_version(key)
   return version
 end
 
+-- The quota version in `key` when it is `expected`; otherwise, as the second
+-- value, what the script answers instead of doing anything: { stale,
+-- version }, or the error reply of a key that holds something else.
+local function expect_quota(key, expected, stale)
+  local version, bad = quota_version(key)
+  if bad then
+    return version, bad
+  end
+  if version ~= expected + 0 then
+    return version, { stale, version }
+  end
+  return version
+end
+
 -- Writes a bucket's arrival time: the key lives until the bucket is full
 -- again, plus a second (a missing key reads as a full bucket, which by then
 -- it is). '%d' because Lua prints a number with 14 significant digits.

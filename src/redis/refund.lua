@@ -18,12 +18,9 @@
 -- reads the quota and asks again.
 
 local payers = #KEYS - 1
-local version, bad = quota_version(KEYS[payers + 1])
-if bad then
-  return bad
-end
-if version ~= ARGV[1] + 0 then
-  return { 0, version }
+local version, stop = expect_quota(KEYS[payers + 1], ARGV[1], 0)
+if stop then
+  return stop
 end
 local now = clock(ARGV[2 * payers + 2])
 

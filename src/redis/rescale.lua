@@ -18,12 +18,9 @@
 -- ARGV[1]: nothing changed, and the caller reads the quota and asks again.
 
 local buckets = #KEYS - 1
-local version, bad = quota_version(KEYS[buckets + 1])
-if bad then
-  return bad
-end
-if version ~= ARGV[1] + 0 then
-  return { 0, version }
+local version, stop = expect_quota(KEYS[buckets + 1], ARGV[1], 0)
+if stop then
+  return stop
 end
 local now = clock(ARGV[9])
 

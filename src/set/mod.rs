@@ -254,17 +254,9 @@ impl<C: Clock> LimiterSet<C> {
                 map.insert(name.as_str().into(), limiter);
             }
         }
-        for (name, settings) in &config.limiters {
-            let Some(redis) = &settings.redis else {
-                continue;
-            };
-            let limiter = settings
-                .builder(name)
-                .clock(clock.clone())
-                .build_redis(&redis.url, redis.options())
-                .await
-                .map_err(|e| SetError::redis(name, e))?;
-            map.insert(name.as_str().into(), Entry::Redis(Arc::new(limiter)));
+        for (name, settings) in config.limiters.iter().filter(|(_, s)| s.is_redis()) {
+            let limiter = build_any(name, settings, clock.clone()).await?;
+            map.insert(name.as_str().into(), limiter);
         }
         Ok(LimiterSet {
             limiters: Arc::new(map),
@@ -304,6 +296,25 @@ impl<C: Clock> LimiterSet<C> {
             configs: Arc::default(),
         })
     }
+}
+
+/// The limiter of `settings`, in process or connected to its Redis.
+#[cfg(feature = "redis")]
+async fn build_any<C: Clock>(
+    name: &str,
+    settings: &LimiterConfig,
+    clock: C,
+) -> Result<Entry<C>, SetError> {
+    let Some(redis) = &settings.redis else {
+        return build_local(name, settings, clock);
+    };
+    let limiter = settings
+        .builder(name)
+        .clock(clock)
+        .build_redis(&redis.url, redis.options())
+        .await
+        .map_err(|e| SetError::redis(name, e))?;
+    Ok(Entry::Redis(Arc::new(limiter)))
 }
 
 fn build_local<C: Clock>(

@@ -5,6 +5,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+#[cfg(feature = "redis")]
+use super::build_any;
 use super::error::SetErrorKind;
 #[cfg(feature = "redis")]
 use super::member::Entry;
@@ -247,18 +249,7 @@ impl<C: Clock + Clone> LimiterSet<C> {
         let mut added = Map::default();
         for (name, step) in &steps {
             if let Step::Add(new) = step {
-                let entry = match &new.redis {
-                    None => build_local(name, new, clock.clone())?,
-                    Some(redis) => {
-                        let limiter = new
-                            .builder(name)
-                            .clock(clock.clone())
-                            .build_redis(&redis.url, redis.options())
-                            .await
-                            .map_err(|e| SetError::redis(name, e))?;
-                        Entry::Redis(Arc::new(limiter))
-                    }
-                };
+                let entry = build_any(name, new, clock.clone()).await?;
                 added.insert((*name).into(), entry);
             }
         }
