@@ -34,6 +34,7 @@ pub trait Store: sealed::Apply {}
 
 pub(crate) mod sealed {
     use super::{Core, Denied, Future, Grant, Shard};
+    use crate::error::InsufficientCapacity;
 
     /// The store's one operation, out of reach of other crates: they can
     /// neither name the trait nor make the `Core` it takes.
@@ -46,5 +47,17 @@ pub(crate) mod sealed {
 
         /// Applies the draw for `n` tokens to `shard`'s buckets, atomically.
         fn apply(&self, core: &Core, shard: Shard, n: u32) -> Self::Pending;
+
+        /// Whether `shard` could ever pay `n` tokens in this store: with its
+        /// own buckets together, unless the store can only take from one
+        /// bucket at a time.
+        fn check_weight(
+            &self,
+            core: &Core,
+            shard: &Shard,
+            n: u32,
+        ) -> Result<(), InsufficientCapacity> {
+            core.split.check_weight(shard, n)
+        }
     }
 }

@@ -55,6 +55,13 @@ pub enum BuildError {
         /// Buckets in all (N).
         buckets: u32,
     },
+    /// Borrowing ([`Builder::borrow_from`](crate::Builder::borrow_from)) with
+    /// the [`Layout::Spread`](super::Layout::Spread) layout, which does not
+    /// offer it.
+    SpreadBorrowing {
+        /// The spill buckets asked for (d).
+        spill: u32,
+    },
     /// One of the [`RedisOptions`](super::RedisOptions) durations is zero.
     ZeroDuration {
         /// The option's name.
@@ -99,6 +106,12 @@ impl fmt::Display for BuildError {
                  {buckets} buckets a token: raise the burst to at least {} or count fewer \
                  replicas",
                 u64::from(*buckets) * u64::from(*replicas)
+            ),
+            BuildError::SpreadBorrowing { spill } => write!(
+                f,
+                "borrowing from {spill} spill buckets is not offered with Layout::Spread, \
+                 whose buckets may live on different Redis Cluster nodes: remove \
+                 .borrow_from(..), or use Layout::OneSlot"
             ),
             BuildError::ZeroDuration { option } => {
                 write!(f, "RedisOptions::{option} is zero: use a positive duration")

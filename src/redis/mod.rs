@@ -149,17 +149,21 @@ use ::redis::aio::{ConnectionLike, ConnectionManager};
 
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::InsufficientCapacity;
+use crate::store::sealed::Apply as _;
 use crate::{Denied, Grant, Limiter, ShardedLimiter, Tenant};
 
 mod breaker;
 mod build;
 mod denial_cache;
 mod error;
+mod layout;
 mod options;
 mod script;
+mod spread;
 mod store;
 
 pub use error::{BuildError, Error};
+pub use layout::Layout;
 pub use options::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_DEADLINE, DEFAULT_RETRY_EVERY, FailurePolicy, RedisOptions,
 };
@@ -254,7 +258,7 @@ where
         n: u32,
     ) -> Result<Decision, InsufficientCapacity> {
         let shard = self.core.shard(tenant.as_ref());
-        self.core.split.check_weight(&shard, n)?;
+        self.store.check_weight(&self.core, &shard, n)?;
         Ok(self.store.shared.decide(shard, n).await)
     }
 
@@ -326,15 +330,17 @@ where
     /// # Errors
     /// As [`RedisLimiter::check_n`].
     pub async fn check_n(&self, n: u32) -> Result<Result<Grant, Denied>, InsufficientCapacity> {
-        self.limiter.core.split.check_weight(&self.shard, n)?;
+        let limiter = self.limiter;
+        limiter.store.check_weight(&limiter.core, &self.shard, n)?;
         Ok(self.limiter.store.shared.decide(self.shard, n).await.result)
     }
 }
 
 /// # Inspecting, over Redis
 impl<Conn, C> RedisLimiter<Conn, C> {
-    /// The Redis key of bucket `bucket`, `{name}:b<bucket>`, or `None` past
-    /// the last bucket.
+    /// The Redis key of bucket `bucket` — `{name}:b<bucket>` in the
+    /// [`Layout::OneSlot`] layout, `{name:b<bucket>}` in [`Layout::Spread`] —
+    /// or `None` past the last bucket.
     pub fn key(&self, bucket: u32) -> Option<&str> {
         self.store.shared.script.key(bucket)
     }
@@ -342,6 +348,11 @@ impl<Conn, C> RedisLimiter<Conn, C> {
     /// The failure policy.
     pub fn failure_policy(&self) -> FailurePolicy {
         self.store.shared.options.policy
+    }
+
+    /// Where the buckets live: in one Cluster slot, or spread.
+    pub fn layout(&self) -> Layout {
+        self.store.shared.options.layout
     }
 
     /// The longest a decision takes.

@@ -5,6 +5,7 @@ use ::redis::Script;
 use ::redis::aio::ConnectionLike;
 
 use super::error::Error;
+use super::layout::Layout;
 use crate::draw::{MAX_K, Outcome, Pool, Span};
 use crate::limiter::core::Split;
 use crate::{Denied, Grant, Shard};
@@ -19,15 +20,15 @@ pub(super) const MICROS: u64 = 1000;
 #[derive(Debug)]
 pub(super) struct DrawScript {
     script: Script,
-    /// `{name}:b<i>` for every bucket i.
+    /// The key of every bucket i, as the layout names it.
     keys: Box<[String]>,
 }
 
 impl DrawScript {
-    pub(super) fn new(name: &str, buckets: u32) -> Self {
+    pub(super) fn new(name: &str, buckets: u32, layout: Layout) -> Self {
         DrawScript {
             script: Script::new(DRAW_LUA),
-            keys: (0..buckets).map(|i| format!("{{{name}}}:b{i}")).collect(),
+            keys: (0..buckets).map(|i| layout.key(name, i)).collect(),
         }
     }
 
@@ -66,6 +67,32 @@ impl DrawScript {
             bursts: &bursts[..ids.len()],
             n,
             start,
+            now: None,
+        };
+        self.run(connection, &call).await
+    }
+
+    /// One round trip over `bucket` alone, for the spread layout: the same
+    /// draw as a shard of that one bucket (k = 1, no spill), for `n` tokens,
+    /// on its node's clock.
+    pub(super) async fn draw_one<Conn: ConnectionLike>(
+        &self,
+        connection: &mut Conn,
+        split: &Split,
+        bucket: u32,
+        n: u32,
+    ) -> Result<Drawn, Error> {
+        let call = Call {
+            ids: &[bucket],
+            span: Span {
+                own: 1,
+                spill: 0,
+                reserve: 0,
+            },
+            interval: split.interval() / MICROS,
+            bursts: &[split.burst_of(bucket)],
+            n,
+            start: 0,
             now: None,
         };
         self.run(connection, &call).await

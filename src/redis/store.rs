@@ -14,9 +14,12 @@ use tokio::time::timeout;
 use super::breaker::Breaker;
 use super::denial_cache::DenialCache;
 use super::error::Error;
+use super::layout::Layout;
 use super::options::{FailurePolicy, RedisOptions};
 use super::script::{DrawScript, answer};
+use super::spread::Rooms;
 use crate::clock::{Clock, MonotonicClock};
+use crate::error::InsufficientCapacity;
 use crate::limiter::core::{Core, Split};
 use crate::limiter::memory::tie_break;
 use crate::metrics::{Metrics, RedisMetrics};
@@ -61,6 +64,8 @@ pub(super) struct Shared<Conn, C> {
     pub(super) options: RedisOptions,
     pub(super) breaker: Breaker,
     pub(super) denials: DenialCache,
+    /// What this process last saw of each bucket (the spread layout's).
+    pub(super) rooms: Rooms,
     pub(super) fallback: Option<ShardedLimiter<C>>,
     pub(super) metrics: Metrics,
     /// The same counts as `counts`, through the metrics facade.
@@ -82,6 +87,9 @@ where
     /// The decision for `n` tokens over `shard`: from the denial cache, from
     /// Redis within the deadline, or by the failure policy.
     pub(super) async fn decide(&self, shard: Shard, n: u32) -> Decision {
+        if self.options.layout == Layout::Spread {
+            return self.decide_spread(shard, n).await;
+        }
         let sent = self.breaker.micros();
         // A weight of 0 is always granted, so never denied from memory.
         if n > 0
@@ -94,7 +102,7 @@ where
             tokio::task::consume_budget().await;
             return self.decided(Err(denied), Source::CachedDenial, None);
         }
-        if let Err(error) = self.breaker.admit(&shard, sent) {
+        if let Err(error) = self.breaker.admit(shard.buckets(), sent) {
             tokio::task::consume_budget().await;
             return self.by_policy(&shard, n, error);
         }
@@ -105,7 +113,8 @@ where
                 .draw(&mut connection, &self.split, &shard, self.reserve, n, start);
         let error = match timeout(self.options.deadline, round_trip).await {
             Ok(Ok(drawn)) => {
-                self.breaker.answered(&shard, self.breaker.micros());
+                self.breaker
+                    .answered(shard.buckets(), self.breaker.micros());
                 let result = answer(drawn.outcome, &shard, n);
                 if let Err(denied) = &result
                     && self.options.cache_denials
@@ -122,7 +131,7 @@ where
         self.counts[ERRORS].fetch_add(1, Ordering::Relaxed);
         self.redis_metrics.failed();
         let error = Arc::new(error);
-        self.breaker.failed(&shard, &error);
+        self.breaker.failed(shard.buckets(), &error);
         self.by_policy(&shard, n, Some(error))
     }
 
@@ -131,10 +140,10 @@ where
     /// When the shard's own keys hold something else (not an outage), only
     /// the local fallback may grant: granting without any limit there would
     /// let a stray key lift the budget.
-    fn by_policy(&self, shard: &Shard, n: u32, error: Option<Arc<Error>>) -> Decision {
+    pub(super) fn by_policy(&self, shard: &Shard, n: u32, error: Option<Arc<Error>>) -> Decision {
         let first = shard.buckets()[0];
         let deny = || Denied {
-            retry_after: self.breaker.until_probe(shard),
+            retry_after: self.breaker.until_probe(shard.buckets()),
             bucket: first,
         };
         let outage = error.as_deref().is_none_or(Error::is_outage);
@@ -149,7 +158,7 @@ where
         self.decided(result, Source::Policy, error)
     }
 
-    fn decided(
+    pub(super) fn decided(
         &self,
         result: Result<Grant, Denied>,
         source: Source,
@@ -189,6 +198,13 @@ where
     fn apply(&self, _core: &Core, shard: Shard, n: u32) -> Pending {
         let shared = Arc::clone(&self.shared);
         Box::pin(async move { shared.decide(shard, n).await.result })
+    }
+
+    fn check_weight(&self, core: &Core, shard: &Shard, n: u32) -> Result<(), InsufficientCapacity> {
+        match self.shared.options.layout {
+            Layout::OneSlot => core.split.check_weight(shard, n),
+            Layout::Spread => core.split.check_weight_alone(shard, n),
+        }
     }
 }
 

@@ -462,7 +462,8 @@ impl<S: Store, L: Deref<Target = Limiter<S>>> Waiter<'_, S, L> {
 
     /// The shard, once it is known to hold `n` tokens at all.
     fn weighed(&self, shard: Shard, n: u32) -> Result<Shard, InsufficientCapacity> {
-        self.limiter.core.split.check_weight(&shard, n)?;
+        let limiter = &self.limiter;
+        limiter.store.check_weight(&limiter.core, &shard, n)?;
         Ok(shard)
     }
 
