@@ -1,0 +1,255 @@
+//! The spread layout against a real Redis Cluster (three masters on free
+//! 127.0.0.1 ports, see `support/redis_cluster.rs`): buckets spread over the
+//! nodes, the budget holds exactly, a tenant gets its k buckets' worth, and
+//! a node stopped with `SIGSTOP` touches only the tenants whose shards hold
+//! one of its buckets, as `blast` predicts, where the one-slot layout loses
+//! every tenant to it.
+#![cfg(feature = "redis")]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redis::aio::MultiplexedConnection;
+use redis::cluster_async::ClusterConnection;
+use shuffle_limiter::blast::BlastRadius;
+use shuffle_limiter::redis::{
+    BuildError, FailurePolicy, Layout, RedisLimiter, RedisOptions, Source,
+};
+use shuffle_limiter::{Builder, Quota, ShardedLimiter};
+
+#[path = "support/redis_cluster.rs"]
+mod redis_cluster;
+#[path = "support/redis_server.rs"]
+mod redis_server;
+use redis_cluster::{RedisCluster, one_at_a_time};
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// FailClosed, spread, and a deadline a busy machine cannot miss where the
+/// test is about decisions, not latency.
+fn spread() -> RedisOptions {
+    RedisOptions::new(FailurePolicy::FailClosed)
+        .layout(Layout::Spread)
+        .deadline(Duration::from_secs(2))
+}
+
+async fn build(
+    builder: Builder,
+    connection: &ClusterConnection,
+    options: RedisOptions,
+) -> RedisLimiter<ClusterConnection> {
+    builder
+        .build_redis_with(connection.clone(), options)
+        .await
+        .unwrap()
+}
+
+/// The node (index into `cluster.nodes`) that holds each bucket's key.
+async fn bucket_nodes(
+    cluster: &RedisCluster,
+    limiter: &RedisLimiter<ClusterConnection>,
+) -> Vec<usize> {
+    let mut admin: MultiplexedConnection = cluster.nodes[0].connection().await;
+    let mut nodes = Vec::new();
+    for b in 0..limiter.buckets() {
+        let slot: u16 = redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(limiter.key(b).unwrap())
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+        let port = cluster.owner(slot).port;
+        nodes.push(cluster.nodes.iter().position(|n| n.port == port).unwrap());
+    }
+    nodes
+}
+
+/// Resumes a stopped node however the test ends.
+struct Resume<'a>(&'a redis_server::RedisServer);
+
+impl Drop for Resume<'_> {
+    fn drop(&mut self) {
+        self.0.signal("-CONT");
+    }
+}
+
+// ---------------------------------------------------------------------------
+
+#[test]
+fn spread_buckets_live_on_several_nodes_and_the_fleet_gets_exactly_the_burst() {
+    let _serial = one_at_a_time();
+    let cluster = RedisCluster::start();
+    runtime().block_on(async {
+        // 10 tokens per bucket, one more per hour: nothing refills here.
+        let builder = ShardedLimiter::builder()
+            .quota(Quota::new(8, Duration::from_secs(3600)).with_burst(80))
+            .buckets(8)
+            .per_tenant(2)
+            .name("spread-budget");
+        let connection = cluster.connect().await;
+        // Two limiters on two connections: two processes, each with its own
+        // view of the buckets' rooms.
+        let a = build(builder.clone(), &connection, spread()).await;
+        let b = build(builder, &cluster.connect().await, spread()).await;
+        assert_eq!(a.layout(), Layout::Spread);
+        let nodes = bucket_nodes(&cluster, &a).await;
+        let used: BTreeSet<_> = nodes.iter().collect();
+        assert!(used.len() >= 2, "all buckets on one node: {nodes:?}");
+
+        // A tenant alone gets its two buckets' worth, ten from each.
+        let mut paid = BTreeMap::new();
+        for _ in 0..25 {
+            if let Ok(grant) = a.check("alone").await {
+                *paid.entry(grant.bucket()).or_insert(0) += 1;
+            }
+        }
+        let own: BTreeMap<u32, i32> = a
+            .shard("alone")
+            .buckets()
+            .iter()
+            .map(|&b| (b, 10))
+            .collect();
+        assert_eq!(paid, own, "each own bucket paid its burst");
+        let decision = b.decide("alone", 1).await.unwrap();
+        assert!(!decision.is_granted(), "the other process sees them empty");
+        assert_eq!(decision.source(), Source::Redis, "{:?}", decision.error());
+        let cached = a.decide("alone", 1).await.unwrap();
+        assert_eq!(
+            cached.source(),
+            Source::CachedDenial,
+            "a process that saw both buckets empty asks nobody"
+        );
+
+        // Weights: one bucket's burst is the most a request may ask.
+        let err = a.check_n("weighted", 11).await.unwrap_err();
+        assert_eq!((err.requested(), err.max()), (11, 10));
+        assert!(err.to_string().contains("Layout::OneSlot"), "{err}");
+        let grant = a.check_n("weighted", 10).await.unwrap().unwrap();
+        assert_eq!(grant.payments().len(), 1);
+        let read = a.decide("weighted", 0).await.unwrap().result().unwrap();
+        let weighted = a.shard("weighted");
+        let left = 20 - 10 - 10 * weighted.overlap(&a.shard("alone")) as u64;
+        assert_eq!(
+            read.remaining(),
+            left,
+            "a weight of 0 reads every own bucket"
+        );
+
+        // The fleet: 200 tenants over both processes, five requests each,
+        // drain every bucket and get exactly the burst B = 80, no more.
+        let limiters = Arc::new([a, b]);
+        let tasks: Vec<_> = (0..200)
+            .map(|t| {
+                let limiters = Arc::clone(&limiters);
+                tokio::spawn(async move {
+                    let limiter = &limiters[t % 2];
+                    let mut granted = 0;
+                    for _ in 0..5 {
+                        let decision = limiter.decide(format!("tenant-{t}"), 1).await.unwrap();
+                        assert_ne!(decision.source(), Source::Policy, "{:?}", decision.error());
+                        granted += u64::from(decision.is_granted());
+                    }
+                    granted
+                })
+            })
+            .collect();
+        let mut fleet = 20 + 10; // "alone" and "weighted"
+        for task in tasks {
+            fleet += task.await.unwrap();
+        }
+        assert_eq!(fleet, 80, "the fleet got the burst B exactly");
+        for limiter in limiters.iter() {
+            assert_eq!(limiter.stats().errors(), 0);
+        }
+    });
+}
+
+#[test]
+fn spread_under_a_flood_every_bucket_stays_within_its_rate_and_burst() {
+    let _serial = one_at_a_time();
+    let cluster = RedisCluster::start();
+    runtime().block_on(async {
+        // R = 400/s, B = 400 over N = 8: 50/s and 50 per bucket.
+        let builder = ShardedLimiter::builder()
+            .quota(Quota::per_second(400).with_burst(400))
+            .buckets(8)
+            .per_tenant(2)
+            .name("spread-flood");
+        let options = spread();
+        let a = Arc::new(build(builder.clone(), &cluster.connect().await, options.clone()).await);
+        let b = Arc::new(build(builder, &cluster.connect().await, options).await);
+        let started = Instant::now();
+        let stop = started + Duration::from_millis(1500);
+        let tasks: Vec<_> = (0..16)
+            .map(|t| {
+                let limiter = Arc::clone(if t % 2 == 0 { &a } else { &b });
+                tokio::spawn(async move {
+                    let mut per_bucket = [0u64; 8];
+                    let mut i = t;
+                    while Instant::now() < stop {
+                        if let Ok(grant) = limiter.check(format!("flood-{}", i % 40)).await {
+                            per_bucket[grant.bucket() as usize] += 1;
+                        }
+                        i += 16;
+                        tokio::task::yield_now().await;
+                    }
+                    per_bucket
+                })
+            })
+            .collect();
+        let mut per_bucket = [0u64; 8];
+        for task in tasks {
+            for (sum, got) in per_bucket.iter_mut().zip(task.await.unwrap()) {
+                *sum += got;
+            }
+        }
+        let t = started.elapsed().as_secs_f64();
+        let fleet: u64 = per_bucket.iter().sum();
+        let covered: BTreeSet<u32> = (0..40)
+            .flat_map(|i| a.shard(format!("flood-{i}")).buckets().to_vec())
+            .collect();
+        // Every grant is one GCRA step on one bucket: each within R/N·t + B/N.
+        for (bucket, &got) in per_bucket.iter().enumerate() {
+            let bound = 50.0 * t + 50.0;
+            assert!(got as f64 <= bound, "bucket {bucket}: {got} > {bound:.0}");
+        }
+        assert!(fleet as f64 <= 400.0 * t + 400.0, "{fleet} over {t:.2} s");
+        // ... and the flood did reach the budget of the buckets it covers
+        // (their bursts, then their rates), give or take a slow machine.
+        let reachable = covered.len() as f64 / 8.0 * (400.0 + 400.0 * 1.5);
+        assert!(
+            fleet as f64 >= 0.75 * reachable,
+            "only {fleet} granted of {reachable:.0}"
+        );
+        assert_eq!(a.stats().errors() + b.stats().errors(), 0);
+    });
+}
+
+#[test]
+fn spread_refuses_borrowing_at_build_with_what_to_change() {
+    runtime().block_on(async {
+        let err = ShardedLimiter::builder()
+            .quota(Quota::per_second(100))
+            .buckets(8)
+            .per_tenant(2)
+            .borrow_from(2)
+            .name("spread-borrow")
+            // Refused before any connection: nothing listens on port 1.
+            .build_redis("redis://127.0.0.1:1", spread())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, BuildError::SpreadBorrowing { spill: 2 }),
+            "{err}"
+        );
+        let message = err.to_string();
+        assert!(message.contains("borrow_from") && message.contains("Layout::OneSlot"));
+    });
+}
