@@ -39,15 +39,26 @@
 //!
 //! [`RateLimitLayer`]: https://docs.rs/shuffle-limiter/latest/shuffle_limiter/tower/struct.RateLimitLayer.html
 //!
-//! # Keys
+//! # Keys, and the layout
 //! Bucket i of a limiter named `name` is the key `{name}:b<i>`, holding its
 //! theoretical arrival time in microseconds of the server's clock. The braces
 //! make the name a hash tag: in a Redis Cluster all of a limiter's keys live
 //! in one slot, so every shard is in one slot and the script never crosses
-//! nodes. (The flip side: one limiter is served by one node; spread load by
-//! using several limiters.) A key expires one second after its bucket is
-//! full again, so idle limiters leave nothing behind; a missing key reads as
-//! a full bucket, which it then is.
+//! nodes. (The flip side: one limiter is served by one node, and a failed
+//! node stops every tenant of the limiter.) A key expires one second after
+//! its bucket is full again, so idle limiters leave nothing behind; a
+//! missing key reads as a full bucket, which it then is.
+//!
+//! That is the default [`Layout::OneSlot`]. With [`Layout::Spread`]
+//! ([`RedisOptions::layout`]) bucket i is `{name:b<i>}` instead, a hash tag
+//! per bucket, so the buckets spread over the nodes of a Cluster and a
+//! failed node touches only the tenants whose shards hold one of its
+//! buckets. A decision then takes from one bucket at a time with the same
+//! script over that one key — the bucket this process last saw with the
+//! most room first, the next on a denial — so every grant is still one
+//! atomic step on one bucket and the budget holds as exactly; weights one
+//! bucket cannot hold and borrowing are refused, since buckets on different
+//! nodes cannot pay together atomically.
 //!
 //! A bucket key holding a string that is not a time (`nan`, `inf`, `1e300`,
 //! a negative or fractional number, text) is repaired: the script reads it,
