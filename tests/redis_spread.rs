@@ -117,14 +117,26 @@ fn spread_buckets_live_on_several_nodes_and_the_fleet_gets_exactly_the_burst() {
             .map(|&b| (b, 10))
             .collect();
         assert_eq!(paid, own, "each own bucket paid its burst");
+        // Empty, each bucket has its next token in one interval, 3600 s: the
+        // denial names that, whether it asked both buckets or knew them.
+        let hour = Duration::from_secs(3600);
         let decision = b.decide("alone", 1).await.unwrap();
-        assert!(!decision.is_granted(), "the other process sees them empty");
         assert_eq!(decision.source(), Source::Redis, "{:?}", decision.error());
+        let retry = decision.result().unwrap_err().retry_after();
+        assert!(
+            retry <= hour && retry > hour - Duration::from_secs(60),
+            "{retry:?}"
+        );
         let cached = a.decide("alone", 1).await.unwrap();
         assert_eq!(
             cached.source(),
             Source::CachedDenial,
             "a process that saw both buckets empty asks nobody"
+        );
+        let retry = cached.result().unwrap_err().retry_after();
+        assert!(
+            retry <= hour && retry > hour - Duration::from_secs(60),
+            "{retry:?}"
         );
 
         // Weights: one bucket's burst is the most a request may ask.
