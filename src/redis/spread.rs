@@ -181,7 +181,8 @@ where
     /// A request of 0 tokens: reads every own bucket, takes nothing.
     async fn read_spread(&self, shard: Shard) -> Decision {
         let deadline = Instant::now() + self.options.deadline;
-        let (mut remaining, mut longest, mut roomiest) = (0, 0, (0, u64::MAX));
+        let interval = self.split.interval() / MICROS;
+        let (mut remaining, mut longest, mut roomiest) = (0, 0, (0, 0));
         for (j, &b) in shard.buckets().iter().enumerate() {
             let now = self.breaker.micros();
             if let Err(error) = self.breaker.admit(&[b], now) {
@@ -202,10 +203,11 @@ where
                         self.rooms.saw(b, now.saturating_add(full_in));
                         remaining += tokens;
                         longest = longest.max(full_in);
-                        // The least time to full is the most room (equal
-                        // bursts) or near it: it names the bucket.
-                        if full_in < roomiest.1 {
-                            roomiest = (j, full_in);
+                        // The roomiest names the grant, the first of equals.
+                        let capacity = u64::from(self.split.burst_of(b)) * interval;
+                        let room = capacity.saturating_sub(full_in);
+                        if j == 0 || room > roomiest.1 {
+                            roomiest = (j, room);
                         }
                         continue;
                     }
