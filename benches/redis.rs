@@ -168,7 +168,7 @@ fn main() {
                 rows.push(row);
             }
         }
-        println!("over {rounds} rounds: median decisions/s, and the range of p50 and p99:");
+        println!("over {rounds} rounds: median decisions/s; p50 and p99, median (range):");
         let medians: Vec<f64> = rows
             .iter()
             .map(|rows| median(rows.iter().map(|r| r.per_second).collect()))
@@ -176,18 +176,21 @@ fn main() {
         for (i, (setup, rows)) in setups.iter().zip(&rows).enumerate() {
             // Each against the baseline of its own setting.
             let baseline = if i < 4 { medians[3] } else { medians[6] };
-            let range = |f: fn(&Row) -> f64| {
-                let values = rows.iter().map(f);
-                let (low, high) = values.fold((f64::MAX, 0.0f64), |(l, h), v| (l.min(v), h.max(v)));
-                format!("{low:.0}–{high:.0}")
+            // The median and the range over the rounds.
+            let spread = |f: fn(&Row) -> f64| {
+                let values: Vec<f64> = rows.iter().map(f).collect();
+                let (low, high) = values
+                    .iter()
+                    .fold((f64::MAX, 0.0f64), |(l, h), &v| (l.min(v), h.max(v)));
+                format!("{:.0} ({low:.0}–{high:.0})", median(values))
             };
             println!(
                 "  {:<38} {:>10.0}  ({:.3} of its baseline)  p50 {} µs  p99 {} µs",
                 setup.label,
                 medians[i],
                 medians[i] / baseline,
-                range(|r| r.p50),
-                range(|r| r.p99),
+                spread(|r| r.p50),
+                spread(|r| r.p99),
             );
         }
     });
