@@ -26,6 +26,7 @@ mod redis_server;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use redis::Script;
@@ -65,6 +66,9 @@ const CLUSTER_BASELINE: &str = "cluster: one-key GCRA (baseline)";
 const TASKS: usize = 64;
 const TENANTS: usize = 1000;
 const LATENCY_SAMPLES: usize = 10_000;
+
+/// The limiter's decisions made by the failure policy so far.
+static BY_POLICY: AtomicU64 = AtomicU64::new(0);
 
 /// One way of making a decision, for the `i`-th request.
 type Decide = Arc<dyn Fn(usize) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
@@ -226,8 +230,13 @@ where
         let (limiter, tenants) = (limiter.clone(), tenants.clone());
         Box::pin(async move {
             let decision = limiter.decide(&tenants[i % TENANTS], 1).await.unwrap();
-            assert_eq!(decision.source(), Source::Redis, "{:?}", decision.error());
-            assert!(decision.is_granted());
+            // A reply later than the 1 s deadline (a stalled host) is the
+            // policy's: counted and shown, rather than ending the run.
+            if decision.source() == Source::Redis {
+                assert!(decision.is_granted());
+            } else {
+                BY_POLICY.fetch_add(1, Ordering::Relaxed);
+            }
         })
     })
 }
@@ -305,6 +314,7 @@ async fn measure(admins: &mut [MultiplexedConnection], seconds: u64, decide: Dec
         decide(i).await;
     }
     let calls_before = evalsha_calls(admins).await;
+    let policy_before = BY_POLICY.load(Ordering::Relaxed);
     let started = Instant::now();
     let stop = started + Duration::from_secs(seconds);
     let tasks: Vec<_> = (0..TASKS)
@@ -343,6 +353,7 @@ async fn measure(admins: &mut [MultiplexedConnection], seconds: u64, decide: Dec
         p50: micros(0.50),
         p99: micros(0.99),
         evalsha_per_decision: calls as f64 / decisions as f64,
+        by_policy: BY_POLICY.load(Ordering::Relaxed) - policy_before,
     }
 }
 
@@ -352,12 +363,19 @@ struct Row {
     p50: f64,
     p99: f64,
     evalsha_per_decision: f64,
+    /// Decisions of the limiter that missed the deadline, in the run and
+    /// the latency samples.
+    by_policy: u64,
 }
 
 impl Row {
     fn print(&self, label: &str, round: u64) {
+        let policy = match self.by_policy {
+            0 => String::new(),
+            n => format!(", {n} late: by the policy"),
+        };
         println!(
-            "{label:<40} {:>12.0} {:>8.1} {:>8.1} {:>13.3}   (round {round})",
+            "{label:<40} {:>12.0} {:>8.1} {:>8.1} {:>13.3}   (round {round}{policy})",
             self.per_second, self.p50, self.p99, self.evalsha_per_decision
         );
     }
