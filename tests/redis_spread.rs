@@ -437,6 +437,17 @@ fn a_stopped_node_touches_only_the_tenants_of_its_buckets_in_the_spread_layout()
             affected <= touched,
             "{affected} affected, {touched} touched"
         );
+        // The breakers make a stopped node's requests fail fast: only the
+        // first few and the probes wait out the deadline, not each of the
+        // thousands the policy answers.
+        for limiter in [spread, one_slot] {
+            let stats = limiter.stats();
+            assert!(
+                stats.errors() * 10 < stats.from_policy(),
+                "{}: {stats:?}",
+                limiter.name()
+            );
+        }
         println!(
             "stopped node held {m} of 8 buckets {on_stopped:?}; tenants touched {touched} \
              (predicted {:.1}), fully down {all_stopped} (predicted {:.1}), affected {affected}; \
