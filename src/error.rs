@@ -270,6 +270,9 @@ impl std::error::Error for ConfigError {}
 pub struct InsufficientCapacity {
     pub(crate) requested: u32,
     pub(crate) max: u32,
+    /// Whether `max` is one bucket's burst, in a store whose buckets cannot
+    /// pay one request together (a Redis limiter's spread layout).
+    pub(crate) alone: bool,
 }
 
 impl InsufficientCapacity {
@@ -279,7 +282,8 @@ impl InsufficientCapacity {
     }
 
     /// The largest weight the tenant's own buckets can ever grant: the sum
-    /// of their bursts.
+    /// of their bursts; over Redis in the spread layout, whose buckets
+    /// cannot pay one request together, the largest of them.
     pub fn max(&self) -> u32 {
         self.max
     }
@@ -287,6 +291,16 @@ impl InsufficientCapacity {
 
 impl fmt::Display for InsufficientCapacity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.alone {
+            return write!(
+                f,
+                "a request of {} tokens can never be granted: in Layout::Spread one bucket \
+                 pays each request, and this tenant's largest holds {} when full; split \
+                 the request, raise the burst, or use Layout::OneSlot, whose buckets \
+                 can pay together",
+                self.requested, self.max
+            );
+        }
         write!(
             f,
             "a request of {} tokens can never be granted: this tenant's buckets hold {} \

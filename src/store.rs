@@ -36,6 +36,7 @@ pub(crate) mod sealed {
     use std::time::Duration;
 
     use super::{Core, Denied, Future, Grant, Shard};
+    use crate::error::InsufficientCapacity;
     use crate::limiter::decision::Reserved;
 
     /// The store's one operation, out of reach of other crates: they can
@@ -61,5 +62,16 @@ pub(crate) mod sealed {
         /// Gives a reservation back to the buckets that paid it, where
         /// nothing drew on them since; over a network, in the background.
         fn give_back(&self, core: &Core, reserved: Reserved);
+        /// Whether `shard` could ever pay `n` tokens in this store: with its
+        /// own buckets together, unless the store can only take from one
+        /// bucket at a time.
+        fn check_weight(
+            &self,
+            core: &Core,
+            shard: &Shard,
+            n: u32,
+        ) -> Result<(), InsufficientCapacity> {
+            core.split.get().check_weight(shard, n)
+        }
     }
 }

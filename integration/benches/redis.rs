@@ -1,32 +1,39 @@
 //! Decisions per second and latency through Redis: the k-bucket script of
-//! `RedisLimiter` beside a plain one-key GCRA script, the usual Redis rate
-//! limiter, on one `redis-server` started here.
+//! `RedisLimiter`, in both layouts, beside a plain one-key GCRA script, the
+//! usual Redis rate limiter, on one `redis-server` started here and on a
+//! three-master Redis Cluster started here.
 //!
 //! ```text
 //! cargo bench -p integration --bench redis
 //! ```
 //!
-//! The limiter talks through the one multiplexed connection that
-//! `build_redis` makes (a `ConnectionManager`); the two scripts called
-//! directly share one `MultiplexedConnection` with the `redis` crate's
-//! defaults. For each: the throughput of 64 concurrent tasks through its
-//! connection, the p50/p99 latency of a single caller, and the `EVALSHA`
-//! calls the server counted per decision (one round trip each). The rounds
-//! alternate the three, and the summary gives the median of each.
-//! `BENCH_SECS` sets the length of each throughput run (default 3),
-//! `BENCH_ROUNDS` the number of rounds (default 5).
+//! On the single server the limiter talks through the one multiplexed
+//! connection that `build_redis` makes (a `ConnectionManager`); the scripts
+//! called directly share one `MultiplexedConnection` with the `redis`
+//! crate's defaults. On the cluster, all share one connection of the
+//! `redis` crate's async cluster client. For each: the throughput of 64
+//! concurrent tasks through its connection, the p50/p99 latency of a single
+//! caller, and the `EVALSHA` calls the servers counted per decision (one
+//! round trip each). The rounds alternate the rows, and the summary gives
+//! the median of each. `BENCH_SECS` sets the length of each throughput run
+//! (default 3), `BENCH_ROUNDS` the number of rounds (default 5).
 
+#[path = "../tests/support/redis_cluster.rs"]
+mod redis_cluster;
 #[path = "../../tests/support/redis_server.rs"]
 mod redis_server;
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use redis::Script;
-use redis::aio::MultiplexedConnection;
+use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis_cluster::RedisCluster;
 use redis_server::RedisServer;
-use shuffle_limiter::redis::{FailurePolicy, RedisOptions, Source};
+use shuffle_limiter::redis::{FailurePolicy, Layout, RedisLimiter, RedisOptions, Source};
 use shuffle_limiter::{Quota, ShardedLimiter};
 
 /// The usual one-key limiter: GCRA on one string key, in microseconds of
@@ -49,12 +56,30 @@ return { 1, 0 }
 /// The limiter's script, for calling it without the limiter.
 const K_BUCKET_DRAW: &str = include_str!("../../src/redis/draw.lua");
 
-const OURS: &str = "RedisLimiter::decide, k = 2 of N = 8";
+const OURS: &str = "RedisLimiter::decide, one slot";
+const SPREAD: &str = "RedisLimiter::decide, spread";
 const SCRIPT_ONLY: &str = "its script alone (EVALSHA)";
 const BASELINE: &str = "one-key GCRA script (baseline)";
+const CLUSTER_OURS: &str = "cluster: decide, one slot";
+const CLUSTER_SPREAD: &str = "cluster: decide, spread";
+const CLUSTER_BASELINE: &str = "cluster: one-key GCRA (baseline)";
 const TASKS: usize = 64;
 const TENANTS: usize = 1000;
 const LATENCY_SAMPLES: usize = 10_000;
+
+/// The limiter's decisions made by the failure policy so far.
+static BY_POLICY: AtomicU64 = AtomicU64::new(0);
+
+/// One way of making a decision, for the `i`-th request.
+type Decide = Arc<dyn Fn(usize) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+
+/// A row of the table: its label, how it decides, and the servers that
+/// count its `EVALSHA` calls.
+struct Setup {
+    label: &'static str,
+    decide: Decide,
+    admins: Vec<MultiplexedConnection>,
+}
 
 fn main() {
     let setting = |name: &str, default: u64| -> u64 {
@@ -65,137 +90,231 @@ fn main() {
     };
     let (seconds, rounds) = (setting("BENCH_SECS", 3), setting("BENCH_ROUNDS", 5));
     let server = RedisServer::start();
+    let cluster = RedisCluster::start();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
     runtime.block_on(async {
-        let connection = server.connection().await;
-        // A budget no run can reach: every decision reads and writes.
-        let limiter = ShardedLimiter::builder()
-            .quota(Quota::per_second(1_000_000_000))
-            .buckets(8)
-            .per_tenant(2)
-            .name("bench")
-            .build_redis(
-                &server.url(),
-                RedisOptions::new(FailurePolicy::FailClosed).deadline(Duration::from_secs(1)),
-            )
-            .await
-            .unwrap();
-        let limiter = Arc::new(limiter);
-        let one_key = Arc::new(Script::new(ONE_KEY_GCRA));
         let tenants: Arc<Vec<String>> = Arc::new((0..TENANTS).map(|t| format!("t{t}")).collect());
-
-        let ours = {
-            let (limiter, tenants) = (limiter.clone(), tenants.clone());
-            move |i: usize| {
-                let (limiter, tenants) = (limiter.clone(), tenants.clone());
-                async move {
-                    let decision = limiter.decide(&tenants[i % TENANTS], 1).await.unwrap();
-                    assert_eq!(decision.source(), Source::Redis, "{:?}", decision.error());
-                    assert!(decision.is_granted());
-                }
-            }
+        let connection = server.connection().await;
+        let single = || async { vec![server.connection().await] };
+        let one_slot = Arc::new(on_server(&server, "bench", Layout::OneSlot).await);
+        let spread = Arc::new(on_server(&server, "bench-spread", Layout::Spread).await);
+        let script_only = script_only(&one_slot, &tenants, connection.clone());
+        let clustered = cluster.connect().await;
+        let mut nodes = Vec::new();
+        for node in &cluster.nodes {
+            nodes.push(node.connection().await);
+        }
+        let on_cluster = |name, layout| {
+            ShardedLimiter::builder()
+                .quota(Quota::per_second(1_000_000_000))
+                .buckets(8)
+                .per_tenant(2)
+                .name(name)
+                .build_redis_with(clustered.clone(), options(layout))
         };
-        let baseline = {
-            let (script, connection) = (one_key.clone(), connection.clone());
-            move |i: usize| {
-                let (script, mut connection) = (script.clone(), connection.clone());
-                async move {
-                    let reply: Vec<i64> = script
-                        .key(format!("{{bench-one-key}}:t{}", i % TENANTS))
-                        .arg(1u64)
-                        .arg(1_000_000u64)
-                        .invoke_async(&mut connection)
-                        .await
-                        .unwrap();
-                    assert_eq!(reply[0], 1);
-                }
-            }
-        };
-
-        // The same script called directly: what the limiter's own work
-        // (deadline timer, shard cache, denial cache, policy) adds.
-        let script_only = {
-            let script = Arc::new(Script::new(K_BUCKET_DRAW));
-            let interval = limiter.bucket_interval().as_micros() as u64;
-            let shards: Arc<Vec<(Vec<String>, Vec<u32>)>> = Arc::new(
-                tenants
-                    .iter()
-                    .map(|t| {
-                        let buckets = limiter.shard(t).buckets().to_vec();
-                        let keys = buckets
-                            .iter()
-                            .map(|&b| limiter.key(b).unwrap().to_owned())
-                            .collect();
-                        let bursts = buckets
-                            .iter()
-                            .map(|&b| limiter.bucket_burst(b).unwrap())
-                            .collect();
-                        (keys, bursts)
-                    })
-                    .collect(),
-            );
-            let connection = connection.clone();
-            move |i: usize| {
-                let (script, shards, mut connection) =
-                    (script.clone(), shards.clone(), connection.clone());
-                async move {
-                    let (keys, bursts) = &shards[i % TENANTS];
-                    let mut invocation = script.prepare_invoke();
-                    invocation.key(keys).arg(interval).arg(1).arg(0).arg(bursts);
-                    let reply: Vec<i64> = invocation.invoke_async(&mut connection).await.unwrap();
-                    assert_eq!(reply[0], 1);
-                }
-            }
-        };
+        let cluster_one_slot = Arc::new(on_cluster("bench", Layout::OneSlot).await.unwrap());
+        let cluster_spread = Arc::new(on_cluster("bench-spread", Layout::Spread).await.unwrap());
+        let setups = [
+            Setup {
+                label: OURS,
+                decide: decide(one_slot, &tenants),
+                admins: single().await,
+            },
+            Setup {
+                label: SPREAD,
+                decide: decide(spread, &tenants),
+                admins: single().await,
+            },
+            Setup {
+                label: SCRIPT_ONLY,
+                decide: script_only,
+                admins: single().await,
+            },
+            // One hash tag: one key per tenant, all on one server.
+            Setup {
+                label: BASELINE,
+                decide: one_key(connection.clone(), "{bench-one-key}:t"),
+                admins: single().await,
+            },
+            Setup {
+                label: CLUSTER_OURS,
+                decide: decide(cluster_one_slot, &tenants),
+                admins: nodes.clone(),
+            },
+            Setup {
+                label: CLUSTER_SPREAD,
+                decide: decide(cluster_spread, &tenants),
+                admins: nodes.clone(),
+            },
+            // No hash tag: the tenants' keys spread over the nodes.
+            Setup {
+                label: CLUSTER_BASELINE,
+                decide: one_key(clustered.clone(), "bench-one-key:t"),
+                admins: nodes,
+            },
+        ];
 
         println!(
             "{:<40} {:>12} {:>8} {:>8} {:>13}",
             "decision", "decisions/s", "p50 µs", "p99 µs", "EVALSHA/dec."
         );
-        let mut admin = server.connection().await;
-        let mut per_second: [Vec<f64>; 3] = Default::default();
-        // Rounds alternate the three, so that none gets the quieter machine.
+        let mut rows: Vec<Vec<Row>> = setups.iter().map(|_| Vec::new()).collect();
+        // Rounds alternate the rows, so that none gets the quieter machine.
         for round in 1..=rounds {
-            let row = measure(&mut admin, seconds, ours.clone()).await;
-            row.print(OURS, round);
-            per_second[0].push(row.per_second);
-            let row = measure(&mut admin, seconds, script_only.clone()).await;
-            row.print(SCRIPT_ONLY, round);
-            per_second[1].push(row.per_second);
-            let row = measure(&mut admin, seconds, baseline.clone()).await;
-            row.print(BASELINE, round);
-            per_second[2].push(row.per_second);
+            for (setup, rows) in setups.iter().zip(&mut rows) {
+                let mut admins = setup.admins.clone();
+                let row = measure(&mut admins, seconds, setup.decide.clone()).await;
+                row.print(setup.label, round);
+                rows.push(row);
+            }
         }
-        let [ours, script_only, baseline] = per_second.map(median);
-        println!("median decisions/s over {rounds} rounds:");
-        println!(
-            "  {OURS:<38} {ours:>10.0}  ({:.3} of the baseline)",
-            ours / baseline
-        );
-        println!(
-            "  {SCRIPT_ONLY:<38} {script_only:>10.0}  ({:.3} of the baseline)",
-            script_only / baseline
-        );
-        println!("  {BASELINE:<38} {baseline:>10.0}");
+        println!("over {rounds} rounds: median decisions/s; p50 and p99, median (range):");
+        let medians: Vec<f64> = rows
+            .iter()
+            .map(|rows| median(rows.iter().map(|r| r.per_second).collect()))
+            .collect();
+        for (i, (setup, rows)) in setups.iter().zip(&rows).enumerate() {
+            // Each against the baseline of its own setting.
+            let baseline = if i < 4 { medians[3] } else { medians[6] };
+            // The median and the range over the rounds.
+            let spread = |f: fn(&Row) -> f64| {
+                let values: Vec<f64> = rows.iter().map(f).collect();
+                let (low, high) = values
+                    .iter()
+                    .fold((f64::MAX, 0.0f64), |(l, h), &v| (l.min(v), h.max(v)));
+                format!("{:.0} ({low:.0}–{high:.0})", median(values))
+            };
+            println!(
+                "  {:<38} {:>10.0}  ({:.3} of its baseline)  p50 {} µs  p99 {} µs",
+                setup.label,
+                medians[i],
+                medians[i] / baseline,
+                spread(|r| r.p50),
+                spread(|r| r.p99),
+            );
+        }
     });
+}
+
+/// Deadline 1 s: the bench measures decisions, not the failure policy.
+fn options(layout: Layout) -> RedisOptions {
+    RedisOptions::new(FailurePolicy::FailClosed)
+        .deadline(Duration::from_secs(1))
+        .layout(layout)
+}
+
+/// A limiter on the single server, through the connection `build_redis`
+/// makes, with a budget no run can reach: every decision reads and writes.
+async fn on_server(server: &RedisServer, name: &str, layout: Layout) -> RedisLimiter {
+    ShardedLimiter::builder()
+        .quota(Quota::per_second(1_000_000_000))
+        .buckets(8)
+        .per_tenant(2)
+        .name(name)
+        .build_redis(&server.url(), options(layout))
+        .await
+        .unwrap()
+}
+
+/// The limiter's whole path, one grant per call.
+fn decide<Conn>(limiter: Arc<RedisLimiter<Conn>>, tenants: &Arc<Vec<String>>) -> Decide
+where
+    Conn: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    let tenants = Arc::clone(tenants);
+    Arc::new(move |i: usize| {
+        let (limiter, tenants) = (limiter.clone(), tenants.clone());
+        Box::pin(async move {
+            let decision = limiter.decide(&tenants[i % TENANTS], 1).await.unwrap();
+            // A reply later than the 1 s deadline (a stalled host) is the
+            // policy's: counted and shown, rather than ending the run.
+            if decision.source() == Source::Redis {
+                assert!(decision.is_granted());
+            } else {
+                BY_POLICY.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+    })
+}
+
+/// The usual one-key limiter, a key per tenant: `prefix` and its number.
+fn one_key<Conn>(connection: Conn, prefix: &'static str) -> Decide
+where
+    Conn: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    let script = Arc::new(Script::new(ONE_KEY_GCRA));
+    Arc::new(move |i: usize| {
+        let (script, mut connection) = (script.clone(), connection.clone());
+        Box::pin(async move {
+            let reply: Vec<i64> = script
+                .key(format!("{prefix}{}", i % TENANTS))
+                .arg(1u64)
+                .arg(1_000_000u64)
+                .invoke_async(&mut connection)
+                .await
+                .unwrap();
+            assert_eq!(reply[0], 1);
+        })
+    })
+}
+
+/// The one-slot limiter's script called directly: what the limiter's own
+/// work (deadline timer, shard cache, denial cache, policy) adds.
+fn script_only(
+    limiter: &RedisLimiter,
+    tenants: &[String],
+    connection: MultiplexedConnection,
+) -> Decide {
+    let script = Arc::new(Script::new(K_BUCKET_DRAW));
+    let interval = limiter.bucket_interval().as_micros() as u64;
+    let shards: Arc<Vec<(Vec<String>, Vec<u32>)>> = Arc::new(
+        tenants
+            .iter()
+            .map(|t| {
+                let buckets = limiter.shard(t).buckets().to_vec();
+                let keys = buckets
+                    .iter()
+                    .map(|&b| limiter.key(b).unwrap().to_owned())
+                    .collect();
+                let bursts = buckets
+                    .iter()
+                    .map(|&b| limiter.bucket_burst(b).unwrap())
+                    .collect();
+                (keys, bursts)
+            })
+            .collect(),
+    );
+    Arc::new(move |i: usize| {
+        let (script, shards, mut connection) = (script.clone(), shards.clone(), connection.clone());
+        Box::pin(async move {
+            let (keys, bursts) = &shards[i % TENANTS];
+            let mut invocation = script.prepare_invoke();
+            invocation
+                .key(keys)
+                .arg(interval)
+                .arg(1)
+                .arg(0)
+                .arg(keys.len())
+                .arg(bursts);
+            let reply: Vec<i64> = invocation.invoke_async(&mut connection).await.unwrap();
+            assert_eq!(reply[0], 1);
+        })
+    })
 }
 
 /// Throughput of 64 tasks, latency of one caller, and EVALSHA calls per
 /// decision counted by the server.
-async fn measure<F, Fut>(admin: &mut MultiplexedConnection, seconds: u64, decide: F) -> Row
-where
-    F: Fn(usize) -> Fut + Clone + Send + 'static,
-    Fut: Future<Output = ()> + Send + 'static,
-{
+async fn measure(admins: &mut [MultiplexedConnection], seconds: u64, decide: Decide) -> Row {
     // Warm up: the script is loaded and the connection busy.
     for i in 0..2_000 {
         decide(i).await;
     }
-    let calls_before = evalsha_calls(admin).await;
+    let calls_before = evalsha_calls(admins).await;
+    let policy_before = BY_POLICY.load(Ordering::Relaxed);
     let started = Instant::now();
     let stop = started + Duration::from_secs(seconds);
     let tasks: Vec<_> = (0..TASKS)
@@ -218,7 +337,7 @@ where
         decisions += task.await.unwrap();
     }
     let elapsed = started.elapsed().as_secs_f64();
-    let calls = evalsha_calls(admin).await - calls_before;
+    let calls = evalsha_calls(admins).await - calls_before;
 
     let mut latencies = Vec::with_capacity(LATENCY_SAMPLES);
     for i in 0..LATENCY_SAMPLES {
@@ -234,6 +353,7 @@ where
         p50: micros(0.50),
         p99: micros(0.99),
         evalsha_per_decision: calls as f64 / decisions as f64,
+        by_policy: BY_POLICY.load(Ordering::Relaxed) - policy_before,
     }
 }
 
@@ -243,12 +363,19 @@ struct Row {
     p50: f64,
     p99: f64,
     evalsha_per_decision: f64,
+    /// Decisions of the limiter that missed the deadline, in the run and
+    /// the latency samples.
+    by_policy: u64,
 }
 
 impl Row {
     fn print(&self, label: &str, round: u64) {
+        let policy = match self.by_policy {
+            0 => String::new(),
+            n => format!(", {n} late: by the policy"),
+        };
         println!(
-            "{label:<40} {:>12.0} {:>8.1} {:>8.1} {:>13.3}   (round {round})",
+            "{label:<40} {:>12.0} {:>8.1} {:>8.1} {:>13.3}   (round {round}{policy})",
             self.per_second, self.p50, self.p99, self.evalsha_per_decision
         );
     }
@@ -259,16 +386,21 @@ fn median(mut values: Vec<f64>) -> f64 {
     values[values.len() / 2]
 }
 
-/// `EVALSHA` calls the server has counted so far.
-async fn evalsha_calls(admin: &mut MultiplexedConnection) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(admin)
-        .await
-        .unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
+/// `EVALSHA` calls the servers have counted so far.
+async fn evalsha_calls(admins: &mut [MultiplexedConnection]) -> u64 {
+    let mut calls = 0;
+    for admin in admins {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(admin)
+            .await
+            .unwrap();
+        calls += info
+            .lines()
+            .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(0);
+    }
+    calls
 }

@@ -271,10 +271,12 @@ fn waits_queue_in_redis_and_a_waiter_that_gives_up_hands_its_slot_back() {
         served.sort_by_key(|&(_, at)| at);
         let order: Vec<u32> = served.iter().map(|&(i, _)| i).collect();
         assert_eq!(order, [0, 1, 2, 3], "{served:?}");
+        // One slot every 100 ms from the first grant, which the server made
+        // a round trip before `start` (hence the few ms of slack below).
         for (slot, &(_, at)) in served.iter().enumerate() {
             let due = Duration::from_millis(100 * (slot as u64 + 1));
             assert!(
-                at >= due && at < due + Duration::from_millis(60),
+                at + Duration::from_millis(5) >= due && at < due + Duration::from_millis(60),
                 "{served:?}"
             );
         }

@@ -127,7 +127,35 @@ impl Split {
             .iter()
             .fold(0u32, |sum, &b| sum.saturating_add(self.burst_of(b)));
         if n > max {
-            return Err(InsufficientCapacity { requested: n, max });
+            return Err(InsufficientCapacity {
+                requested: n,
+                max,
+                alone: false,
+            });
+        }
+        Ok(())
+    }
+
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))] // the Redis store's
+    /// Whether one of the shard's own buckets alone could ever pay for `n`
+    /// tokens, for a store that cannot take from several at once.
+    pub(crate) fn check_weight_alone(
+        &self,
+        shard: &Shard,
+        n: u32,
+    ) -> Result<(), InsufficientCapacity> {
+        let max = shard
+            .buckets()
+            .iter()
+            .map(|&b| self.burst_of(b))
+            .max()
+            .unwrap_or(0);
+        if n > max {
+            return Err(InsufficientCapacity {
+                requested: n,
+                max,
+                alone: true,
+            });
         }
         Ok(())
     }

@@ -13,9 +13,11 @@ use super::RedisLimiter;
 use super::breaker::Breaker;
 use super::denial_cache::DenialCache;
 use super::error::{BuildError, Error};
+use super::layout::Layout;
 use super::options::{FailurePolicy, RedisOptions};
 use super::quota::ChangeScripts;
 use super::script::{DrawScript, MICROS};
+use super::spread::Rooms;
 use super::store::{RedisStore, Shared};
 use crate::clock::Clock;
 use crate::error::ConfigError;
@@ -174,7 +176,12 @@ impl<C: Clock> Builder<C> {
                 refill_secs: capacity / 1_000_000,
             });
         }
-        let script = DrawScript::new(&self.name, core.assignment.buckets());
+        if options.layout == Layout::Spread && core.assignment.spill() > 0 {
+            return Err(BuildError::SpreadBorrowing {
+                spill: core.assignment.spill(),
+            });
+        }
+        let script = DrawScript::new(&self.name, core.assignment.buckets(), options.layout);
         let isolation = Isolation::of(&core.assignment, quota);
         warn_if_weak(&self.name, &isolation);
         let fallback = match options.policy {
@@ -267,8 +274,9 @@ impl<C> Parts<C> {
             version: AtomicU64::new(0),
             built: self.core.quota(),
             reserve: self.core.reserve,
-            breaker: Breaker::new(buckets, options.retry_every),
+            breaker: Breaker::new(buckets, options.retry_every, options.layout),
             denials: DenialCache::new(buckets),
+            rooms: Rooms::new(buckets),
             fallback: self.fallback,
             metrics: self.core.metrics.clone(),
             redis_metrics: RedisMetrics::new(&self.core.name),

@@ -55,6 +55,13 @@ pub enum BuildError {
         /// Buckets in all (N).
         buckets: u32,
     },
+    /// Borrowing ([`Builder::borrow_from`](crate::Builder::borrow_from)) with
+    /// the [`Layout::Spread`](super::Layout::Spread) layout, which does not
+    /// offer it.
+    SpreadBorrowing {
+        /// The spill buckets asked for (d).
+        spill: u32,
+    },
     /// One of the [`RedisOptions`](super::RedisOptions) durations is zero.
     ZeroDuration {
         /// The option's name.
@@ -99,6 +106,12 @@ impl fmt::Display for BuildError {
                  {buckets} buckets a token: raise the burst to at least {} or count fewer \
                  replicas",
                 u64::from(*buckets) * u64::from(*replicas)
+            ),
+            BuildError::SpreadBorrowing { spill } => write!(
+                f,
+                "borrowing from {spill} spill buckets is not offered with Layout::Spread, \
+                 whose buckets may live on different Redis Cluster nodes: remove \
+                 .borrow_from(..), or use Layout::OneSlot"
             ),
             BuildError::ZeroDuration { option } => {
                 write!(f, "RedisOptions::{option} is zero: use a positive duration")
@@ -173,6 +186,8 @@ pub enum Error {
     },
     /// A quota set live that the limiter's buckets cannot take.
     Config(ConfigError),
+    /// A quota cannot be set live in the spread layout yet.
+    SpreadQuota,
     /// Redis did not answer in time.
     Timeout {
         /// The time waited.
@@ -231,6 +246,7 @@ impl Error {
                 | Error::NotAQuota { .. }
                 | Error::Reply { .. }
                 | Error::Config(_)
+                | Error::SpreadQuota
         )
     }
 }
@@ -268,6 +284,11 @@ impl fmt::Display for Error {
                  go back to the quota the limiter was built with, or set one with set_quota"
             ),
             Error::Config(e) => e.fmt(f),
+            Error::SpreadQuota => f.write_str(
+                "a quota cannot be changed live in the spread layout yet: use the one-slot \
+                 layout (the default) to change it live, or restart every process with the \
+                 new quota",
+            ),
             Error::Timeout { after } => write!(
                 f,
                 "Redis did not answer within {after:?}: check that the server is up and not \

@@ -39,15 +39,26 @@
 //!
 //! [`RateLimitLayer`]: https://docs.rs/shuffle-limiter/latest/shuffle_limiter/tower/struct.RateLimitLayer.html
 //!
-//! # Keys
+//! # Keys, and the layout
 //! Bucket i of a limiter named `name` is the key `{name}:b<i>`, holding its
 //! theoretical arrival time in microseconds of the server's clock. The braces
 //! make the name a hash tag: in a Redis Cluster all of a limiter's keys live
 //! in one slot, so every shard is in one slot and the script never crosses
-//! nodes. (The flip side: one limiter is served by one node; spread load by
-//! using several limiters.) A key expires one second after its bucket is
-//! full again, so idle limiters leave nothing behind; a missing key reads as
-//! a full bucket, which it then is.
+//! nodes. (The flip side: one limiter is served by one node, and a failed
+//! node stops every tenant of the limiter.) A key expires one second after
+//! its bucket is full again, so idle limiters leave nothing behind; a
+//! missing key reads as a full bucket, which it then is.
+//!
+//! That is the default [`Layout::OneSlot`]. With [`Layout::Spread`]
+//! ([`RedisOptions::layout`]) bucket i is `{name:b<i>}` instead, a hash tag
+//! per bucket, so the buckets spread over the nodes of a Cluster and a
+//! failed node touches only the tenants whose shards hold one of its
+//! buckets. A decision then takes from one bucket at a time with the same
+//! script over that one key — the bucket this process last saw with the
+//! most room first, the next on a denial — so every grant is still one
+//! atomic step on one bucket and the budget holds as exactly; weights one
+//! bucket cannot hold and borrowing are refused, since buckets on different
+//! nodes cannot pay together atomically.
 //!
 //! A quota set live ([`RedisLimiter::set_quota`]) lives beside the buckets,
 //! in `{name}:quota`, with a version that every decision sends: a process
@@ -157,18 +168,22 @@ use ::redis::aio::{ConnectionLike, ConnectionManager};
 
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::InsufficientCapacity;
+use crate::store::sealed::Apply as _;
 use crate::{Denied, Grant, Limiter, ShardedLimiter, Tenant};
 
 mod breaker;
 mod build;
 mod denial_cache;
 mod error;
+mod layout;
 mod options;
 mod quota;
 mod script;
+mod spread;
 mod store;
 
 pub use error::{BuildError, Error};
+pub use layout::Layout;
 pub use options::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_DEADLINE, DEFAULT_RETRY_EVERY, FailurePolicy, RedisOptions,
 };
@@ -263,7 +278,7 @@ where
         n: u32,
     ) -> Result<Decision, InsufficientCapacity> {
         let shard = self.core.shard(tenant.as_ref());
-        self.core.split.get().check_weight(&shard, n)?;
+        self.store.check_weight(&self.core, &shard, n)?;
         Ok(self.store.shared.decide(shard, n).await)
     }
 
@@ -335,15 +350,17 @@ where
     /// # Errors
     /// As [`RedisLimiter::check_n`].
     pub async fn check_n(&self, n: u32) -> Result<Result<Grant, Denied>, InsufficientCapacity> {
-        self.limiter.core.split.get().check_weight(&self.shard, n)?;
+        let limiter = self.limiter;
+        limiter.store.check_weight(&limiter.core, &self.shard, n)?;
         Ok(self.limiter.store.shared.decide(self.shard, n).await.result)
     }
 }
 
 /// # Inspecting, over Redis
 impl<Conn, C> RedisLimiter<Conn, C> {
-    /// The Redis key of bucket `bucket`, `{name}:b<bucket>`, or `None` past
-    /// the last bucket.
+    /// The Redis key of bucket `bucket` — `{name}:b<bucket>` in the
+    /// [`Layout::OneSlot`] layout, `{name:b<bucket>}` in [`Layout::Spread`] —
+    /// or `None` past the last bucket.
     pub fn key(&self, bucket: u32) -> Option<&str> {
         self.store.shared.script.key(bucket)
     }
@@ -351,6 +368,11 @@ impl<Conn, C> RedisLimiter<Conn, C> {
     /// The failure policy.
     pub fn failure_policy(&self) -> FailurePolicy {
         self.store.shared.options.policy
+    }
+
+    /// Where the buckets live: in one Cluster slot, or spread.
+    pub fn layout(&self) -> Layout {
+        self.store.shared.options.layout
     }
 
     /// The longest a decision takes.

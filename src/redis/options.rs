@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use super::layout::Layout;
+
 /// How long a decision may take unless [`RedisOptions::deadline`] says
 /// otherwise.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_millis(5);
@@ -62,12 +64,14 @@ pub struct RedisOptions {
     pub(super) retry_every: Duration,
     pub(super) connect_timeout: Duration,
     pub(super) cache_denials: bool,
+    pub(super) layout: Layout,
 }
 
 impl RedisOptions {
     /// Options with the given failure policy, a deadline of
     /// [`DEFAULT_DEADLINE`], a retry interval of [`DEFAULT_RETRY_EVERY`], a
-    /// connect timeout of [`DEFAULT_CONNECT_TIMEOUT`] and cached denials on.
+    /// connect timeout of [`DEFAULT_CONNECT_TIMEOUT`], cached denials on and
+    /// the [`Layout::OneSlot`] layout.
     pub fn new(policy: FailurePolicy) -> Self {
         RedisOptions {
             policy,
@@ -75,6 +79,7 @@ impl RedisOptions {
             retry_every: DEFAULT_RETRY_EVERY,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             cache_denials: true,
+            layout: Layout::OneSlot,
         }
     }
 
@@ -105,6 +110,16 @@ impl RedisOptions {
     /// default; see the [module documentation](super#cached-denials)).
     pub fn cache_denials(mut self, cache: bool) -> Self {
         self.cache_denials = cache;
+        self
+    }
+
+    /// Where the buckets live: all in one Cluster slot ([`Layout::OneSlot`],
+    /// the default, one round trip per decision) or each in its own
+    /// ([`Layout::Spread`], so that a failed Cluster node touches only the
+    /// tenants of its buckets). Every process sharing the limiter must use
+    /// the same layout.
+    pub fn layout(mut self, layout: Layout) -> Self {
+        self.layout = layout;
         self
     }
 

@@ -18,14 +18,15 @@ use ::redis::aio::ConnectionLike;
 use super::RedisLimiter;
 use super::build::{MAX_CAPACITY_MICROS, replica_share};
 use super::error::Error;
+use super::layout::Layout;
 use super::script::MICROS;
 use super::store::Shared;
-use crate::Grant;
 use crate::clock::Clock;
 use crate::error::{ConfigError, RefundTooLarge};
 use crate::limiter::core::Split;
 use crate::limiter::decision::Reserved;
 use crate::quota::Quota;
+use crate::{Grant, Payment};
 
 /// The scripts after what every script of the limiter starts with.
 pub(super) const RESCALE_LUA: &str =
@@ -143,26 +144,40 @@ where
         let shared = Arc::clone(shared);
         runtime.spawn(async move {
             let (version, split) = shared.current();
-            let mut invocation = shared.changes.give_back.prepare_invoke();
             let payments = reserved.grant.payments();
-            for payment in payments {
-                invocation.key(shared.script.key(payment.bucket()).unwrap_or_default());
+            let mut written = reserved.written.iter();
+            for batch in shared.batches(payments) {
+                let mut invocation = shared.changes.give_back.prepare_invoke();
+                for payment in batch {
+                    invocation.key(shared.script.key(payment.bucket()).unwrap_or_default());
+                }
+                invocation.key(shared.script.quota_key(batch[0].bucket()));
+                invocation.arg(version);
+                for (payment, written) in batch.iter().zip(&mut written) {
+                    let cost = u64::from(payment.tokens()) * (split.interval() / MICROS);
+                    invocation.arg(*written).arg(cost);
+                }
+                // A failure leaves the tokens taken, which is safe.
+                let _ = run(&invocation, &shared.connection).await;
             }
-            invocation.key(shared.script.quota_key()).arg(version);
-            for (payment, written) in payments.iter().zip(reserved.written) {
-                let cost = u64::from(payment.tokens()) * (split.interval() / MICROS);
-                invocation.arg(written).arg(cost);
-            }
-            // A failure leaves the tokens taken, which is safe.
-            let _ = run(&invocation, &shared.connection).await;
         });
+    }
+
+    /// The payments one script can take together: all of them in one slot,
+    /// one at a time when each bucket has a slot of its own.
+    fn batches<'p>(&self, payments: &'p [Payment]) -> std::slice::Chunks<'p, Payment> {
+        let size = match self.options.layout {
+            Layout::OneSlot => payments.len().max(1),
+            Layout::Spread => 1,
+        };
+        payments.chunks(size)
     }
 
     /// Reads the quota key and adopts what it holds (the quota the limiter
     /// was built with, when it holds nothing).
     pub(super) async fn refresh(&self) -> Result<(), Error> {
         let mut connection = self.connection.clone();
-        let key = self.script.quota_key();
+        let key = self.script.quota_key(0);
         let text: Option<String> = ::redis::cmd("GET")
             .arg(key)
             .query_async(&mut connection)
@@ -194,10 +209,15 @@ where
     /// whatever it was built with.
     ///
     /// # Errors
-    /// [`Error::Config`] when the buckets cannot take the quota, and the
-    /// errors of a round trip to Redis; the quota is then unchanged.
+    /// [`Error::Config`] when the buckets cannot take the quota,
+    /// [`Error::SpreadQuota`] in the [spread layout](super::Layout::Spread)
+    /// (not yet), and the errors of a round trip to Redis; the quota is then
+    /// unchanged.
     pub async fn set_quota(&self, quota: Quota) -> Result<(), Error> {
         let shared = &self.store.shared;
+        if shared.options.layout == Layout::Spread {
+            return Err(Error::SpreadQuota);
+        }
         let new = shared.split_of(quota)?;
         for _ in 0..ATTEMPTS {
             let (version, old) = shared.current();
@@ -205,7 +225,7 @@ where
             for key in shared.script.keys() {
                 invocation.key(key.as_str());
             }
-            invocation.key(shared.script.quota_key());
+            invocation.key(shared.script.quota_key(0));
             invocation.arg(version);
             for split in [old, new] {
                 let interval = split.interval() / MICROS;
@@ -252,33 +272,41 @@ where
     ) -> Result<Result<(), Error>, RefundTooLarge> {
         let refunds: Vec<_> = grant.refunds(tokens)?.collect();
         let shared = &self.store.shared;
+        for batch in shared.batches(&refunds) {
+            if let Err(e) = self.refund_batch(batch).await {
+                return Ok(Err(e));
+            }
+        }
+        Ok(Ok(()))
+    }
+
+    /// Gives back the payments of one script call, under the quota Redis
+    /// holds (read again when it changed).
+    async fn refund_batch(&self, batch: &[Payment]) -> Result<(), Error> {
+        let shared = &self.store.shared;
         for _ in 0..ATTEMPTS {
             let (version, split) = shared.current();
             let mut invocation = shared.changes.refund.prepare_invoke();
-            for payment in &refunds {
+            for payment in batch {
                 invocation.key(shared.script.key(payment.bucket()).unwrap_or_default());
             }
-            invocation.key(shared.script.quota_key()).arg(version);
+            invocation.key(shared.script.quota_key(batch[0].bucket()));
+            invocation.arg(version);
             let interval = split.interval() / MICROS;
-            for payment in &refunds {
+            for payment in batch {
                 let capacity = u64::from(split.burst_of(payment.bucket())) * interval;
                 invocation
                     .arg(u64::from(payment.tokens()) * interval)
                     .arg(capacity);
             }
-            match run(&invocation, &shared.connection).await {
-                Ok((1, _)) => return Ok(Ok(())),
-                Ok(_) => {
-                    if let Err(e) = shared.refresh().await {
-                        return Ok(Err(e));
-                    }
-                }
-                Err(e) => return Ok(Err(e)),
+            match run(&invocation, &shared.connection).await? {
+                (1, _) => return Ok(()),
+                _ => shared.refresh().await?,
             }
         }
-        Ok(Err(Error::Reply {
+        Err(Error::Reply {
             detail: "the quota kept changing under refund".to_owned(),
-        }))
+        })
     }
 }
 

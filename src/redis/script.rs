@@ -5,6 +5,7 @@ use ::redis::Script;
 use ::redis::aio::ConnectionLike;
 
 use super::error::Error;
+use super::layout::Layout;
 use crate::draw::{MAX_K, Outcome, Pool, Span};
 use crate::limiter::core::Split;
 use crate::{Denied, Grant, Shard};
@@ -19,18 +20,19 @@ pub(super) const MICROS: u64 = 1000;
 #[derive(Debug)]
 pub(super) struct DrawScript {
     script: Script,
-    /// `{name}:b<i>` for every bucket i.
+    /// The key of every bucket i, as the layout names it.
     keys: Box<[String]>,
-    /// `{name}:quota`, the quota set live (see `quota.rs`).
-    quota_key: String,
+    /// The key of the quota set live (see `quota.rs`): one for every
+    /// bucket, or one per bucket in its slot.
+    quota_keys: Box<[String]>,
 }
 
 impl DrawScript {
-    pub(super) fn new(name: &str, buckets: u32) -> Self {
+    pub(super) fn new(name: &str, buckets: u32, layout: Layout) -> Self {
         DrawScript {
             script: Script::new(DRAW_LUA),
-            keys: (0..buckets).map(|i| format!("{{{name}}}:b{i}")).collect(),
-            quota_key: format!("{{{name}}}:quota"),
+            keys: (0..buckets).map(|i| layout.key(name, i)).collect(),
+            quota_keys: layout.quota_keys(name, buckets),
         }
     }
 
@@ -38,8 +40,10 @@ impl DrawScript {
         &self.keys
     }
 
-    pub(super) fn quota_key(&self) -> &str {
-        &self.quota_key
+    /// The quota key in the slot of `bucket`.
+    pub(super) fn quota_key(&self, bucket: u32) -> &str {
+        let keys = &self.quota_keys;
+        &keys[(bucket as usize).min(keys.len() - 1)]
     }
 
     pub(super) fn script(&self) -> &Script {
@@ -86,6 +90,34 @@ impl DrawScript {
         self.run(connection, &call).await
     }
 
+    /// One round trip over `bucket` alone, for the spread layout: the same
+    /// draw as a shard of that one bucket (k = 1, no spill), for `n` tokens,
+    /// on its node's clock `lead` µs on, with the split of quota `version`.
+    pub(super) async fn draw_one<Conn: ConnectionLike>(
+        &self,
+        connection: &mut Conn,
+        (version, split): (u64, &Split),
+        bucket: u32,
+        (n, lead): (u32, u64),
+    ) -> Result<Answer, Error> {
+        let call = Call {
+            ids: &[bucket],
+            span: Span {
+                own: 1,
+                spill: 0,
+                reserve: 0,
+            },
+            interval: split.interval() / MICROS,
+            bursts: &[split.burst_of(bucket)],
+            n,
+            start: 0,
+            version,
+            lead,
+            now: None,
+        };
+        self.run(connection, &call).await
+    }
+
     /// The script's inputs, one for one those of `draw` in `src/draw/`.
     async fn run<Conn: ConnectionLike>(
         &self,
@@ -96,7 +128,7 @@ impl DrawScript {
         for &b in call.ids {
             invocation.key(self.keys[b as usize].as_str());
         }
-        invocation.key(self.quota_key.as_str());
+        invocation.key(self.quota_key(call.ids[0]));
         invocation
             .arg(call.interval)
             .arg(call.n)

@@ -15,11 +15,14 @@ use tokio::time::timeout;
 use super::breaker::Breaker;
 use super::denial_cache::DenialCache;
 use super::error::Error;
+use super::layout::Layout;
 use super::options::{FailurePolicy, RedisOptions};
 use super::quota::ChangeScripts;
 use super::script::{Answer, DrawScript, Drawn, MICROS, answer};
+use super::spread::Rooms;
 use crate::clock::{Clock, MonotonicClock};
 use crate::draw::Outcome;
+use crate::error::InsufficientCapacity;
 use crate::limiter::core::{Core, Split};
 use crate::limiter::decision::Reserved;
 use crate::limiter::live::LiveSplit;
@@ -73,6 +76,8 @@ pub(super) struct Shared<Conn, C> {
     pub(super) options: RedisOptions,
     pub(super) breaker: Breaker,
     pub(super) denials: DenialCache,
+    /// What this process last saw of each bucket (the spread layout's).
+    pub(super) rooms: Rooms,
     pub(super) fallback: Option<ShardedLimiter<C>>,
     pub(super) metrics: Metrics,
     /// The same counts as `counts`, through the metrics facade.
@@ -121,6 +126,9 @@ where
     /// the denial cache never answers), with the outcome Redis drew when it
     /// did.
     async fn decide_at(&self, shard: Shard, n: u32, lead: u64) -> (Decision, Option<Outcome>) {
+        if self.options.layout == Layout::Spread {
+            return self.decide_spread(shard, n, lead).await;
+        }
         let sent = self.breaker.micros();
         // A weight of 0 is always granted, so never denied from memory.
         let (version, split) = self.current();
@@ -135,7 +143,7 @@ where
             tokio::task::consume_budget().await;
             return (self.decided(Err(denied), Source::CachedDenial, None), None);
         }
-        if let Err(error) = self.breaker.admit(&shard, sent) {
+        if let Err(error) = self.breaker.admit(shard.buckets(), sent) {
             tokio::task::consume_budget().await;
             return (self.by_policy(&shard, n, error), None);
         }
@@ -143,7 +151,8 @@ where
         let round_trip = self.draw((version, split), &shard, (n, lead), start);
         let error = match timeout(self.options.deadline, round_trip).await {
             Ok(Ok(drawn)) => {
-                self.breaker.answered(&shard, self.breaker.micros());
+                self.breaker
+                    .answered(shard.buckets(), self.breaker.micros());
                 let result = answer(drawn.outcome, &shard, n);
                 if let Err(denied) = &result
                     && self.options.cache_denials
@@ -164,7 +173,7 @@ where
         self.counts[ERRORS].fetch_add(1, Ordering::Relaxed);
         self.redis_metrics.failed();
         let error = Arc::new(error);
-        self.breaker.failed(&shard, &error);
+        self.breaker.failed(shard.buckets(), &error);
         (self.by_policy(&shard, n, Some(error)), None)
     }
 
@@ -205,10 +214,10 @@ where
     /// When the shard's own keys hold something else (not an outage), only
     /// the local fallback may grant: granting without any limit there would
     /// let a stray key lift the budget.
-    fn by_policy(&self, shard: &Shard, n: u32, error: Option<Arc<Error>>) -> Decision {
+    pub(super) fn by_policy(&self, shard: &Shard, n: u32, error: Option<Arc<Error>>) -> Decision {
         let first = shard.buckets()[0];
         let deny = || Denied {
-            retry_after: self.breaker.until_probe(shard),
+            retry_after: self.breaker.until_probe(shard.buckets()),
             bucket: first,
         };
         let outage = error.as_deref().is_none_or(Error::is_outage);
@@ -223,7 +232,7 @@ where
         self.decided(result, Source::Policy, error)
     }
 
-    fn decided(
+    pub(super) fn decided(
         &self,
         result: Result<Grant, Denied>,
         source: Source,
@@ -273,6 +282,13 @@ where
 
     fn give_back(&self, _core: &Core, reserved: Reserved) {
         Shared::give_back(&self.shared, reserved);
+    }
+
+    fn check_weight(&self, core: &Core, shard: &Shard, n: u32) -> Result<(), InsufficientCapacity> {
+        match self.shared.options.layout {
+            Layout::OneSlot => core.split.get().check_weight(shard, n),
+            Layout::Spread => core.split.get().check_weight_alone(shard, n),
+        }
     }
 }
 

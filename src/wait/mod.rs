@@ -479,7 +479,8 @@ impl<S: Store, L: Deref<Target = Limiter<S>>> Waiter<'_, S, L> {
 
     /// The shard, once it is known to hold `n` tokens at all.
     fn weighed(&self, shard: Shard, n: u32) -> Result<Shard, InsufficientCapacity> {
-        self.limiter.core.split.get().check_weight(&shard, n)?;
+        let limiter = &self.limiter;
+        limiter.store.check_weight(&limiter.core, &shard, n)?;
         Ok(shard)
     }
 
@@ -514,11 +515,14 @@ impl<S: Store, L: Deref<Target = Limiter<S>>> Waiter<'_, S, L> {
         let deadline = max_wait.and_then(|d| Instant::now().checked_add(d));
         let mut lead = Duration::ZERO;
         loop {
-            let asked = Instant::now();
-            let denied = match limiter.store.reserve(&limiter.core, shard, n, lead).await {
+            let reply = limiter.store.reserve(&limiter.core, shard, n, lead).await;
+            // Times count from the answer: the store drew at or before it,
+            // so the wait never ends before the slot it reserved.
+            let answered = Instant::now();
+            let denied = match reply {
                 Ok(reserved) if reserved.ready_in.is_zero() => return Ok(reserved.grant),
                 Ok(reserved) => {
-                    let ready = asked + reserved.ready_in;
+                    let ready = answered + reserved.ready_in;
                     let held = Held {
                         limiter,
                         reserved: Some(reserved),
@@ -530,15 +534,14 @@ impl<S: Store, L: Deref<Target = Limiter<S>>> Waiter<'_, S, L> {
                 Err(denied) => denied,
             };
             // The grant can come `retry_after` after the instant drawn at.
-            let at = asked + lead + denied.retry_after();
-            let now = Instant::now();
+            let at = answered + lead + denied.retry_after();
             if deadline.is_some_and(|deadline| at > deadline) {
                 return Err(Denied {
-                    retry_after: at.saturating_duration_since(now),
+                    retry_after: at.saturating_duration_since(answered),
                     ..denied
                 });
             }
-            lead = at.saturating_duration_since(now);
+            lead = at.saturating_duration_since(answered);
             limiter.core.metrics.waiting(&denied, lead);
             // Answered without awaiting, in process: yield in turn.
             tokio::task::consume_budget().await;

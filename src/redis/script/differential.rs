@@ -6,6 +6,7 @@ use redis::AsyncCommands;
 use super::redis_server::RedisServer;
 use super::{Answer, Call, DrawScript, Drawn, MICROS};
 use crate::draw::{Outcome, Pace, Span, draw};
+use crate::redis::layout::Layout;
 
 /// The draw of an answer that must be one.
 fn drawn(answer: Answer) -> Drawn {
@@ -131,7 +132,7 @@ fn the_script_draws_exactly_as_the_pure_function() {
     let server = RedisServer::start();
     runtime().block_on(async {
         let mut connection = server.connection().await;
-        let script = DrawScript::new("differential", 8);
+        let script = DrawScript::new("differential", 8, Layout::OneSlot);
         let ids: Vec<u32> = (0..8).collect();
         let mut rng = XorShift(0x5EED_D1FF);
         let (mut grants, mut denials, mut zero, mut ties) = (0, 0, 0, 0);
@@ -240,7 +241,7 @@ fn a_bucket_holding_a_string_that_is_not_a_time_is_repaired_as_empty() {
     let server = RedisServer::start();
     runtime().block_on(async {
         let mut connection = server.connection().await;
-        let script = DrawScript::new("repair", 2);
+        let script = DrawScript::new("repair", 2, Layout::OneSlot);
         let now = 5_000_000;
         for garbage in [
             "nan",

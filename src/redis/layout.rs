@@ -1,0 +1,81 @@
+//! Where a limiter's buckets live in Redis: all in one Cluster slot, or each
+//! in a slot of its own.
+
+/// How a [`RedisLimiter`](super::RedisLimiter)'s N bucket keys are laid out
+/// over the slots of a Redis Cluster
+/// ([`RedisOptions::layout`](super::RedisOptions::layout)).
+///
+/// Every process that shares a limiter must use the same layout: the two
+/// name their keys differently, so a process with the other layout draws
+/// from other buckets, a second budget.
+///
+/// ```
+/// use shuffle_limiter::redis::{FailurePolicy, Layout, RedisOptions};
+///
+/// let options = RedisOptions::new(FailurePolicy::FailClosed).layout(Layout::Spread);
+/// assert_eq!(Layout::default(), Layout::OneSlot);
+/// # let _ = options;
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Layout {
+    /// Bucket i is `{name}:b<i>`: one hash tag, so every bucket lives in one
+    /// slot, on one node, and a decision is one round trip of one script
+    /// over the tenant's k buckets, atomically. A weighted request may be
+    /// paid by several buckets together. The default, and the choice for a
+    /// single Redis: but in a Cluster, that one node carries every decision
+    /// and its failure stops every tenant.
+    #[default]
+    OneSlot,
+    /// Bucket i is `{name:b<i>}`: a hash tag per bucket, so the buckets
+    /// spread over the slots, and the nodes, of a Redis Cluster, and a failed
+    /// node touches only the tenants whose shards hold one of its buckets.
+    ///
+    /// A decision takes from one bucket at a time, with the same script over
+    /// that one key: the bucket this process last saw with the most room
+    /// first, the next on a denial. So a grant is one atomic step on one
+    /// bucket, and the budget holds exactly as in [`OneSlot`](Self::OneSlot);
+    /// a denial costs up to k round trips (fewer once the process knows
+    /// which buckets are short). Weights one bucket cannot hold are refused
+    /// ([`InsufficientCapacity`](crate::InsufficientCapacity)), since buckets
+    /// on different nodes cannot pay one request together atomically, and
+    /// borrowing is refused at build
+    /// ([`BuildError::SpreadBorrowing`](super::BuildError::SpreadBorrowing)).
+    Spread,
+}
+
+impl Layout {
+    /// The key of bucket `bucket` of the limiter `name`.
+    pub(super) fn key(self, name: &str, bucket: u32) -> String {
+        match self {
+            Layout::OneSlot => format!("{{{name}}}:b{bucket}"),
+            Layout::Spread => format!("{{{name}:b{bucket}}}"),
+        }
+    }
+
+    /// The quota keys of the limiter `name` of `buckets` buckets, in the
+    /// slots of its buckets: one beside them all in one slot, one beside
+    /// each bucket when spread (where a quota is not changed live yet, so
+    /// those stay missing: the quota the limiter was built with).
+    pub(super) fn quota_keys(self, name: &str, buckets: u32) -> Box<[String]> {
+        match self {
+            Layout::OneSlot => Box::new([format!("{{{name}}}:quota")]),
+            Layout::Spread => (0..buckets)
+                .map(|b| format!("{{{name}:b{b}}}:quota"))
+                .collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Layout;
+
+    #[test]
+    fn one_slot_shares_the_name_as_hash_tag_and_spread_gives_each_bucket_its_own() {
+        assert_eq!(Layout::OneSlot.key("api", 3), "{api}:b3");
+        assert_eq!(Layout::Spread.key("api", 3), "{api:b3}");
+        assert_eq!(*Layout::OneSlot.quota_keys("api", 4), ["{api}:quota"]);
+        assert_eq!(Layout::Spread.quota_keys("api", 4)[3], "{api:b3}:quota");
+    }
+}

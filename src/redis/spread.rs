@@ -1,0 +1,346 @@
+//! The decision of the spread layout, where each bucket has a Cluster slot of
+//! its own and a tenant's k buckets may live on k different nodes.
+//!
+//! No script can then touch all k at once, so the decision takes from one
+//! bucket at a time, with the same `draw.lua` over that one key (a shard of
+//! one bucket: k = 1, no spill): every grant is still one atomic GCRA step
+//! on one bucket, on its own node's clock, and the budget holds exactly as
+//! in the one-slot layout.
+//!
+//! Which bucket to try comes from what this process last saw of each
+//! ([`Rooms`]): the roomiest first (equal rooms from a random position), the
+//! next one on a denial, skipping those known to be short and those whose
+//! breaker is open. The denial names the soonest retry over the buckets
+//! tried or known. A bucket that could have paid but was paused or failed
+//! leaves the decision to the failure policy, as a failure of the one-slot
+//! script does.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use ::redis::aio::ConnectionLike;
+use tokio::time::{Instant, timeout_at};
+
+use super::error::Error;
+use super::script::{Answer, MICROS, answer};
+use super::store::{Decision, ERRORS, Shared, Source};
+use crate::clock::Clock;
+use crate::draw::{MAX_K, Outcome};
+use crate::limiter::core::Split;
+use crate::limiter::memory::tie_break;
+use crate::{Denied, Shard};
+
+/// Per bucket, the local time (the breaker's microseconds) at which this
+/// process last knew it would be full again if nothing more were taken.
+///
+/// Each value is measured from the moment its request was sent, and other
+/// processes only ever move a bucket's arrival time forward, so a bucket
+/// holds at most the room this implies (up to the drift of the two clocks):
+/// a bucket it says is short is short. The largest value seen is kept.
+#[derive(Debug)]
+pub(super) struct Rooms {
+    full_at: Box<[AtomicU64]>,
+}
+
+impl Rooms {
+    pub(super) fn new(buckets: u32) -> Self {
+        Rooms {
+            full_at: (0..buckets).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// When `bucket` is full again, at the earliest.
+    fn full_at(&self, bucket: u32) -> u64 {
+        self.full_at[bucket as usize].load(Ordering::Relaxed)
+    }
+
+    /// The most room (µs of credit) `bucket`, of `capacity`, can have at `now`.
+    fn room(&self, bucket: u32, capacity: u64, now: u64) -> u64 {
+        capacity.saturating_sub(self.full_at(bucket).saturating_sub(now))
+    }
+
+    fn saw(&self, bucket: u32, full_at: u64) {
+        self.full_at[bucket as usize].fetch_max(full_at, Ordering::Relaxed);
+    }
+}
+
+/// What the tries of one decision found so far.
+struct Tries {
+    /// The soonest local time a tried or known-short bucket has room, and
+    /// that bucket.
+    soonest: Option<(u64, u32)>,
+    /// A bucket that could have paid was paused or failed: the error, if
+    /// one is known.
+    unknown: Option<Option<Arc<Error>>>,
+    /// Whether any round trip was made.
+    asked: bool,
+}
+
+impl Tries {
+    fn short(&mut self, at: u64, bucket: u32) {
+        if self.soonest.is_none_or(|(soonest, _)| at < soonest) {
+            self.soonest = Some((at, bucket));
+        }
+    }
+}
+
+impl<Conn, C> Shared<Conn, C>
+where
+    Conn: ConnectionLike + Clone + Send + Sync,
+    C: Clock,
+{
+    /// The decision for `n` tokens over `shard` in the spread layout, drawn
+    /// `lead` µs from now (a reservation, when not 0); with the outcome of
+    /// the bucket that paid, when one did.
+    pub(super) async fn decide_spread(
+        &self,
+        shard: Shard,
+        n: u32,
+        lead: u64,
+    ) -> (Decision, Option<Outcome>) {
+        if n == 0 {
+            return (self.read_spread(shard).await, None);
+        }
+        let own = shard.buckets();
+        let (version, split) = self.current();
+        let interval = split.interval() / MICROS;
+        let capacity = |b: u32| u64::from(split.burst_of(b)) * interval;
+        let cost = u64::from(n) * interval;
+        let deadline = Instant::now() + self.options.deadline;
+        let mut tries = Tries {
+            soonest: None,
+            unknown: None,
+            asked: false,
+        };
+        let order = self.order(own, capacity);
+        for &j in &order[..own.len()] {
+            let b = own[j];
+            if capacity(b) < cost {
+                continue; // this bucket can never pay it
+            }
+            // The local instant the draw is made at.
+            let now = self.breaker.micros().saturating_add(lead);
+            if self.options.cache_denials && self.rooms.room(b, capacity(b), now) < cost {
+                tries.short(self.rooms.full_at(b).saturating_sub(capacity(b) - cost), b);
+                continue;
+            }
+            if let Err(error) = self.breaker.admit(&[b], now) {
+                tries.unknown.get_or_insert(error);
+                continue;
+            }
+            tries.asked = true;
+            let mut connection = self.connection.clone();
+            let call = self
+                .script
+                .draw_one(&mut connection, (version, &split), b, (n, lead));
+            let error = match timeout_at(deadline, call).await {
+                // No quota is set live in this layout: every process is on
+                // the one it was built with.
+                Ok(Ok(Answer::Stale { version })) => Error::Reply {
+                    detail: format!("a quota of version {version} beside a spread bucket"),
+                },
+                Ok(Ok(Answer::Drawn(drawn))) => {
+                    self.breaker.answered(&[b], self.breaker.micros());
+                    match drawn.outcome {
+                        Outcome::Grant {
+                            remaining, full_in, ..
+                        } => {
+                            self.rooms.saw(b, now.saturating_add(full_in));
+                            let result =
+                                self.spread_grant(&split, &shard, (j, remaining, full_in), now, n);
+                            let decision = self.decided(result, Source::Redis, None);
+                            return (decision, Some(drawn.outcome));
+                        }
+                        Outcome::Deny { at, .. } => {
+                            // Room now = cost − at: full in at + capacity − cost.
+                            let full_in = at.saturating_add(capacity(b) - cost);
+                            self.rooms.saw(b, now.saturating_add(full_in));
+                            tries.short(now.saturating_add(at), b);
+                            continue;
+                        }
+                        Outcome::Pooled(_) => Error::Reply {
+                            detail: "a pooled grant from one bucket".into(),
+                        },
+                    }
+                }
+                Ok(Err(error)) => error,
+                Err(_) => Error::Timeout {
+                    after: self.options.deadline,
+                },
+            };
+            let timed_out = matches!(error, Error::Timeout { .. });
+            let error = self.failed_on(b, error);
+            tries.unknown = Some(Some(error));
+            if timed_out {
+                break; // the decision's time is spent
+            }
+        }
+        if !tries.asked {
+            tokio::task::consume_budget().await;
+        }
+        if let Some(error) = tries.unknown {
+            return (self.by_policy(&shard, n, error), None);
+        }
+        let source = if tries.asked {
+            Source::Redis
+        } else {
+            Source::CachedDenial
+        };
+        // Without any bucket that could ever pay (weights are checked
+        // before), the denial never ends, as in process.
+        let (at, bucket) = tries.soonest.unwrap_or((u64::MAX, own[0]));
+        // From the instant drawn at, as every store's denial.
+        let drawn_at = self.breaker.micros().saturating_add(lead);
+        let denied = Denied {
+            retry_after: Duration::from_micros(at.saturating_sub(drawn_at).max(1)),
+            bucket,
+        };
+        (self.decided(Err(denied), source, None), None)
+    }
+
+    /// A request of 0 tokens: reads every own bucket, takes nothing.
+    async fn read_spread(&self, shard: Shard) -> Decision {
+        let deadline = Instant::now() + self.options.deadline;
+        let (version, split) = self.current();
+        let interval = split.interval() / MICROS;
+        let (mut remaining, mut longest, mut roomiest) = (0, 0, (0, 0));
+        for (j, &b) in shard.buckets().iter().enumerate() {
+            let now = self.breaker.micros();
+            if let Err(error) = self.breaker.admit(&[b], now) {
+                tokio::task::consume_budget().await;
+                return self.by_policy(&shard, 0, error);
+            }
+            let mut connection = self.connection.clone();
+            let call = self
+                .script
+                .draw_one(&mut connection, (version, &split), b, (0, 0));
+            let error = match timeout_at(deadline, call).await {
+                Ok(Ok(Answer::Stale { version })) => Error::Reply {
+                    detail: format!("a quota of version {version} beside a spread bucket"),
+                },
+                Ok(Ok(Answer::Drawn(drawn))) => {
+                    self.breaker.answered(&[b], self.breaker.micros());
+                    if let Outcome::Grant {
+                        remaining: tokens,
+                        full_in,
+                        ..
+                    } = drawn.outcome
+                    {
+                        self.rooms.saw(b, now.saturating_add(full_in));
+                        remaining += tokens;
+                        longest = longest.max(full_in);
+                        // The roomiest names the grant, the first of equals.
+                        let capacity = u64::from(split.burst_of(b)) * interval;
+                        let room = capacity.saturating_sub(full_in);
+                        if j == 0 || room > roomiest.1 {
+                            roomiest = (j, room);
+                        }
+                        continue;
+                    }
+                    Error::Reply {
+                        detail: "a denial of 0 tokens".into(),
+                    }
+                }
+                Ok(Err(error)) => error,
+                Err(_) => Error::Timeout {
+                    after: self.options.deadline,
+                },
+            };
+            let error = self.failed_on(b, error);
+            return self.by_policy(&shard, 0, Some(error));
+        }
+        let outcome = Outcome::Grant {
+            index: roomiest.0,
+            seen: 0,
+            tat: 0,
+            remaining,
+            full_in: longest,
+        };
+        self.decided(answer(outcome, &shard, 0), Source::Redis, None)
+    }
+
+    /// The own buckets' positions, the roomiest by this process's knowledge
+    /// first, equal rooms in turn from a random position.
+    fn order(&self, own: &[u32], capacity: impl Fn(u32) -> u64) -> [usize; MAX_K] {
+        let k = own.len();
+        let now = self.breaker.micros();
+        let start = tie_break(k);
+        let mut order = [0; MAX_K];
+        let mut rooms = [0; MAX_K];
+        for i in 0..k {
+            let j = (start + i) % k;
+            let room = self.rooms.room(own[j], capacity(own[j]), now);
+            // Insertion, after every bucket with as much room: stable.
+            let mut at = i;
+            while at > 0 && rooms[at - 1] < room {
+                order[at] = order[at - 1];
+                rooms[at] = rooms[at - 1];
+                at -= 1;
+            }
+            order[at] = j;
+            rooms[at] = room;
+        }
+        order
+    }
+
+    /// The grant by own position `j`, whose reply left `tokens` in it and
+    /// full in `full_in` µs, read at local time `now`; the other buckets
+    /// count with what this process last saw of them.
+    fn spread_grant(
+        &self,
+        split: &Split,
+        shard: &Shard,
+        (j, tokens, full_in): (usize, u64, u64),
+        now: u64,
+        n: u32,
+    ) -> Result<crate::Grant, Denied> {
+        let interval = split.interval() / MICROS;
+        let (mut remaining, mut longest) = (tokens, full_in);
+        for (i, &b) in shard.buckets().iter().enumerate() {
+            if i != j {
+                let capacity = u64::from(split.burst_of(b)) * interval;
+                remaining += self.rooms.room(b, capacity, now) / interval;
+                longest = longest.max(self.rooms.full_at(b).saturating_sub(now));
+            }
+        }
+        let outcome = Outcome::Grant {
+            index: j,
+            seen: 0,
+            tat: 0,
+            remaining,
+            full_in: longest,
+        };
+        answer(outcome, shard, n)
+    }
+
+    /// Counts a failure of `bucket`'s round trip and tells its breaker.
+    fn failed_on(&self, bucket: u32, error: Error) -> Arc<Error> {
+        self.counts[ERRORS].fetch_add(1, Ordering::Relaxed);
+        self.redis_metrics.failed();
+        let error = Arc::new(error);
+        self.breaker.failed(&[bucket], &error);
+        error
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Rooms;
+
+    #[test]
+    fn a_bucket_seen_short_refills_on_the_local_clock_and_the_latest_news_wins() {
+        let rooms = Rooms::new(4);
+        // Unknown: full.
+        assert_eq!(rooms.room(2, 100, 0), 100);
+        // Seen at 1000 full only at 1080: room 20, growing one per µs.
+        rooms.saw(2, 1080);
+        assert_eq!(rooms.room(2, 100, 1000), 20);
+        assert_eq!(rooms.room(2, 100, 1050), 70);
+        assert_eq!(rooms.room(2, 100, 5000), 100);
+        // An older reply arriving late cannot make it look roomier.
+        rooms.saw(2, 1040);
+        assert_eq!(rooms.room(2, 100, 1000), 20);
+        assert_eq!(rooms.room(1, 100, 1000), 100);
+    }
+}
