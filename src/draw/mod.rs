@@ -111,7 +111,7 @@ struct Ask {
 ///
 /// Two buckets per tenant, the default, take a straight-line path with the
 /// same results as the general one.
-#[inline]
+#[inline(always)]
 pub(crate) fn draw(
     pace: Pace,
     span: Span,

@@ -242,7 +242,7 @@ impl std::error::Error for Denied {}
 /// `shard` is what was drawn on (its own buckets, then its spill buckets),
 /// `now` the reading it was drawn at and `unit` the nanoseconds in one unit
 /// of the store's time.
-#[inline]
+#[inline(always)]
 pub(crate) fn answer(
     outcome: Outcome,
     shard: &Shard,

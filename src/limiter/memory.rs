@@ -77,8 +77,9 @@ impl<C: Clock> InProcess<C> {
     /// split, load the shard's arrival times, draw, and compare-and-swap the
     /// winner's; draw again if another thread changed it in between, or if
     /// the quota changed meanwhile (see `live.rs`). The outcome applied, and
-    /// the instant it was drawn at.
-    #[inline]
+    /// the instant it was drawn at. (Always inlined: the outcome is large,
+    /// and returned from a call it is copied, which doubled a check's time.)
+    #[inline(always)]
     fn decide(&self, core: &Core, shard: &Shard, n: u32, lead: u64) -> (Outcome, u64) {
         let now = self.now().saturating_add(lead).min(MAX_NOW);
         let ids = shard.ranked();
