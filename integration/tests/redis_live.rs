@@ -292,3 +292,22 @@ fn waits_queue_in_redis_and_a_waiter_that_gives_up_hands_its_slot_back() {
         assert!(took < Duration::from_millis(160), "{took:?}");
     });
 }
+
+/// A denial this process remembers does not outlive tokens given back to
+/// the bucket it was about.
+#[test]
+fn a_refund_is_not_denied_from_a_remembered_denial() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let a = process(&server, "forget", FailurePolicy::FailClosed).await;
+        let mut last = None;
+        while let Ok(grant) = a.check("t").await {
+            last = Some(grant);
+        }
+        // Denied from memory now, without a round trip.
+        assert!(a.check("t").await.is_err());
+        assert!(a.stats().from_cache() >= 1);
+        a.refund(last.unwrap()).await.unwrap();
+        assert!(a.check("t").await.is_ok(), "the token given back");
+    });
+}

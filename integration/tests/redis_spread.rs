@@ -14,7 +14,7 @@ use redis::aio::MultiplexedConnection;
 use redis::cluster_async::ClusterConnection;
 use shuffle_limiter::blast::BlastRadius;
 use shuffle_limiter::redis::{
-    BuildError, FailurePolicy, Layout, RedisLimiter, RedisOptions, Source,
+    BuildError, Error, FailurePolicy, Layout, RedisLimiter, RedisOptions, Source,
 };
 use shuffle_limiter::{Builder, Quota, ShardedLimiter};
 
@@ -485,5 +485,67 @@ fn a_stopped_node_touches_only_the_tenants_of_its_buckets_in_the_spread_layout()
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         }
+    });
+}
+
+/// The live changes in the spread layout: refunds and reservations go one
+/// bucket per call, in each bucket's slot; a quota is not set live there
+/// yet, and says so.
+#[test]
+fn spread_refunds_and_queued_waits_work_bucket_by_bucket() {
+    let _serial = one_at_a_time();
+    let cluster = RedisCluster::start();
+    runtime().block_on(async {
+        // 4 buckets of 1 token, one every 400 ms each; a tenant holds 2.
+        let builder = ShardedLimiter::builder()
+            .quota(Quota::per_second(10).with_burst(4))
+            .buckets(4)
+            .per_tenant(2)
+            .name("spread-live");
+        let connection = cluster.connect().await;
+        let limiter = Arc::new(build(builder, &connection, spread()).await);
+        let err = limiter
+            .set_quota(Quota::per_second(20).with_burst(8))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::SpreadQuota), "{err:?}");
+        assert!(err.to_string().contains("one-slot layout"), "{err}");
+
+        // A refund goes back to the bucket that paid, in its own slot.
+        let first = limiter.check("t").await.unwrap();
+        let second = limiter.check("t").await.unwrap();
+        assert_ne!(first.bucket(), second.bucket());
+        assert!(limiter.check("t").await.is_err());
+        limiter.refund(first).await.unwrap();
+        assert!(limiter.check("t").await.is_ok(), "the refunded token");
+
+        // Both buckets empty: three waiters queue for the next slots, in
+        // the order they asked, each after the one before.
+        let start = Instant::now();
+        let mut waiters = Vec::new();
+        for i in 0..3u32 {
+            let limiter = Arc::clone(&limiter);
+            waiters.push(tokio::spawn(async move {
+                limiter.until_ready("t").await;
+                (i, start.elapsed())
+            }));
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let mut served = Vec::new();
+        for waiter in waiters {
+            served.push(waiter.await.unwrap());
+        }
+        served.sort_by_key(|&(_, at)| at);
+        let order: Vec<u32> = served.iter().map(|&(i, _)| i).collect();
+        assert_eq!(order, [0, 1, 2], "{served:?}");
+        // Two buckets refilling 400 ms apart at most: three tokens take at
+        // most 800 ms, and none comes before a bucket refilled.
+        let last = served[2].1;
+        assert!(last <= Duration::from_millis(900), "{served:?}");
+        assert!(
+            served[0].1 + Duration::from_millis(5) >= Duration::from_millis(100),
+            "{served:?}"
+        );
+        assert_eq!(limiter.stats().from_policy(), 0);
     });
 }

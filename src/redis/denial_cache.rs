@@ -41,6 +41,11 @@ impl DenialCache {
         }
     }
 
+    /// Forgets what is known of `bucket` (tokens were given back to it).
+    pub(super) fn forget(&self, bucket: u32) {
+        self.blocked[bucket as usize].store(0, Ordering::Relaxed);
+    }
+
     /// A denial of `n` tokens at local time `now`, when the shard's own
     /// buckets are known to hold fewer together, and each of its spill
     /// buckets that could hold them is known to lack them.

@@ -158,9 +158,21 @@ where
                     invocation.arg(*written).arg(cost);
                 }
                 // A failure leaves the tokens taken, which is safe.
-                let _ = run(&invocation, &shared.connection).await;
+                if run(&invocation, &shared.connection).await.is_ok() {
+                    shared.forget(batch);
+                }
             }
         });
+    }
+
+    /// Forgets what this process knew of the buckets that were just given
+    /// tokens back: a remembered denial or room would deny what they can
+    /// now pay.
+    fn forget(&self, payments: &[Payment]) {
+        for payment in payments {
+            self.denials.forget(payment.bucket());
+            self.rooms.forget(payment.bucket());
+        }
     }
 
     /// The payments one script can take together: all of them in one slot,
@@ -300,7 +312,10 @@ where
                     .arg(capacity);
             }
             match run(&invocation, &shared.connection).await? {
-                (1, _) => return Ok(()),
+                (1, _) => {
+                    shared.forget(batch);
+                    return Ok(());
+                }
                 _ => shared.refresh().await?,
             }
         }

@@ -60,6 +60,14 @@ impl Rooms {
         capacity.saturating_sub(self.full_at(bucket).saturating_sub(now))
     }
 
+    /// Forgets what is known of `bucket`: tokens were given back to it, so
+    /// it may hold more than the latest news said (the one case where a
+    /// bucket's arrival time moves back; another process's refund is not
+    /// seen here, which can only deny a request that would have had room).
+    pub(super) fn forget(&self, bucket: u32) {
+        self.full_at[bucket as usize].store(0, Ordering::Relaxed);
+    }
+
     fn saw(&self, bucket: u32, full_at: u64) {
         self.full_at[bucket as usize].fetch_max(full_at, Ordering::Relaxed);
     }
