@@ -67,7 +67,9 @@
 //! (`#[tokio::test(start_paused = true)]`), give the limiter a [`TokioClock`]
 //! so that it sees the time the test advances.
 
+mod clock;
 mod jitter;
+mod queue;
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -75,59 +77,11 @@ use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::{Instant, sleep_until};
-
-use crate::clock::Clock;
 use crate::error::InsufficientCapacity;
-use crate::limiter::decision::Reserved;
 use crate::store::Store;
 use crate::{Denied, Grant, Limiter, Shard};
+pub use clock::TokioClock;
 pub use jitter::Jitter;
-
-/// A [`Clock`] that reads tokio's time, so that a limiter follows
-/// `tokio::time::pause` and `advance` in tests.
-///
-/// Create it inside the runtime whose time it should follow: its origin is
-/// the tokio instant at which it was created.
-///
-/// ```
-/// use std::time::Duration;
-/// use shuffle_limiter::{Clock, TokioClock};
-///
-/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-/// # async fn main() {
-/// let clock = TokioClock::new();
-/// tokio::time::sleep(Duration::from_secs(3)).await; // instant while paused
-/// assert_eq!(clock.now_nanos(), 3_000_000_000);
-/// # }
-/// ```
-#[derive(Debug, Clone, Copy)]
-pub struct TokioClock {
-    origin: Instant,
-}
-
-impl TokioClock {
-    /// A clock whose origin is tokio's now.
-    pub fn new() -> Self {
-        TokioClock {
-            origin: Instant::now(),
-        }
-    }
-}
-
-impl Default for TokioClock {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Clock for TokioClock {
-    #[inline]
-    fn now_nanos(&self) -> u64 {
-        let elapsed = Instant::now().saturating_duration_since(self.origin);
-        u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX)
-    }
-}
 
 /// Waits on a limiter with a [`Jitter`] on every wake-up.
 ///
@@ -491,82 +445,6 @@ impl<S: Store, L: Deref<Target = Limiter<S>>> Waiter<'_, S, L> {
             if let Ok(grant) = self.wait(shard, n, None).await {
                 return grant;
             }
-        }
-    }
-
-    /// The one wait: draw now; on a denial, reserve the earliest slot the
-    /// shard can give (the draw as it will be then, applied now, so that
-    /// later callers line up behind), sleep exactly until it (plus jitter),
-    /// and keep the grant. A reservation that another caller took first
-    /// sends the wait to the next slot, without sleeping. A bounded wait
-    /// reserves only a slot inside its bound, and otherwise returns at once.
-    ///
-    /// Dropping the future while it sleeps gives the reservation back to
-    /// the buckets that paid it where nothing drew on them since (otherwise
-    /// the callers behind keep their slots, and the budget loses it).
-    async fn wait(
-        &self,
-        shard: Shard,
-        n: u32,
-        max_wait: Option<Duration>,
-    ) -> Result<Grant, Denied> {
-        let limiter: &Limiter<S> = &self.limiter;
-        // A deadline too far to represent is no deadline.
-        let deadline = max_wait.and_then(|d| Instant::now().checked_add(d));
-        let mut lead = Duration::ZERO;
-        loop {
-            let reply = limiter.store.reserve(&limiter.core, shard, n, lead).await;
-            // Times count from the answer: the store drew at or before it,
-            // so the wait never ends before the slot it reserved.
-            let answered = Instant::now();
-            let denied = match reply {
-                Ok(reserved) if reserved.ready_in.is_zero() => return Ok(reserved.grant),
-                Ok(reserved) => {
-                    let ready = answered + reserved.ready_in;
-                    let held = Held {
-                        limiter,
-                        reserved: Some(reserved),
-                    };
-                    let wake = ready + self.jitter.sample();
-                    sleep_until(deadline.map_or(wake, |d| wake.min(d.max(ready)))).await;
-                    return Ok(held.keep());
-                }
-                Err(denied) => denied,
-            };
-            // The grant can come `retry_after` after the instant drawn at.
-            let at = answered + lead + denied.retry_after();
-            if deadline.is_some_and(|deadline| at > deadline) {
-                return Err(Denied {
-                    retry_after: at.saturating_duration_since(answered),
-                    ..denied
-                });
-            }
-            lead = at.saturating_duration_since(answered);
-            limiter.core.metrics.waiting(&denied, lead);
-            // Answered without awaiting, in process: yield in turn.
-            tokio::task::consume_budget().await;
-        }
-    }
-}
-
-/// A reservation a wait holds while it sleeps: given back if the wait is
-/// dropped, kept once it is due.
-struct Held<'a, S: Store> {
-    limiter: &'a Limiter<S>,
-    reserved: Option<Reserved>,
-}
-
-impl<S: Store> Held<'_, S> {
-    fn keep(mut self) -> Grant {
-        self.reserved.take().expect("held until kept").grant
-    }
-}
-
-impl<S: Store> Drop for Held<'_, S> {
-    fn drop(&mut self) {
-        if let Some(reserved) = self.reserved.take() {
-            let limiter = self.limiter;
-            limiter.store.give_back(&limiter.core, reserved);
         }
     }
 }

@@ -1,0 +1,90 @@
+//! The one wait every method of the module comes down to: reserve the
+//! earliest slot, sleep until it, keep it or give it back.
+
+use std::ops::Deref;
+use std::time::Duration;
+
+use tokio::time::{Instant, sleep_until};
+
+use super::Waiter;
+use crate::limiter::decision::Reserved;
+use crate::store::Store;
+use crate::{Denied, Grant, Limiter, Shard};
+
+impl<S: Store, L: Deref<Target = Limiter<S>>> Waiter<'_, S, L> {
+    /// The one wait: draw now; on a denial, reserve the earliest slot the
+    /// shard can give (the draw as it will be then, applied now, so that
+    /// later callers line up behind), sleep exactly until it (plus jitter),
+    /// and keep the grant. A reservation that another caller took first
+    /// sends the wait to the next slot, without sleeping. A bounded wait
+    /// reserves only a slot inside its bound, and otherwise returns at once.
+    ///
+    /// Dropping the future while it sleeps gives the reservation back to
+    /// the buckets that paid it where nothing drew on them since (otherwise
+    /// the callers behind keep their slots, and the budget loses it).
+    pub(super) async fn wait(
+        &self,
+        shard: Shard,
+        n: u32,
+        max_wait: Option<Duration>,
+    ) -> Result<Grant, Denied> {
+        let limiter: &Limiter<S> = &self.limiter;
+        // A deadline too far to represent is no deadline.
+        let deadline = max_wait.and_then(|d| Instant::now().checked_add(d));
+        let mut lead = Duration::ZERO;
+        loop {
+            let reply = limiter.store.reserve(&limiter.core, shard, n, lead).await;
+            // Times count from the answer: the store drew at or before it,
+            // so the wait never ends before the slot it reserved.
+            let answered = Instant::now();
+            let denied = match reply {
+                Ok(reserved) if reserved.ready_in.is_zero() => return Ok(reserved.grant),
+                Ok(reserved) => {
+                    let ready = answered + reserved.ready_in;
+                    let held = Held {
+                        limiter,
+                        reserved: Some(reserved),
+                    };
+                    let wake = ready + self.jitter.sample();
+                    sleep_until(deadline.map_or(wake, |d| wake.min(d.max(ready)))).await;
+                    return Ok(held.keep());
+                }
+                Err(denied) => denied,
+            };
+            // The grant can come `retry_after` after the instant drawn at.
+            let at = answered + lead + denied.retry_after();
+            if deadline.is_some_and(|deadline| at > deadline) {
+                return Err(Denied {
+                    retry_after: at.saturating_duration_since(answered),
+                    ..denied
+                });
+            }
+            lead = at.saturating_duration_since(answered);
+            limiter.core.metrics.waiting(&denied, lead);
+            // Answered without awaiting, in process: yield in turn.
+            tokio::task::consume_budget().await;
+        }
+    }
+}
+
+/// A reservation a wait holds while it sleeps: given back if the wait is
+/// dropped, kept once it is due.
+struct Held<'a, S: Store> {
+    limiter: &'a Limiter<S>,
+    reserved: Option<Reserved>,
+}
+
+impl<S: Store> Held<'_, S> {
+    fn keep(mut self) -> Grant {
+        self.reserved.take().expect("held until kept").grant
+    }
+}
+
+impl<S: Store> Drop for Held<'_, S> {
+    fn drop(&mut self) {
+        if let Some(reserved) = self.reserved.take() {
+            let limiter = self.limiter;
+            limiter.store.give_back(&limiter.core, reserved);
+        }
+    }
+}
