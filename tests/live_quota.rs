@@ -294,6 +294,12 @@ fn a_refund_goes_back_to_the_buckets_that_paid_and_never_past_full() {
     for b in (0..N).filter(|&b| b != first && b != second) {
         assert_eq!(available(b), 2);
     }
+    // Two tokens of one bucket, given back: two tokens' worth of credit.
+    let grant = limiter.check_n("t2", 2).unwrap().unwrap();
+    let payer = grant.bucket();
+    assert_eq!(available(payer), 0);
+    limiter.refund_n(grant, 2).unwrap();
+    assert_eq!(available(payer), 2);
     // A refund after the bucket refilled gives back only what is missing:
     // 100 ms of the 500 ms a token costs, and the bucket is full.
     let grant = tenant.check().unwrap();
