@@ -536,8 +536,12 @@ fn spread_refunds_and_queued_waits_work_bucket_by_bucket() {
             served.push(waiter.await.unwrap());
         }
         served.sort_by_key(|&(_, at)| at);
+        // The first two asked get the two buckets' next tokens, due within
+        // a few ms of each other (so either may wake first); the third
+        // waits for the round after.
         let order: Vec<u32> = served.iter().map(|&(i, _)| i).collect();
-        assert_eq!(order, [0, 1, 2], "{served:?}");
+        assert_eq!(order[2], 2, "{served:?}");
+        assert!(served[1].1 < Duration::from_millis(500), "{served:?}");
         // Two buckets refilling 400 ms apart at most: three tokens take at
         // most 800 ms, and none comes before a bucket refilled.
         let last = served[2].1;
