@@ -21,7 +21,7 @@ use super::spread::Rooms;
 use super::store::{RedisStore, Shared};
 use crate::clock::Clock;
 use crate::error::ConfigError;
-use crate::limiter::core::Core;
+use crate::limiter::core::{Core, Split};
 use crate::limiter::isolation::{Isolation, warn_if_weak};
 use crate::limiter::live::LiveSplit;
 use crate::metrics::RedisMetrics;
@@ -30,7 +30,7 @@ use crate::{Builder, Limiter, ShardedLimiter};
 
 /// The largest bucket capacity, in microseconds (about 35 years): the
 /// script's values stay below 2^53, where doubles are exact.
-pub(super) const MAX_CAPACITY_MICROS: u64 = 1 << 50;
+const MAX_CAPACITY_MICROS: u64 = 1 << 50;
 
 /// The longest the connection made by [`Builder::build_redis`] waits between
 /// two attempts to reconnect.
@@ -168,14 +168,9 @@ impl<C: Clock> Builder<C> {
         // The script counts whole microseconds: round each bucket's interval
         // up to one, which can only slow it down.
         let quota = core.quota();
-        let split = core.split.get().coarsened(MICROS);
+        let split = in_micros(core.split.get())
+            .map_err(|refill_secs| BuildError::RefillTooLong { refill_secs })?;
         core.split = Arc::new(LiveSplit::new(quota, split));
-        let capacity = split.interval() / MICROS * u64::from(split.burst_of(0));
-        if capacity > MAX_CAPACITY_MICROS {
-            return Err(BuildError::RefillTooLong {
-                refill_secs: capacity / 1_000_000,
-            });
-        }
         if options.layout == Layout::Spread && core.assignment.spill() > 0 {
             return Err(BuildError::SpreadBorrowing {
                 spill: core.assignment.spill(),
@@ -215,6 +210,19 @@ impl<C: Clock> Builder<C> {
         .build_quietly()
         .map_err(BuildError::Config)
     }
+}
+
+/// `split` as the script counts it: each bucket's interval rounded up to a
+/// whole microsecond (which can only slow it down), or the seconds a bucket
+/// would take to refill when that is beyond what Lua's numbers count
+/// exactly.
+pub(super) fn in_micros(split: Split) -> Result<Split, u64> {
+    let split = split.coarsened(MICROS);
+    let capacity = split.interval() / MICROS * u64::from(split.burst_of(0));
+    if capacity > MAX_CAPACITY_MICROS {
+        return Err(capacity / 1_000_000);
+    }
+    Ok(split)
 }
 
 /// One process's share of `quota` among `replicas`: the rate R / replicas

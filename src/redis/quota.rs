@@ -16,7 +16,7 @@ use ::redis::Script;
 use ::redis::aio::ConnectionLike;
 
 use super::RedisLimiter;
-use super::build::{MAX_CAPACITY_MICROS, replica_share};
+use super::build::{in_micros, replica_share};
 use super::error::Error;
 use super::layout::Layout;
 use super::script::MICROS;
@@ -98,16 +98,12 @@ where
     /// microseconds, or why the buckets cannot take it.
     pub(super) fn split_of(&self, quota: Quota) -> Result<Split, Error> {
         let buckets = self.script.keys().len() as u32;
-        let split = Split::of(quota, buckets)
-            .map_err(Error::Config)?
-            .coarsened(MICROS);
-        let capacity = split.interval() / MICROS * u64::from(split.burst_of(0));
-        if capacity > MAX_CAPACITY_MICROS {
-            return Err(Error::Config(ConfigError::Overflow {
-                refill_secs: u128::from(capacity / 1_000_000),
-            }));
-        }
-        Ok(split)
+        let split = Split::of(quota, buckets).map_err(Error::Config)?;
+        in_micros(split).map_err(|refill_secs| {
+            Error::Config(ConfigError::Overflow {
+                refill_secs: u128::from(refill_secs),
+            })
+        })
     }
 
     /// Takes `quota` of `version` as the one to decide with, here and in
