@@ -122,6 +122,21 @@ pub enum ConfigError {
         /// The value given, as written.
         reserve: String,
     },
+    /// The room to grow N asked for is less than N itself.
+    MaxBucketsBelowBuckets {
+        /// The most buckets asked for.
+        max_buckets: u32,
+        /// Buckets in all (N).
+        buckets: u32,
+    },
+    /// A running limiter was asked for more buckets than it was built with
+    /// room for.
+    BucketsAboveMax {
+        /// Buckets asked for (N).
+        buckets: u32,
+        /// The most the limiter has room for.
+        max_buckets: u32,
+    },
     /// The tenant cache asked for is larger than supported.
     CacheTooLarge {
         /// Entries asked for.
@@ -233,6 +248,23 @@ impl fmt::Display for ConfigError {
                 f,
                 "lender_reserve({reserve}) is not a share of a bucket's burst: use a value \
                  from 0 (lend everything) up to but not including 1, such as 0.5"
+            ),
+            ConfigError::MaxBucketsBelowBuckets {
+                max_buckets,
+                buckets,
+            } => write!(
+                f,
+                "max_buckets({max_buckets}) is fewer than the {buckets} buckets: \
+                 raise it to at least {buckets}, or leave it unset to keep N as built"
+            ),
+            ConfigError::BucketsAboveMax {
+                buckets,
+                max_buckets,
+            } => write!(
+                f,
+                "{buckets} buckets are more than the {max_buckets} this limiter has room for: \
+                 build it with .max_buckets({buckets}) (`max_buckets` in a LimiterSet config) \
+                 to grow it to {buckets} while running"
             ),
             ConfigError::CacheTooLarge { entries, max } => write!(
                 f,

@@ -115,8 +115,14 @@ pub(crate) struct Metrics {
 }
 
 impl Metrics {
-    /// Registers the series of every bucket of the limiter `name`.
-    pub(crate) fn new(name: &str, quota: Quota, buckets: u32, per_tenant: u32) -> Self {
+    /// Registers the series of every bucket of the limiter `name`, up to
+    /// the most it may grow to (`(N, max)`).
+    pub(crate) fn new(
+        name: &str,
+        quota: Quota,
+        (buckets, max): (u32, u32),
+        per_tenant: u32,
+    ) -> Self {
         describe_counter!(GRANTS, Unit::Count, "Requests granted, by paying bucket");
         describe_counter!(
             DENIALS,
@@ -140,13 +146,9 @@ impl Metrics {
         );
         Metrics {
             limiter: name.to_owned(),
-            grants: (0..buckets).map(|b| counter!(GRANTS, &labels(b))).collect(),
-            denials: (0..buckets)
-                .map(|b| counter!(DENIALS, &labels(b)))
-                .collect(),
-            available: (0..buckets)
-                .map(|b| gauge!(AVAILABLE, &labels(b)))
-                .collect(),
+            grants: (0..max).map(|b| counter!(GRANTS, &labels(b))).collect(),
+            denials: (0..max).map(|b| counter!(DENIALS, &labels(b))).collect(),
+            available: (0..max).map(|b| gauge!(AVAILABLE, &labels(b))).collect(),
         }
     }
 

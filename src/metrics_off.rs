@@ -11,7 +11,7 @@ use crate::{Denied, Grant};
 pub(crate) struct Metrics;
 
 impl Metrics {
-    pub(crate) fn new(_name: &str, _quota: Quota, _buckets: u32, _per_tenant: u32) -> Self {
+    pub(crate) fn new(_name: &str, _quota: Quota, _buckets: (u32, u32), _per_tenant: u32) -> Self {
         Metrics
     }
 

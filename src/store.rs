@@ -37,6 +37,7 @@ pub(crate) mod sealed {
 
     use super::{Core, Denied, Future, Grant, Shard};
     use crate::error::InsufficientCapacity;
+    use crate::limiter::core::Whom;
     use crate::limiter::decision::Reserved;
 
     /// The store's one operation, out of reach of other crates: they can
@@ -51,13 +52,14 @@ pub(crate) mod sealed {
         /// A reservation in flight, as [`Pending`](Self::Pending) is.
         type Reserving: Future<Output = Result<Reserved, Denied>> + Send + 'static;
 
-        /// Applies the draw for `n` tokens to `shard`'s buckets, atomically.
-        fn apply(&self, core: &Core, shard: Shard, n: u32) -> Self::Pending;
+        /// Applies the draw for `n` tokens to `whom`'s buckets, atomically
+        /// (under N at that moment: see [`Whom`]).
+        fn apply(&self, core: &Core, whom: Whom<'_>, n: u32) -> Self::Pending;
 
         /// Applies the draw as it will be `lead` from now, now: a grant the
         /// caller may use from then on, which later requests line up
         /// behind (a reservation, for waits that queue).
-        fn reserve(&self, core: &Core, shard: Shard, n: u32, lead: Duration) -> Self::Reserving;
+        fn reserve(&self, core: &Core, whom: Whom<'_>, n: u32, lead: Duration) -> Self::Reserving;
 
         /// Gives a reservation back to the buckets that paid it, where
         /// nothing drew on them since; over a network, in the background.

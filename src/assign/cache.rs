@@ -200,21 +200,30 @@ impl ShardCache {
         self.sets.len() * std::mem::size_of::<Set>()
     }
 
-    /// The cached shard of `key`, computing and caching it on a miss.
+    /// The cached shard of `key` among `buckets` buckets, computing and
+    /// caching it on a miss. N is part of the tag: after a change of N, the
+    /// shards cached for another N miss (and are right again if N comes
+    /// back), so a reader never takes one for the other.
     #[inline]
-    pub(crate) fn get_or_assign(&self, key: &[u8], assignment: &Assignment) -> Shard {
+    pub(crate) fn get_or_assign(&self, key: &[u8], assignment: &Assignment, buckets: u32) -> Shard {
         if self.sets.is_empty() {
-            return assignment.shard(key);
+            return assignment.shard_in(key, buckets);
         }
         let at = u128::from(self.hashers[0].hash_one(key)) * self.sets.len() as u128;
         let set = &self.sets[(at >> 64) as usize];
-        let tag = self.hashers[1].hash_one(key);
+        let tag = self.tag(key, buckets);
         if let Some(shard) = self.find(set, tag) {
             return shard;
         }
-        let shard = assignment.shard(key);
+        let shard = assignment.shard_in(key, buckets);
         self.insert(set, tag, &shard);
         shard
+    }
+
+    /// The tag hash of `key` among `buckets` buckets.
+    #[inline]
+    fn tag(&self, key: &[u8], buckets: u32) -> u64 {
+        self.hashers[1].hash_one((buckets, key))
     }
 
     #[inline]
@@ -329,15 +338,15 @@ mod tests {
             for round in 0..3 {
                 for t in 0..100u32 {
                     let key = format!("tenant-{t}");
-                    let cached = cache.get_or_assign(key.as_bytes(), &a);
+                    let cached = cache.get_or_assign(key.as_bytes(), &a, a.buckets());
                     assert_eq!(cached, a.shard(&key), "{round}");
                 }
             }
             let long = vec![7u8; 1 << 20];
-            assert_eq!(cache.get_or_assign(&long, &a), a.shard(&long));
-            assert_eq!(cache.get_or_assign(&long, &a), a.shard(&long));
+            assert_eq!(cache.get_or_assign(&long, &a, a.buckets()), a.shard(&long));
+            assert_eq!(cache.get_or_assign(&long, &a, a.buckets()), a.shard(&long));
             assert_eq!(
-                ShardCache::new(0, &a).get_or_assign(b"x", &a),
+                ShardCache::new(0, &a).get_or_assign(b"x", &a, a.buckets()),
                 a.shard(b"x")
             );
         }
@@ -356,6 +365,35 @@ mod tests {
         let cache = ShardCache::new(1, &small);
         assert_eq!((cache.capacity(), cache.bytes()), (8, 64));
         assert_eq!(ShardCache::new(0, &small).capacity(), 0);
+    }
+
+    #[test]
+    fn a_change_of_n_misses_what_was_cached_for_another_n() {
+        // A cache laid out for up to 16 buckets, used at 8, then 12, then 8.
+        let a = Assignment::new(8, 2, b"").unwrap();
+        let cache = ShardCache::new(4_000, &a.resized(16));
+        let keys: Vec<[u8; 4]> = (0..500u32).map(u32::to_le_bytes).collect();
+        for round in 0..2 {
+            for n in [8, 12, 8, 16] {
+                let under = a.resized(n);
+                for key in &keys {
+                    assert_eq!(
+                        cache.get_or_assign(key, &a, n),
+                        under.shard(key),
+                        "N = {n}, {round}"
+                    );
+                }
+            }
+        }
+        // The shards of both N are held side by side: a lookup under 8 after
+        // 16 finds 8's entries without computing them (here, under the salt
+        // "b", it would compute other shards).
+        let b = Assignment::new(8, 2, b"b").unwrap();
+        let hits = keys
+            .iter()
+            .filter(|key| cache.get_or_assign(&key[..], &b, 8) == a.shard(key))
+            .count();
+        assert!(hits >= 450, "{hits} of 500");
     }
 
     /// Keys whose shards differ under the two assignments, so that a lookup
@@ -378,11 +416,11 @@ mod tests {
             let cache = ShardCache::new(1_000, &a);
             let keys = keys_told_apart(&a, &b, 100);
             for key in &keys {
-                assert_eq!(cache.get_or_assign(key, &a), a.shard(key)); // a miss
+                assert_eq!(cache.get_or_assign(key, &a, a.buckets()), a.shard(key)); // a miss
             }
             let hits = keys
                 .iter()
-                .filter(|key| cache.get_or_assign(&key[..], &b) == a.shard(key))
+                .filter(|key| cache.get_or_assign(&key[..], &b, b.buckets()) == a.shard(key))
                 .count();
             // 100 tenants in 1 500 ways: only a set that overflows evicts one.
             // Two ways a set for k = 8: a few sets overflow.
@@ -399,17 +437,17 @@ mod tests {
         let cache = ShardCache::new(1, &a); // one set of 8 ways
         let keys = keys_told_apart(&a, &b, 9);
         for key in &keys[..8] {
-            cache.get_or_assign(key, &a);
+            cache.get_or_assign(key, &a, a.buckets());
         }
-        let cached = |key: &[u8; 4]| cache.get_or_assign(key, &b) == a.shard(key);
+        let cached = |key: &[u8; 4]| cache.get_or_assign(key, &b, b.buckets()) == a.shard(key);
         assert!(
             keys[..8].iter().all(cached),
             "eight tenants fill the eight ways"
         );
         // A ninth takes the place of exactly one of them.
-        cache.get_or_assign(&keys[8], &a);
+        cache.get_or_assign(&keys[8], &a, a.buckets());
         // Looked at without a lookup, which would cache what it misses.
-        let held = |key: &[u8; 4]| cache.find(&cache.sets[0], cache.hashers[1].hash_one(key));
+        let held = |key: &[u8; 4]| cache.find(&cache.sets[0], cache.tag(key, 64));
         assert_eq!(held(&keys[8]), Some(a.shard(keys[8])));
         assert_eq!(
             keys[..8].iter().filter(|key| held(key).is_some()).count(),
@@ -425,7 +463,7 @@ mod tests {
         let cache = ShardCache::new(1, &a);
         let mut seen = [false; WORDS];
         for t in 0..200u32 {
-            cache.get_or_assign(&t.to_le_bytes(), &a);
+            cache.get_or_assign(&t.to_le_bytes(), &a, a.buckets());
             let words: Vec<u64> = cache.sets[0]
                 .0
                 .iter()
@@ -447,7 +485,7 @@ mod tests {
         let mut cache = ShardCache::new(1, &a);
         cache.layout.payload = 55;
         for t in 0..8u32 {
-            cache.get_or_assign(&t.to_le_bytes(), &a);
+            cache.get_or_assign(&t.to_le_bytes(), &a, a.buckets());
         }
         let mask = cache.layout.mask();
         let mut held: Vec<u64> = cache.sets[0]
@@ -462,9 +500,7 @@ mod tests {
         let lookups = 100_000u32;
         let false_hits = (1_000..1_000 + lookups)
             .filter(|t| {
-                let tag = cache
-                    .layout
-                    .tag(cache.hashers[1].hash_one(t.to_le_bytes()), 0);
+                let tag = cache.layout.tag(cache.tag(&t.to_le_bytes(), 8), 0);
                 held.contains(&tag)
             })
             .count() as f64;
@@ -492,7 +528,7 @@ mod tests {
                     s.spawn(move || {
                         for i in 0..20_000 {
                             let j = (i * 7 + offset) % keys.len();
-                            assert_eq!(cache.get_or_assign(&keys[j], a), want[j]);
+                            assert_eq!(cache.get_or_assign(&keys[j], a, a.buckets()), want[j]);
                         }
                     });
                 }

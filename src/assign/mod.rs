@@ -213,6 +213,23 @@ impl Assignment {
         self.shard_of_seed(self.seed(tenant))
     }
 
+    /// The same assignment over `buckets` buckets, for a limiter whose N
+    /// changed; the caller checked that its shards fit.
+    pub(crate) fn resized(&self, buckets: u32) -> Assignment {
+        debug_assert!(self.per_tenant + self.spill <= buckets.min(MAX_PER_TENANT));
+        Assignment {
+            buckets,
+            ..self.clone()
+        }
+    }
+
+    /// The tenant's shard among `buckets` buckets: its shard under
+    /// [`resized`](Self::resized)`(buckets)`, without the copy.
+    #[inline]
+    pub(crate) fn shard_in(&self, tenant: &[u8], buckets: u32) -> Shard {
+        self.top(self.seed(tenant), buckets, self.per_tenant)
+    }
+
     /// d: spill buckets per tenant (0 unless [`with_spill`](Self::with_spill)).
     pub fn spill(&self) -> u32 {
         self.spill
@@ -221,9 +238,15 @@ impl Assignment {
     /// The shard for a seed: the k + d buckets with the highest scores, the
     /// first k its own.
     pub(crate) fn shard_of_seed(&self, seed: u64) -> Shard {
-        let ranked = self.per_tenant + self.spill;
-        let mut shard = top::top_k(self.buckets, ranked, |bucket| score(seed, bucket));
-        shard.len = self.per_tenant as u8;
+        self.top(seed, self.buckets, self.per_tenant)
+    }
+
+    /// The `per_tenant` buckets with the highest scores among `buckets`,
+    /// then the d spill buckets.
+    pub(crate) fn top(&self, seed: u64, buckets: u32, per_tenant: u32) -> Shard {
+        let ranked = per_tenant + self.spill;
+        let mut shard = top::top_k(buckets, ranked, |bucket| score(seed, bucket));
+        shard.len = per_tenant as u8;
         shard.spill = self.spill as u8;
         shard
     }

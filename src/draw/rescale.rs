@@ -1,5 +1,5 @@
-//! What a bucket becomes when its quota changes, and when tokens are given
-//! back: two more pure steps on one arrival time, which every store applies
+//! What a bucket becomes when its quota or the number of buckets changes,
+//! and when tokens are given back: more pure steps on one arrival time, which every store applies
 //! as it applies [`draw`](super::draw).
 
 use super::Pace;
@@ -22,6 +22,28 @@ pub(crate) fn rescale(from: (Pace, u32), to: (Pace, u32), tat: u64, now: u64) ->
     let room = Pace::room(old, tat, now);
     // room ≤ old, so the product fits in 128 bits and the quotient in new.
     let kept = (u128::from(room) * u128::from(new) / u128::from(old)) as u64;
+    now + (new - kept)
+}
+
+/// A bucket's arrival time when N changes at `now`, for a bucket that
+/// stays: it keeps the tokens it held, counted at its new pace and rounded
+/// down, but no more than its new burst. Unlike [`rescale`], which keeps a
+/// share of the burst, a change of N splits the same budget over more or
+/// fewer buckets, and a bucket that stays must not be given the tokens of
+/// buckets that go. A bucket owing more than its capacity keeps what it owes
+/// beyond it, in time, as [`rescale`] does.
+///
+/// A bucket that is added starts empty, at `now + capacity`: its share of
+/// the burst was in the buckets that were already there.
+pub(crate) fn resize(from: (Pace, u32), to: (Pace, u32), tat: u64, now: u64) -> u64 {
+    let (old, new) = (from.0.capacity(from.1), to.0.capacity(to.1));
+    if tat - now.min(tat) > old {
+        return tat - old + new;
+    }
+    let room = Pace::room(old, tat, now);
+    // Whole and partial tokens alike: room / old interval, in new units.
+    let held = u128::from(room) * u128::from(to.0.interval()) / u128::from(from.0.interval());
+    let kept = held.min(u128::from(new)) as u64;
     now + (new - kept)
 }
 
@@ -53,7 +75,7 @@ pub(crate) fn give_back(tat: u64, written: u64, cost: u64, now: u64) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::{Pace, give_back, refund, rescale};
+    use super::{Pace, give_back, refund, rescale, resize};
 
     const TEN: Pace = Pace::every(10);
     const FOUR: Pace = Pace::every(4);
@@ -83,6 +105,22 @@ mod tests {
         // One unit short of two tokens stays one token.
         let tat = rescale((TEN, 3), (TEN, 3), 111, 100);
         assert_eq!((tat, tokens(TEN, 3, tat, 100)), (111, 1));
+    }
+
+    #[test]
+    fn a_bucket_that_stays_keeps_its_tokens_up_to_its_new_burst() {
+        // 2 tokens of 3 at 10 units each (room 20), to a burst of 5 at 4
+        // units: still 2 tokens (room 8 of 20), not 2/3 of 5.
+        let tat = resize((TEN, 3), (FOUR, 5), 110, 100);
+        assert_eq!((tat, tokens(FOUR, 5, tat, 100)), (112, 2));
+        // Full at 5 tokens of 4 units, to a burst of 3 at 10: full, no more.
+        assert_eq!(resize((FOUR, 5), (TEN, 3), 100, 100), 100);
+        // Part of a token is kept as part of one: 1.5 tokens stay 1.5.
+        let tat = resize((TEN, 3), (FOUR, 5), 115, 100);
+        assert_eq!(tat, 114);
+        // Empty stays empty; owed beyond the capacity stays owed, in time.
+        assert_eq!(resize((TEN, 3), (FOUR, 5), 130, 100), 120);
+        assert_eq!(resize((TEN, 3), (FOUR, 5), 500, 100), 490);
     }
 
     #[test]
@@ -131,6 +169,35 @@ mod tests {
             // kept / capacity ≤ room / old, and less than one unit below it.
             proptest::prop_assert!(kept <= share);
             proptest::prop_assert!(share - kept < u128::from(from.0.capacity(from.1)));
+        }
+
+        /// Whatever the paces, a bucket that stays never holds more tokens
+        /// than before nor more than its new burst, and loses less than one
+        /// new interval of credit to rounding when it is not capped.
+        #[test]
+        fn a_resized_bucket_never_gains_tokens(
+            old in (1..=1_000u64, 1..=50u32),
+            new in (1..=1_000u64, 1..=50u32),
+            tat in 0..=200_000u64,
+            now in 0..=100_000u64,
+        ) {
+            let (from, to) = ((Pace::every(old.0), old.1), (Pace::every(new.0), new.1));
+            let after = resize(from, to, tat, now);
+            let (old_capacity, capacity) = (from.0.capacity(from.1), to.0.capacity(to.1));
+            proptest::prop_assert!(after >= now);
+            if tat > now + old_capacity {
+                proptest::prop_assert_eq!(after - capacity, tat - old_capacity);
+                return Ok(());
+            }
+            let room = Pace::room(old_capacity, tat, now);
+            let kept = Pace::room(capacity, after, now);
+            // kept / new interval ≤ room / old interval: never more tokens.
+            let (held, had) = (u128::from(kept) * u128::from(old.0), u128::from(room) * u128::from(new.0));
+            proptest::prop_assert!(held <= had);
+            proptest::prop_assert!(kept <= capacity);
+            if kept < capacity {
+                proptest::prop_assert!(had - held < u128::from(old.0));
+            }
         }
 
         /// A refund never leaves more room than the capacity, nor less than

@@ -12,7 +12,7 @@ use super::core::{Core, Split};
 use super::isolation::warn_if_weak;
 use super::live::LiveSplit;
 use super::memory::InProcess;
-use super::tiers::{MAX_TIERED_TENANTS, Tiers};
+use super::tiers::{MAX_TIERED_TENANTS, Tiered, Tiers};
 use super::{Limiter, ShardedLimiter};
 
 /// Buckets (N) unless [`Builder::buckets`] says otherwise or the burst is
@@ -54,6 +54,7 @@ pub const DEFAULT_TENANT_CACHE: usize = 100_000;
 pub struct Builder<C = MonotonicClock> {
     pub(crate) quota: Option<Quota>,
     pub(crate) buckets: Option<u32>,
+    pub(crate) max_buckets: Option<u32>,
     pub(crate) per_tenant: Option<u32>,
     pub(crate) salt: Vec<u8>,
     pub(crate) spill: u32,
@@ -79,6 +80,19 @@ impl<C: Clock> Builder<C> {
     /// N: how many buckets the budget is split into.
     pub fn buckets(mut self, buckets: u32) -> Self {
         self.buckets = Some(buckets);
+        self
+    }
+
+    /// The most buckets N may grow to while the limiter runs
+    /// ([`set_buckets`](crate::ShardedLimiter::set_buckets)); N itself by
+    /// default, so that N can shrink but not grow.
+    ///
+    /// The room costs memory whether it is used or not: one cache line (128
+    /// bytes) per bucket, and the tenant cache packs bucket numbers up to
+    /// this many (a larger shard may take two words per tenant instead of
+    /// one; see [`tenant_cache`](Self::tenant_cache)).
+    pub fn max_buckets(mut self, max_buckets: u32) -> Self {
+        self.max_buckets = Some(max_buckets);
         self
     }
 
@@ -249,6 +263,7 @@ impl<C: Clock> Builder<C> {
         Builder {
             quota: self.quota,
             buckets: self.buckets,
+            max_buckets: self.max_buckets,
             per_tenant: self.per_tenant,
             salt: self.salt,
             spill: self.spill,
@@ -286,7 +301,7 @@ impl<C: Clock> Builder<C> {
     /// in for one that already gave it.
     pub(crate) fn build_quietly(self) -> Result<ShardedLimiter<C>, ConfigError> {
         let core = self.plan()?;
-        let store = InProcess::new(core.assignment.buckets(), self.clock);
+        let store = InProcess::new(core.assignment.buckets(), core.max_buckets, self.clock);
         Ok(Limiter::new(core, store))
     }
 
@@ -306,14 +321,16 @@ impl<C: Clock> Builder<C> {
     /// Validates everything but the storage: the core every store builds on.
     pub(crate) fn plan(&self) -> Result<Core, ConfigError> {
         let (quota, split, assignment) = self.validate()?;
+        let max_buckets = self.max_buckets.unwrap_or(assignment.buckets());
         Ok(Core {
             metrics: Metrics::new(
                 &self.name,
                 quota,
-                assignment.buckets(),
+                (assignment.buckets(), max_buckets),
                 assignment.per_tenant(),
             ),
-            cache: ShardCache::new(self.cache, &assignment),
+            cache: ShardCache::new(self.cache, &assignment.resized(max_buckets)),
+            max_buckets,
             reserve: reserve_parts(self.reserve),
             per_user: self.per_user.unwrap_or(assignment.per_tenant()),
             tiers: self.tier_shards(&assignment),
@@ -336,6 +353,20 @@ impl<C: Clock> Builder<C> {
                 buckets,
                 max: MAX_BUCKETS,
             });
+        }
+        if let Some(max_buckets) = self.max_buckets {
+            if max_buckets < buckets {
+                return Err(ConfigError::MaxBucketsBelowBuckets {
+                    max_buckets,
+                    buckets,
+                });
+            }
+            if max_buckets > MAX_BUCKETS {
+                return Err(ConfigError::TooManyBuckets {
+                    buckets: max_buckets,
+                    max: MAX_BUCKETS,
+                });
+            }
         }
         if per_tenant == 0 {
             return Err(ConfigError::ZeroPerTenant);
@@ -425,12 +456,20 @@ impl<C> Builder<C> {
     /// of the same ranking, so it holds the tenant's shard of k (if k' ≥ k).
     /// The tiers were validated.
     fn tier_shards(&self, assignment: &Assignment) -> Tiers {
-        Tiers::new(self.tenant_tiers.iter().filter_map(|(tenant, tier)| {
+        let tiered = self.tenant_tiers.iter().filter_map(|(tenant, tier)| {
             let k = self.tier_per_tenant(tier)?;
-            let tiered = Assignment::new(assignment.buckets(), k, &self.salt)?
-                .with_spill(assignment.spill())?;
-            Some((tenant.clone().into_boxed_slice(), tiered.shard(tenant)))
-        }))
+            let seed = assignment.seed(tenant);
+            let tiered = Tiered {
+                shard: assignment.top(seed, assignment.buckets(), k),
+                seed,
+                per_tenant: k,
+            };
+            Some((tenant.clone().into_boxed_slice(), tiered))
+        });
+        let widest = (self.tenant_tiers.iter())
+            .filter_map(|(_, tier)| Some((tier.clone(), self.tier_per_tenant(tier)?)))
+            .max_by_key(|&(_, k)| k);
+        Tiers::new(tiered, widest)
     }
 }
 
@@ -446,6 +485,7 @@ impl ShardedLimiter<MonotonicClock> {
         Builder {
             quota: None,
             buckets: None,
+            max_buckets: None,
             per_tenant: None,
             salt: Vec::new(),
             spill: 0,

@@ -55,11 +55,72 @@ impl<C: Clock> ShardedLimiter<C> {
     /// A [`ConfigError`] when the quota cannot be split over the limiter's
     /// buckets (for one, a burst smaller than N); the limiter is unchanged.
     pub fn set_quota(&self, quota: Quota) -> Result<(), ConfigError> {
-        let split = Split::of(quota, self.buckets())?;
-        self.core
-            .split
-            .change(quota, split, |from, to| self.store.rescale(from, to));
-        Ok(())
+        self.core.split.change(
+            |_, split| Ok((quota, Split::of(quota, split.buckets)?)),
+            |from, to| self.store.rescale(from, to),
+        )
+    }
+
+    /// Changes N, the number of buckets, of the running limiter, keeping
+    /// the quota and what each bucket that stays has used.
+    ///
+    /// - **Who moves.** The assignment ranks buckets by scores that do not
+    ///   depend on N, so a tenant keeps its shard unless one of the buckets
+    ///   added outranks it (or one removed was in it): `1 − C(N, k)/C(N', k)`
+    ///   of tenants move when N grows to N', `k/(N+1)` for one bucket more
+    ///   ([`blast`](crate::blast) and `shuffle-lab size --resize-to` give the
+    ///   exact fraction). Buckets are added and removed at the end
+    ///   (numbers N..N').
+    /// - **Buckets that stay** keep the tokens they held, at their new pace,
+    ///   but never more than their new burst (B/N' instead of B/N): going
+    ///   from 8 to 4 buckets does not fill the 4 that stay.
+    /// - **Buckets added start empty**, and fill at their share of R: the
+    ///   burst they will hold was in the buckets already there, and handing
+    ///   it out again would let the change add a burst to the budget.
+    /// - **Buckets removed** are sealed: their tokens go to no one, and a
+    ///   grant made from them before the change is not refunded to anyone.
+    ///
+    /// So over any window around the change at `c`, all tenants together
+    /// are granted at most `R·(c − start) + R·(end − c) + B`: the change
+    /// never adds tokens. Checks never wait for a lock; a check that raced
+    /// the change is decided again under the new N, on the tenant's new
+    /// shard. Tenant handles ([`tenant`](Self::tenant)) follow the change
+    /// too. N can grow only up to the room the limiter was built with
+    /// ([`Builder::max_buckets`](crate::Builder::max_buckets)).
+    ///
+    /// ```
+    /// use shuffle_limiter::{ManualClock, Quota, ShardedLimiter};
+    ///
+    /// let limiter = ShardedLimiter::builder()
+    ///     .quota(Quota::per_second(16))
+    ///     .buckets(4)
+    ///     .max_buckets(8)
+    ///     .per_tenant(1)
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// let tenant = limiter.tenant("t");
+    /// for _ in 0..3 {
+    ///     tenant.check().unwrap(); // 1 of its bucket's 4 tokens left
+    /// }
+    /// limiter.set_buckets(8)?;
+    /// assert_eq!(limiter.buckets(), 8);
+    /// // The tenant holds at most 1 token, whether its bucket stayed (and
+    /// // kept its 1 of now 2) or it moved to a bucket added (empty).
+    /// assert!(tenant.remaining() <= 1);
+    /// assert!(limiter.set_buckets(9).is_err()); // no room to grow past 8
+    /// # Ok::<(), shuffle_limiter::ConfigError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// A [`ConfigError`] when the limiter cannot have `buckets` buckets:
+    /// more than it has room for ([`ConfigError::BucketsAboveMax`]), fewer
+    /// than a tenant's shard, a tier's or the burst's tokens need, or a
+    /// quota that cannot be split over them. The limiter is unchanged.
+    pub fn set_buckets(&self, buckets: u32) -> Result<(), ConfigError> {
+        self.core.split.change(
+            |quota, _| Ok((quota, self.core.split_over(quota, buckets)?)),
+            |from, to| self.store.resize(from, to),
+        )
     }
 
     /// Gives back every token `grant` took, to the buckets that paid them:

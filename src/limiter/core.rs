@@ -28,6 +28,8 @@ pub(crate) const MAX_NOW: u64 = u64::MAX - MAX_SPAN;
 /// one more than the rest.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Split {
+    /// N: the buckets the quota is split over (live: see `set_buckets`).
+    pub(crate) buckets: u32,
     /// One token per ⌈period · N / count⌉ ns, per bucket.
     pub(crate) pace: Pace,
     /// Every bucket holds at least this many tokens (⌊B / N⌋).
@@ -78,6 +80,7 @@ impl Split {
             });
         }
         Ok(Split {
+            buckets,
             pace: Pace::every(interval as u64),
             burst,
             larger,
@@ -164,11 +167,15 @@ impl Split {
 /// Everything a limiter is apart from where its buckets live.
 #[derive(Debug)]
 pub(crate) struct Core {
-    /// The quota and its split over the buckets, changeable while checks
-    /// run.
+    /// The quota, N and their split over the buckets, changeable while
+    /// checks run.
     /// (Shared with a Redis store, which learns of changes from Redis.)
     pub(crate) split: Arc<LiveSplit>,
+    /// The assignment under the N the limiter was built with; shards under
+    /// the N of the moment come from [`Assignment::shard_in`].
     pub(crate) assignment: Assignment,
+    /// The most buckets N may grow to while running.
+    pub(crate) max_buckets: u32,
     pub(crate) cache: ShardCache,
     /// The lender's reserve, in units of 2⁻³² of a bucket's capacity
     /// (meaningful only when tenants have spill buckets).
@@ -181,27 +188,152 @@ pub(crate) struct Core {
     pub(crate) metrics: Metrics,
 }
 
+/// Whose buckets a decision draws on: a shard resolved under some N, with
+/// whom it belongs to, so that a decision made under another N (the limiter
+/// changed N in between) resolves it again.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Whom<'a> {
+    pub(crate) shard: Shard,
+    /// The N `shard` was resolved under.
+    pub(crate) buckets: u32,
+    pub(crate) id: Id<'a>,
+}
+
+/// Who a shard belongs to.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Id<'a> {
+    Tenant(&'a [u8]),
+    User(&'a [u8], &'a [u8]),
+    /// Not known: the shard is used as it is, whatever N is by then. Its
+    /// buckets that a smaller N removed are sealed (they never grant), so
+    /// a decision on it can only be denied there, never exceed the budget.
+    Fixed,
+}
+
 impl Core {
     /// The quota now.
     pub(crate) fn quota(&self) -> Quota {
         self.split.quota()
     }
 
+    /// N now.
+    #[inline]
+    pub(crate) fn buckets(&self) -> u32 {
+        self.split.buckets()
+    }
+
+    /// The assignment under N now.
+    pub(crate) fn assignment(&self) -> Assignment {
+        self.assignment.resized(self.buckets())
+    }
+
+    /// The split of `quota` over `buckets` buckets if this limiter can have
+    /// that many: no more than its room, enough for every shard.
+    pub(crate) fn split_over(&self, quota: Quota, buckets: u32) -> Result<Split, ConfigError> {
+        if buckets == 0 {
+            return Err(ConfigError::ZeroBuckets);
+        }
+        if buckets > self.max_buckets {
+            return Err(ConfigError::BucketsAboveMax {
+                buckets,
+                max_buckets: self.max_buckets,
+            });
+        }
+        let (per_tenant, spill) = (self.assignment.per_tenant(), self.assignment.spill());
+        if per_tenant > buckets {
+            return Err(ConfigError::PerTenantExceedsBuckets {
+                per_tenant,
+                buckets,
+            });
+        }
+        let most = buckets.min(MAX_PER_TENANT);
+        if per_tenant + spill > most {
+            return Err(ConfigError::SpillTooLarge {
+                spill,
+                per_tenant,
+                max: most - per_tenant,
+            });
+        }
+        if let Some((tier, k)) = self.tiers.widest()
+            && k + spill > most
+        {
+            return Err(ConfigError::TierPerTenant {
+                tier: tier.to_owned(),
+                per_tenant: k,
+                max: most - spill,
+            });
+        }
+        Split::of(quota, buckets)
+    }
+
     /// The tenant's shard, from the cache when it was seen recently.
     #[inline]
     pub(crate) fn shard(&self, tenant: &[u8]) -> Shard {
-        if let Some(shard) = self.tiers.get(tenant) {
+        self.shard_in(tenant, self.buckets())
+    }
+
+    /// The tenant's shard among `buckets` buckets.
+    #[inline]
+    fn shard_in(&self, tenant: &[u8], buckets: u32) -> Shard {
+        if let Some(shard) = self.tiers.get(tenant, buckets, &self.assignment) {
             return shard;
         }
-        self.cache.get_or_assign(tenant, &self.assignment)
+        self.cache.get_or_assign(tenant, &self.assignment, buckets)
     }
 
     /// The buckets `user` of `tenant` draws from in a nested check: its
     /// `per_user` of the tenant's shard (from the cache), then the tenant's
     /// spill buckets. Nothing per user is kept.
     pub(crate) fn user_shard(&self, tenant: &[u8], user: &[u8]) -> Shard {
+        self.user_shard_in(tenant, user, self.buckets())
+    }
+
+    fn user_shard_in(&self, tenant: &[u8], user: &[u8], buckets: u32) -> Shard {
         let seed = self.assignment.user_seed(tenant, user);
-        self.shard(tenant).subset(seed, self.per_user)
+        self.shard_in(tenant, buckets).subset(seed, self.per_user)
+    }
+
+    /// The tenant's shard under N now, with what resolves it again under
+    /// another.
+    #[inline]
+    pub(crate) fn tenant<'a>(&self, tenant: &'a [u8]) -> Whom<'a> {
+        let buckets = self.buckets();
+        let shard = self.shard_in(tenant, buckets);
+        Whom {
+            shard,
+            buckets,
+            id: Id::Tenant(tenant),
+        }
+    }
+
+    /// The user's shard under N now, with what resolves it again.
+    pub(crate) fn user<'a>(&self, tenant: &'a [u8], user: &'a [u8]) -> Whom<'a> {
+        let buckets = self.buckets();
+        let shard = self.user_shard_in(tenant, user, buckets);
+        Whom {
+            shard,
+            buckets,
+            id: Id::User(tenant, user),
+        }
+    }
+
+    /// The shard of `whom` among `buckets` buckets: the one it holds if it
+    /// was resolved under that N (the common case), else resolved again.
+    #[inline]
+    pub(crate) fn resolve(&self, whom: &Whom<'_>, buckets: u32) -> Shard {
+        if whom.buckets == buckets {
+            return whom.shard;
+        }
+        self.reresolve(whom, buckets)
+    }
+
+    #[cold]
+    fn reresolve(&self, whom: &Whom<'_>, buckets: u32) -> Shard {
+        match whom.id {
+            Id::Tenant(tenant) => self.shard_in(tenant, buckets),
+            Id::User(tenant, user) => self.user_shard_in(tenant, user, buckets),
+            Id::Fixed => whom.shard,
+        }
     }
 
     /// How the draw sees the shard: its own and spill buckets, and the
@@ -219,6 +351,17 @@ impl Core {
     #[inline]
     pub(crate) fn record(&self, result: &Result<Grant, Denied>) {
         self.metrics.record(result);
+    }
+}
+
+impl Whom<'_> {
+    /// A shard used as it is (see [`Id::Fixed`]).
+    pub(crate) fn fixed(shard: Shard, buckets: u32) -> Whom<'static> {
+        Whom {
+            shard,
+            buckets,
+            id: Id::Fixed,
+        }
     }
 }
 

@@ -31,8 +31,8 @@ pub(crate) struct LiveSplit {
     version: AtomicU64,
     interval: AtomicU64,
     magic: AtomicU64,
-    /// The common burst in the high half, the number of larger buckets in
-    /// the low.
+    /// The common burst in the high half; below it, the number of larger
+    /// buckets and N − 1, 16 bits each (both below 2¹⁶).
     bursts: AtomicU64,
     /// The quota the split comes from; holding its lock is making a change.
     quota: Mutex<Quota>,
@@ -65,9 +65,10 @@ impl LiveSplit {
                     self.magic.load(Ordering::Relaxed),
                 );
                 let split = Split {
+                    buckets: (bursts & 0xFFFF) as u32 + 1,
                     pace,
                     burst: (bursts >> 32) as u32,
-                    larger: bursts as u32,
+                    larger: (bursts >> 16 & 0xFFFF) as u32,
                 };
                 return (version, split);
             }
@@ -96,18 +97,32 @@ impl LiveSplit {
         }
     }
 
+    /// N now, read without the version: for resolving a shard, which a
+    /// decision checks against the N it reads with the split.
+    #[inline]
+    pub(crate) fn buckets(&self) -> u32 {
+        (self.bursts.load(Ordering::Relaxed) & 0xFFFF) as u32 + 1
+    }
+
     /// The quota the split comes from.
     pub(crate) fn quota(&self) -> Quota {
         *self.quota.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Changes to `split` (from `quota`): `rescale(old, new)` must move
-    /// every bucket to it, each by a compare-and-swap with `Release`
-    /// ordering, even where the value stays the same. Checks wait while it
-    /// runs; other changes wait their turn.
-    pub(crate) fn change(&self, quota: Quota, split: Split, rescale: impl FnOnce(Split, Split)) {
+    /// Changes to the quota and split `next` makes of the current ones
+    /// (unless it refuses): `rescale(old, new)` must move every bucket to
+    /// the new split, each by a compare-and-swap with `Release` ordering,
+    /// even where the value stays the same. Checks wait while it runs;
+    /// other changes wait their turn, so `next` sees the result of the one
+    /// before (a change of quota keeps N, a change of N keeps the quota).
+    pub(crate) fn change<E>(
+        &self,
+        next: impl FnOnce(Quota, Split) -> Result<(Quota, Split), E>,
+        rescale: impl FnOnce(Split, Split),
+    ) -> Result<(), E> {
         let mut current = self.quota.lock().unwrap_or_else(PoisonError::into_inner);
         let old = self.get();
+        let (quota, split) = next(*current, old)?;
         let version = self.version.load(Ordering::Relaxed);
         self.version.store(version + 1, Ordering::Relaxed);
         fence(Ordering::Release);
@@ -115,6 +130,7 @@ impl LiveSplit {
         self.write(split);
         self.version.store(version + 2, Ordering::Release);
         *current = quota;
+        Ok(())
     }
 
     /// Runs `f` with the split held still: no change begins until it
@@ -130,7 +146,10 @@ impl LiveSplit {
         let pace = split.pace;
         self.interval.store(pace.interval(), Ordering::Relaxed);
         self.magic.store(pace.magic(), Ordering::Relaxed);
-        let bursts = u64::from(split.burst) << 32 | u64::from(split.larger);
+        debug_assert!(split.larger < 1 << 16 && (1..=1 << 16).contains(&split.buckets));
+        let bursts = u64::from(split.burst) << 32
+            | u64::from(split.larger) << 16
+            | u64::from(split.buckets - 1);
         self.bursts.store(bursts, Ordering::Relaxed);
     }
 }

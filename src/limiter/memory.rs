@@ -9,12 +9,12 @@ use crossbeam_utils::CachePadded;
 
 use crate::Shard;
 use crate::clock::{Clock, MonotonicClock};
-use crate::draw::{Outcome, Pace, Pool, draw, give_back, refund, rescale};
+use crate::draw::{Outcome, Pace, Pool, draw, give_back, refund, rescale, resize};
 use crate::error::InsufficientCapacity;
 use crate::store::sealed::Apply;
 use crate::sync::{AtomicU64, Ordering};
 
-use super::core::{Core, MAX_NOW, Split};
+use super::core::{Core, Id, MAX_NOW, Split, Whom};
 use super::decision::{BucketState, Denied, Grant, Reserved, answer};
 use super::{Limiter, ShardedLimiter};
 
@@ -25,12 +25,20 @@ pub struct InProcess<C = MonotonicClock> {
     clock: C,
 }
 
+/// The arrival time of a bucket past the last, which the limiter may grow
+/// into ([`Builder::max_buckets`](crate::Builder::max_buckets)) or shrank
+/// out of: later than any clock reading plus any capacity, so it never has
+/// room, and a refund or a give-back leaves it as it is. A check holding a
+/// shard from before a change of N may draw on one: it is denied there,
+/// and the budget gains nothing.
+const SEALED: u64 = u64::MAX;
+
 impl<C: Clock> InProcess<C> {
-    /// `buckets` full buckets.
-    pub(crate) fn new(buckets: u32, clock: C) -> Self {
+    /// `buckets` full buckets, and room for `max` in all.
+    pub(crate) fn new(buckets: u32, max: u32, clock: C) -> Self {
         InProcess {
-            tats: (0..buckets)
-                .map(|_| CachePadded::new(AtomicU64::new(0)))
+            tats: (0..max.max(buckets))
+                .map(|b| CachePadded::new(AtomicU64::new(if b < buckets { 0 } else { SEALED })))
                 .collect(),
             clock,
         }
@@ -50,9 +58,9 @@ impl<C: Clock> InProcess<C> {
     /// The draw applied to the atomics (see [`decide`](Self::decide)), as
     /// the caller's answer.
     #[inline]
-    pub(crate) fn take(&self, core: &Core, shard: &Shard, n: u32) -> Result<Grant, Denied> {
-        let (outcome, now) = self.decide(core, shard, n, 0);
-        let result = answer(outcome, shard, n, now, 1);
+    pub(crate) fn take(&self, core: &Core, whom: &Whom<'_>, n: u32) -> Result<Grant, Denied> {
+        let (outcome, now, shard) = self.decide(core, whom, n, 0);
+        let result = answer(outcome, &shard, n, now, 1);
         core.record(&result);
         result
     }
@@ -63,29 +71,32 @@ impl<C: Clock> InProcess<C> {
     fn take_ahead(
         &self,
         core: &Core,
-        shard: &Shard,
+        whom: &Whom<'_>,
         n: u32,
         lead: u64,
     ) -> Result<Reserved, Denied> {
-        let (outcome, now) = self.decide(core, shard, n, lead);
-        let result = answer(outcome, shard, n, now, 1);
+        let (outcome, now, shard) = self.decide(core, whom, n, lead);
+        let result = answer(outcome, &shard, n, now, 1);
         core.record(&result);
         Ok(Reserved::of(result?, &outcome, Duration::from_nanos(lead)))
     }
 
     /// The draw applied to the atomics at `lead` ns from now: read the
-    /// split, load the shard's arrival times, draw, and compare-and-swap the
-    /// winner's; draw again if another thread changed it in between, or if
-    /// the quota changed meanwhile (see `live.rs`). The outcome applied, and
-    /// the instant it was drawn at. (Always inlined: the outcome is large,
-    /// and returned from a call it is copied, which doubled a check's time.)
+    /// split, resolve the shard under its N (again, only if N changed since
+    /// `whom` was resolved), load the shard's arrival times, draw, and
+    /// compare-and-swap the winner's; draw again if another thread changed
+    /// it in between, or if the quota or N changed meanwhile (see
+    /// `live.rs`). The outcome applied, the instant it was drawn at and the
+    /// shard it was drawn on. (Always inlined: the outcome is large, and
+    /// returned from a call it is copied, which doubled a check's time.)
     #[inline(always)]
-    fn decide(&self, core: &Core, shard: &Shard, n: u32, lead: u64) -> (Outcome, u64) {
+    fn decide(&self, core: &Core, whom: &Whom<'_>, n: u32, lead: u64) -> (Outcome, u64, Shard) {
         let now = self.now().saturating_add(lead).min(MAX_NOW);
-        let ids = shard.ranked();
-        let span = core.span(shard);
+        let span = core.span(&whom.shard);
         loop {
             let (version, split) = core.split.read();
+            let shard = core.resolve(whom, split.buckets);
+            let ids = shard.ranked();
             let burst = |j: usize| split.burst_of(ids[j]);
             let tat = |j: usize| self.tat(ids[j]);
             let start = || tie_break(span.own);
@@ -103,7 +114,7 @@ impl<C: Clock> InProcess<C> {
                 Outcome::Deny { .. } => true,
             };
             if applied && core.split.unchanged(version) {
-                return (outcome, now);
+                return (outcome, now, shard);
             }
         }
     }
@@ -152,17 +163,39 @@ impl<C: Clock> InProcess<C> {
     /// instant, keeping the share of its burst it holds (for
     /// `LiveSplit::change`).
     pub(super) fn rescale(&self, from: Split, to: Split) {
+        self.move_buckets(from, to, rescale);
+    }
+
+    /// Moves every bucket from the split `from` to `to`, which differ in N,
+    /// at the same instant: a bucket that stays keeps its tokens (up to its
+    /// new burst), one that is added starts empty, one that goes is sealed
+    /// (`resize` of `src/draw/`; for `LiveSplit::change`).
+    pub(super) fn resize(&self, from: Split, to: Split) {
+        self.move_buckets(from, to, resize);
+    }
+
+    /// Moves each bucket below the larger N of `from` and `to` to `step` of
+    /// its arrival time, or to empty or sealed where it is added or goes.
+    fn move_buckets(
+        &self,
+        from: Split,
+        to: Split,
+        step: fn((Pace, u32), (Pace, u32), u64, u64) -> u64,
+    ) {
         let now = self.now();
-        for (b, tat) in (0..).zip(self.tats.iter()) {
+        let (kept, all) = (from.buckets.min(to.buckets), from.buckets.max(to.buckets));
+        for (b, tat) in (0..all).zip(self.tats.iter()) {
             let (old, new) = ((from.pace, from.burst_of(b)), (to.pace, to.burst_of(b)));
             let mut seen = tat.load(Ordering::Relaxed);
+            let next = |seen| match b {
+                _ if b < kept => step(old, new, seen, now),
+                _ if b < to.buckets => now + new.0.capacity(new.1),
+                _ => SEALED,
+            };
             // Swapped even when the value stays: see `LiveSplit::change`.
-            while let Err(actual) = tat.compare_exchange_weak(
-                seen,
-                rescale(old, new, seen, now),
-                Ordering::Release,
-                Ordering::Relaxed,
-            ) {
+            while let Err(actual) =
+                tat.compare_exchange_weak(seen, next(seen), Ordering::Release, Ordering::Relaxed)
+            {
                 seen = actual;
             }
         }
@@ -211,14 +244,14 @@ impl<C: Clock> Apply for InProcess<C> {
     type Reserving = Ready<Result<Reserved, Denied>>;
 
     #[inline]
-    fn apply(&self, core: &Core, shard: Shard, n: u32) -> Self::Pending {
-        ready(self.take(core, &shard, n))
+    fn apply(&self, core: &Core, whom: Whom<'_>, n: u32) -> Self::Pending {
+        ready(self.take(core, &whom, n))
     }
 
-    fn reserve(&self, core: &Core, shard: Shard, n: u32, lead: Duration) -> Self::Reserving {
+    fn reserve(&self, core: &Core, whom: Whom<'_>, n: u32, lead: Duration) -> Self::Reserving {
         // Beyond 584 years the clock is capped anyway.
         let lead = u64::try_from(lead.as_nanos()).unwrap_or(u64::MAX);
-        ready(self.take_ahead(core, &shard, n, lead))
+        ready(self.take_ahead(core, &whom, n, lead))
     }
 
     fn give_back(&self, core: &Core, reserved: Reserved) {
@@ -273,8 +306,8 @@ impl<C: Clock> ShardedLimiter<C> {
     /// [`Denied`] when all of the tenant's buckets are empty.
     #[inline]
     pub fn check(&self, tenant: impl AsRef<[u8]>) -> Result<Grant, Denied> {
-        let shard = self.core.shard(tenant.as_ref());
-        self.store.take(&self.core, &shard, 1)
+        let whom = self.core.tenant(tenant.as_ref());
+        self.store.take(&self.core, &whom, 1)
     }
 
     /// Takes `n` tokens at once for `tenant`: from its roomiest bucket when
@@ -312,7 +345,17 @@ impl<C: Clock> ShardedLimiter<C> {
         tenant: impl AsRef<[u8]>,
         n: u32,
     ) -> Result<Result<Grant, Denied>, InsufficientCapacity> {
-        self.tenant(tenant).check_n(n)
+        self.check_n_of(&self.core.tenant(tenant.as_ref()), n)
+    }
+
+    /// `n` tokens for `whom`, once its buckets are known to hold them.
+    fn check_n_of(
+        &self,
+        whom: &Whom<'_>,
+        n: u32,
+    ) -> Result<Result<Grant, Denied>, InsufficientCapacity> {
+        self.core.split.get().check_weight(&whom.shard, n)?;
+        Ok(self.store.take(&self.core, whom, n))
     }
 
     /// Takes one token for `user` of `tenant` from the roomiest of the
@@ -328,8 +371,8 @@ impl<C: Clock> ShardedLimiter<C> {
         tenant: impl AsRef<[u8]>,
         user: impl AsRef<[u8]>,
     ) -> Result<Grant, Denied> {
-        let shard = self.core.user_shard(tenant.as_ref(), user.as_ref());
-        self.store.take(&self.core, &shard, 1)
+        let whom = self.core.user(tenant.as_ref(), user.as_ref());
+        self.store.take(&self.core, &whom, 1)
     }
 
     /// Takes `n` tokens at once for `user` of `tenant`, as
@@ -343,7 +386,7 @@ impl<C: Clock> ShardedLimiter<C> {
         user: impl AsRef<[u8]>,
         n: u32,
     ) -> Result<Result<Grant, Denied>, InsufficientCapacity> {
-        self.user(tenant, user).check_n(n)
+        self.check_n_of(&self.core.user(tenant.as_ref(), user.as_ref()), n)
     }
 
     /// A handle for one user of one tenant, with the user's buckets
@@ -354,16 +397,14 @@ impl<C: Clock> ShardedLimiter<C> {
         tenant: impl AsRef<[u8]>,
         user: impl AsRef<[u8]>,
     ) -> Tenant<'_, InProcess<C>> {
-        Tenant {
-            limiter: self,
-            shard: self.core.user_shard(tenant.as_ref(), user.as_ref()),
-        }
+        Tenant::of(self, Owned::user(tenant.as_ref(), user.as_ref()))
     }
 
     /// Tokens `tenant` could take now, over all its buckets, without taking
     /// any.
     pub fn remaining(&self, tenant: impl AsRef<[u8]>) -> u64 {
-        self.tenant(tenant).remaining()
+        self.store
+            .remaining(&self.core, &self.core.shard(tenant.as_ref()))
     }
 
     /// How long until all of `tenant`'s buckets are full again if nothing
@@ -381,10 +422,7 @@ impl<C: Clock> ShardedLimiter<C> {
     /// A handle for one tenant with its shard resolved once, for a hot tenant
     /// or a loop.
     pub fn tenant(&self, tenant: impl AsRef<[u8]>) -> Tenant<'_, InProcess<C>> {
-        Tenant {
-            limiter: self,
-            shard: self.core.shard(tenant.as_ref()),
-        }
+        Tenant::of(self, Owned::tenant(tenant.as_ref()))
     }
 
     /// The clock the limiter reads.
@@ -438,13 +476,66 @@ impl<C: Clock> ShardedLimiter<C> {
 /// assert!(tenant.check().is_ok());
 /// # Ok::<(), shuffle_limiter::ConfigError>(())
 /// ```
+///
+/// A handle keeps its tenant's id, so that after a change of N
+/// ([`set_buckets`](ShardedLimiter::set_buckets)) its checks draw on the
+/// tenant's shard under the new N (resolved again on each check, as
+/// [`check`](ShardedLimiter::check) does; take a new handle to resolve it
+/// once again).
 pub struct Tenant<'a, S = InProcess<MonotonicClock>> {
     pub(crate) limiter: &'a Limiter<S>,
     pub(crate) shard: Shard,
+    /// The N `shard` was resolved under.
+    pub(crate) buckets: u32,
+    pub(crate) id: Owned,
 }
 
-impl<S> Tenant<'_, S> {
-    /// The tenant's buckets.
+/// Who a handle is for, kept to resolve its shard again.
+#[derive(Debug, Clone)]
+pub(crate) enum Owned {
+    Tenant(Box<[u8]>),
+    User(Box<[u8]>, Box<[u8]>),
+}
+
+impl Owned {
+    pub(crate) fn tenant(tenant: &[u8]) -> Owned {
+        Owned::Tenant(tenant.into())
+    }
+
+    pub(crate) fn user(tenant: &[u8], user: &[u8]) -> Owned {
+        Owned::User(tenant.into(), user.into())
+    }
+}
+
+impl<'a, S> Tenant<'a, S> {
+    /// A handle for `id`, with its shard under N now.
+    pub(crate) fn of(limiter: &'a Limiter<S>, id: Owned) -> Self {
+        let Whom { shard, buckets, .. } = match &id {
+            Owned::Tenant(tenant) => limiter.core.tenant(tenant),
+            Owned::User(tenant, user) => limiter.core.user(tenant, user),
+        };
+        Tenant {
+            limiter,
+            shard,
+            buckets,
+            id,
+        }
+    }
+
+    /// What a decision for this handle needs.
+    #[inline]
+    pub(crate) fn whom(&self) -> Whom<'_> {
+        Whom {
+            shard: self.shard,
+            buckets: self.buckets,
+            id: match &self.id {
+                Owned::Tenant(tenant) => Id::Tenant(tenant),
+                Owned::User(tenant, user) => Id::User(tenant, user),
+            },
+        }
+    }
+
+    /// The tenant's buckets, as resolved when the handle was made.
     pub fn shard(&self) -> Shard {
         self.shard
     }
@@ -457,7 +548,7 @@ impl<C: Clock> Tenant<'_, InProcess<C>> {
     /// [`Denied`] when all of the tenant's buckets are empty.
     #[inline]
     pub fn check(&self) -> Result<Grant, Denied> {
-        self.limiter.store.take(&self.limiter.core, &self.shard, 1)
+        self.limiter.store.take(&self.limiter.core, &self.whom(), 1)
     }
 
     /// As [`ShardedLimiter::check_n`].
@@ -465,16 +556,14 @@ impl<C: Clock> Tenant<'_, InProcess<C>> {
     /// # Errors
     /// As [`ShardedLimiter::check_n`].
     pub fn check_n(&self, n: u32) -> Result<Result<Grant, Denied>, InsufficientCapacity> {
-        let core = &self.limiter.core;
-        core.split.get().check_weight(&self.shard, n)?;
-        Ok(self.limiter.store.take(core, &self.shard, n))
+        self.limiter.check_n_of(&self.whom(), n)
     }
 
     /// As [`ShardedLimiter::remaining`].
     pub fn remaining(&self) -> u64 {
-        self.limiter
-            .store
-            .remaining(&self.limiter.core, &self.shard)
+        let core = &self.limiter.core;
+        let shard = core.resolve(&self.whom(), core.buckets());
+        self.limiter.store.remaining(core, &shard)
     }
 }
 

@@ -82,9 +82,10 @@ impl<S> Limiter<S> {
         self.core.user_shard(tenant.as_ref(), user.as_ref())
     }
 
-    /// The assignment this limiter uses (N, k and its salt).
-    pub fn assignment(&self) -> &Assignment {
-        &self.core.assignment
+    /// The assignment this limiter uses now (N, k and its salt): a copy,
+    /// since N may change ([`set_buckets`](ShardedLimiter::set_buckets)).
+    pub fn assignment(&self) -> Assignment {
+        self.core.assignment()
     }
 
     /// The limiter's name (see [`Builder::name`](crate::Builder::name)).
@@ -97,9 +98,15 @@ impl<S> Limiter<S> {
         self.core.quota()
     }
 
-    /// N: buckets in all.
+    /// N: buckets in all, now.
     pub fn buckets(&self) -> u32 {
-        self.core.assignment.buckets()
+        self.core.buckets()
+    }
+
+    /// The most buckets N may grow to while running
+    /// ([`Builder::max_buckets`](crate::Builder::max_buckets)).
+    pub fn max_buckets(&self) -> u32 {
+        self.core.max_buckets
     }
 
     /// k: buckets per tenant.
@@ -163,7 +170,7 @@ impl<S> Limiter<S> {
     /// # Ok::<(), shuffle_limiter::ConfigError>(())
     /// ```
     pub fn isolation(&self) -> Isolation {
-        Isolation::of(&self.core.assignment, self.core.quota())
+        Isolation::of(&self.core.assignment(), self.core.quota())
     }
 
     /// Tenants the tenant cache can hold at once: 1.5 times the

@@ -171,6 +171,12 @@ impl<C: Clock> Builder<C> {
         let split = in_micros(core.split.get())
             .map_err(|refill_secs| BuildError::RefillTooLong { refill_secs })?;
         core.split = Arc::new(LiveSplit::new(quota, split));
+        if core.max_buckets > core.assignment.buckets() {
+            return Err(BuildError::GrowingBuckets {
+                max_buckets: core.max_buckets,
+                buckets: core.assignment.buckets(),
+            });
+        }
         if options.layout == Layout::Spread && core.assignment.spill() > 0 {
             return Err(BuildError::SpreadBorrowing {
                 spill: core.assignment.spill(),

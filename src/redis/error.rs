@@ -62,6 +62,14 @@ pub enum BuildError {
         /// The spill buckets asked for (d).
         spill: u32,
     },
+    /// Room for N to grow was asked for: a limiter in Redis keeps N as
+    /// built (changing N live is offered in process only, so far).
+    GrowingBuckets {
+        /// The most buckets asked for.
+        max_buckets: u32,
+        /// Buckets in all (N).
+        buckets: u32,
+    },
     /// One of the [`RedisOptions`](super::RedisOptions) durations is zero.
     ZeroDuration {
         /// The option's name.
@@ -112,6 +120,15 @@ impl fmt::Display for BuildError {
                 "borrowing from {spill} spill buckets is not offered with Layout::Spread, \
                  whose buckets may live on different Redis Cluster nodes: remove \
                  .borrow_from(..), or use Layout::OneSlot"
+            ),
+            BuildError::GrowingBuckets {
+                max_buckets,
+                buckets,
+            } => write!(
+                f,
+                "max_buckets({max_buckets}) asks for room to change N live, which a limiter \
+                 in Redis does not offer yet: remove .max_buckets(..) (or set it to {buckets}); \
+                 to change N, build a limiter of another name"
             ),
             BuildError::ZeroDuration { option } => {
                 write!(f, "RedisOptions::{option} is zero: use a positive duration")

@@ -168,6 +168,7 @@ use ::redis::aio::{ConnectionLike, ConnectionManager};
 
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::InsufficientCapacity;
+use crate::limiter::memory::Owned;
 use crate::store::sealed::Apply as _;
 use crate::{Denied, Grant, Limiter, ShardedLimiter, Tenant};
 
@@ -284,10 +285,7 @@ where
 
     /// A handle for one tenant with its shard resolved once.
     pub fn tenant(&self, tenant: impl AsRef<[u8]>) -> Tenant<'_, RedisStore<Conn, C>> {
-        Tenant {
-            limiter: self,
-            shard: self.core.shard(tenant.as_ref()),
-        }
+        Tenant::of(self, Owned::tenant(tenant.as_ref()))
     }
 
     /// As [`ShardedLimiter::check_nested`]: one token for `user` of
@@ -324,10 +322,7 @@ where
         tenant: impl AsRef<[u8]>,
         user: impl AsRef<[u8]>,
     ) -> Tenant<'_, RedisStore<Conn, C>> {
-        Tenant {
-            limiter: self,
-            shard: self.core.user_shard(tenant.as_ref(), user.as_ref()),
-        }
+        Tenant::of(self, Owned::user(tenant.as_ref(), user.as_ref()))
     }
 }
 

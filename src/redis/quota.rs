@@ -110,9 +110,11 @@ where
     /// the local fallback; denials remembered under the old one are
     /// forgotten.
     pub(super) fn adopt(&self, version: u64, quota: Quota, split: Split) {
-        self.split.change(quota, split, |_, _| {
-            self.version.store(version, Ordering::Relaxed);
-        });
+        let adopted = self.split.change(
+            |_, _| Ok::<_, std::convert::Infallible>((quota, split)),
+            |_, _| self.version.store(version, Ordering::Relaxed),
+        );
+        let Ok(()) = adopted;
         self.denials.clear();
         if let (Some(local), Some(replicas)) = (&self.fallback, self.options.policy.replicas()) {
             let buckets = self.script.keys().len() as u32;

@@ -23,7 +23,7 @@ use super::spread::Rooms;
 use crate::clock::{Clock, MonotonicClock};
 use crate::draw::Outcome;
 use crate::error::InsufficientCapacity;
-use crate::limiter::core::{Core, Split};
+use crate::limiter::core::{Core, Split, Whom};
 use crate::limiter::decision::Reserved;
 use crate::limiter::live::LiveSplit;
 use crate::limiter::memory::tie_break;
@@ -223,7 +223,10 @@ where
         let outage = error.as_deref().is_none_or(Error::is_outage);
         let result = match (&self.fallback, self.options.policy) {
             (Some(local), _) => match local.core.split.get().check_weight(shard, n) {
-                Ok(()) => local.store.take(&local.core, shard, n),
+                Ok(()) => {
+                    let whom = Whom::fixed(*shard, local.core.buckets());
+                    local.store.take(&local.core, &whom, n)
+                }
                 Err(_) => Err(deny()),
             },
             (None, FailurePolicy::FailOpen) if outage => Ok(Grant::unpaid(first)),
@@ -270,12 +273,14 @@ where
     type Pending = Pending;
     type Reserving = Pin<Box<dyn Future<Output = Result<Reserved, Denied>> + Send>>;
 
-    fn apply(&self, _core: &Core, shard: Shard, n: u32) -> Pending {
+    fn apply(&self, core: &Core, whom: Whom<'_>, n: u32) -> Pending {
+        let shard = core.resolve(&whom, core.buckets());
         let shared = Arc::clone(&self.shared);
         Box::pin(async move { shared.decide(shard, n).await.result })
     }
 
-    fn reserve(&self, _core: &Core, shard: Shard, n: u32, lead: Duration) -> Self::Reserving {
+    fn reserve(&self, core: &Core, whom: Whom<'_>, n: u32, lead: Duration) -> Self::Reserving {
+        let shard = core.resolve(&whom, core.buckets());
         let shared = Arc::clone(&self.shared);
         Box::pin(async move { shared.reserve(shard, n, lead).await })
     }

@@ -32,6 +32,9 @@ pub struct LimiterConfig {
     pub burst: Option<u32>,
     /// N: buckets the budget is split into.
     pub buckets: Option<u32>,
+    /// The most buckets a reload may grow N to while running; N when unset
+    /// ([`Builder::max_buckets`]).
+    pub max_buckets: Option<u32>,
     /// k: buckets per tenant.
     pub per_tenant: Option<u32>,
     /// j: buckets per user of a tenant in nested checks; k when unset
@@ -64,6 +67,7 @@ impl LimiterConfig {
             rate,
             burst: None,
             buckets: None,
+            max_buckets: None,
             per_tenant: None,
             per_user: None,
             tiers: None,
@@ -95,6 +99,9 @@ impl LimiterConfig {
         let mut builder = ShardedLimiter::builder().quota(quota).name(name);
         if let Some(buckets) = self.buckets {
             builder = builder.buckets(buckets);
+        }
+        if let Some(max_buckets) = self.max_buckets {
+            builder = builder.max_buckets(max_buckets);
         }
         if let Some(per_tenant) = self.per_tenant {
             builder = builder.per_tenant(per_tenant);
@@ -221,7 +228,7 @@ pub struct SetConfig {
     pub limiters: BTreeMap<String, LimiterConfig>,
 }
 
-const FIELDS: &str = "rate, burst, buckets, per_tenant, per_user, tiers, tenant_tiers, borrow_from, \
+const FIELDS: &str = "rate, burst, buckets, max_buckets, per_tenant, per_user, tiers, tenant_tiers, borrow_from, \
      lender_reserve, salt or tenant_cache";
 
 /// The keys of a Redis limiter, known with or without the `redis` feature so
@@ -371,6 +378,7 @@ impl<'de> Visitor<'de> for EntrySeed<'_> {
                 "rate" => field(&mut map, &mut rate, name, "rate")?,
                 "burst" => field(&mut map, &mut config.burst, name, "burst")?,
                 "buckets" => field(&mut map, &mut config.buckets, name, "buckets")?,
+                "max_buckets" => field(&mut map, &mut config.max_buckets, name, "max_buckets")?,
                 "per_tenant" => field(&mut map, &mut config.per_tenant, name, "per_tenant")?,
                 "per_user" => field(&mut map, &mut config.per_user, name, "per_user")?,
                 "tiers" => field(&mut map, &mut config.tiers, name, "tiers")?,

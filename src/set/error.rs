@@ -127,6 +127,8 @@ fn config_field(e: &ConfigError) -> Option<&'static str> {
         "per_tenant"
     } else if matches!(e, BurstTooSmall { .. } | ZeroBurst { .. }) {
         "burst"
+    } else if matches!(e, MaxBucketsBelowBuckets { .. } | BucketsAboveMax { .. }) {
+        "max_buckets"
     } else if matches!(e, CacheTooLarge { .. }) {
         "tenant_cache"
     } else if matches!(e, SpillTooLarge { .. }) {
@@ -158,6 +160,7 @@ fn redis_field(e: &crate::redis::BuildError) -> Option<&'static str> {
         ZeroReplicas | FallbackBurstTooSmall { .. } => Some("replicas"),
         ZeroDuration { option } => Some(option),
         RefillTooLong { .. } => Some("rate"),
+        GrowingBuckets { .. } => Some("max_buckets"),
         InvalidName { .. } => None,
         _ => Some("redis"),
     }

@@ -1,6 +1,6 @@
 //! Applying a new config to a running set: unchanged limiters keep their
-//! state, changed quotas change live, removed limiters leave the set, new
-//! ones start.
+//! state, changed quotas and N change live, removed limiters leave the set,
+//! new ones start.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -11,7 +11,9 @@ use super::error::SetErrorKind;
 #[cfg(feature = "redis")]
 use super::member::Entry;
 use super::{LimiterConfig, LimiterSet, Map, SetConfig, SetError, build_local};
+use crate::ShardedLimiter;
 use crate::clock::Clock;
+use crate::error::ConfigError;
 
 /// What [`LimiterSet::reload`] did, limiter by limiter, each list sorted by
 /// name: the new set is in [`set`](Reload::set).
@@ -35,8 +37,8 @@ impl<C> Reload<C> {
         self.set
     }
 
-    /// Limiters whose quota changed live: whoever holds them (a layer, a
-    /// waiting task, the old set) decides with the new quota from now on.
+    /// Limiters whose quota or N changed live: whoever holds them (a layer,
+    /// a waiting task, the old set) decides with the new ones from now on.
     pub fn changed(&self) -> &[String] {
         &self.changed
     }
@@ -56,16 +58,17 @@ impl<C> Reload<C> {
 /// What a limiter's new settings ask of the running one.
 enum Step<'a> {
     Keep,
-    Quota(&'a LimiterConfig),
+    Change(&'a LimiterConfig),
     Add(&'a LimiterConfig),
 }
 
-/// The first setting, other than the rate and the burst, in which `new`
-/// differs from `old` as it would be built (N and k as resolved from their
-/// defaults too): those cannot change while the limiter runs.
+/// The first setting, other than the rate, the burst and (in process) N,
+/// in which `new` differs from `old` as it would be built (N and k as
+/// resolved from their defaults too): those cannot change while the limiter
+/// runs.
 fn fixed_change(name: &str, old: &LimiterConfig, new: &LimiterConfig) -> Option<&'static str> {
     let (old_shape, new_shape) = (old.builder(name).shape(), new.builder(name).shape());
-    if old_shape.0 != new_shape.0 {
+    if old_shape.0 != new_shape.0 && old.is_redis() {
         return Some("buckets");
     }
     if old_shape.1 != new_shape.1 {
@@ -73,6 +76,7 @@ fn fixed_change(name: &str, old: &LimiterConfig, new: &LimiterConfig) -> Option<
     }
     let same = |a: bool| (!a).then_some(());
     let fields = [
+        ("max_buckets", same(old.max_buckets == new.max_buckets)),
         ("per_user", same(old.per_user == new.per_user)),
         ("tiers", same(old.tiers == new.tiers)),
         ("tenant_tiers", same(old.tenant_tiers == new.tenant_tiers)),
@@ -107,12 +111,22 @@ impl<C: Clock + Clone> LimiterSet<C> {
                     if let Some(field) = fixed_change(name, old, new) {
                         return Err(SetError::new(name, SetErrorKind::FixedSetting { field }));
                     }
-                    // Refuse a quota the buckets cannot take before any
-                    // limiter changes.
-                    new.builder(name)
+                    // Refuse a quota the buckets cannot take, or an N the
+                    // limiter has no room for, before any limiter changes.
+                    let (_, split, _) = new
+                        .builder(name)
                         .validate()
                         .map_err(|e| SetError::config(name, e))?;
-                    Step::Quota(new)
+                    if let Some(limiter) = self.get(name)
+                        && split.buckets > limiter.max_buckets()
+                    {
+                        let e = ConfigError::BucketsAboveMax {
+                            buckets: split.buckets,
+                            max_buckets: limiter.max_buckets(),
+                        };
+                        return Err(SetError::config(name, e));
+                    }
+                    Step::Change(new)
                 }
             };
             steps.push((name.as_str(), step));
@@ -133,9 +147,9 @@ impl<C: Clock + Clone> LimiterSet<C> {
         for (name, step) in steps {
             let entry = match step {
                 Step::Add(_) => added.remove(*name).expect("built by the caller"),
-                Step::Keep | Step::Quota(_) => self.limiters[*name].share(),
+                Step::Keep | Step::Change(_) => self.limiters[*name].share(),
             };
-            if matches!(step, Step::Quota(_)) {
+            if matches!(step, Step::Change(_)) {
                 changed.push((*name).to_owned());
             }
             map.insert((*name).into(), entry);
@@ -165,7 +179,10 @@ impl<C: Clock + Clone> LimiterSet<C> {
     /// settings are the same keep their state untouched; limiters whose
     /// rate or burst changed get the new quota live
     /// ([`ShardedLimiter::set_quota`](crate::ShardedLimiter::set_quota): no
-    /// fresh burst, and whoever holds them sees it at once); new limiters
+    /// fresh burst, and whoever holds them sees it at once), and those whose
+    /// N changed get it live too
+    /// ([`set_buckets`](crate::ShardedLimiter::set_buckets), up to the
+    /// `max_buckets` they were built with); new limiters
     /// are built, each reading a clone of `clock`; limiters left out are not
     /// in the new set. This set is left as it was but for the quotas: use
     /// the one in the [`Reload`].
@@ -193,25 +210,28 @@ impl<C: Clock + Clone> LimiterSet<C> {
     /// // The tenant had used 6 of its 8 tokens: it keeps a quarter, of 16.
     /// assert_eq!(amazon.quota().count(), 16);
     /// assert_eq!(amazon.remaining("t"), 4);
-    /// // Changing N is refused, and changes nothing.
-    /// let config: SetConfig = toml::from_str("[limiters.amazon]\nrate = \"16/s\"")?;
+    /// // Changing k is refused, and changes nothing.
+    /// let config: SetConfig = toml::from_str(
+    ///     "[limiters.amazon]\nrate = \"16/s\"\nbuckets = 2\nper_tenant = 1",
+    /// )?;
     /// let err = reload.set().reload(&config, clock).unwrap_err();
-    /// assert!(err.to_string().starts_with("limiters.amazon.buckets: a running limiter keeps"));
+    /// assert!(err.to_string().starts_with("limiters.amazon.per_tenant: a running limiter keeps"));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     ///
     /// # Errors
     /// A [`SetError`] naming the first limiter whose new settings cannot
-    /// work, or change a setting other than the rate and the burst (N, k,
-    /// the salt, tiers, borrowing, the cache, where the buckets live), or
-    /// that is a Redis limiter to add or change (use `reload_connect`).
-    /// Nothing changes then.
+    /// work, or grow N past its `max_buckets`, or change a setting other
+    /// than the rate, the burst and N (k, `max_buckets`, the salt, tiers,
+    /// borrowing, the cache, where the buckets live), or that is a Redis
+    /// limiter to add or change (use `reload_connect`). Nothing changes
+    /// then.
     pub fn reload(&self, config: &SetConfig, clock: C) -> Result<Reload<C>, SetError> {
         let steps = self.plan(config)?;
         let mut added = Map::default();
         for (name, step) in &steps {
             match step {
-                Step::Add(new) | Step::Quota(new) if new.is_redis() => {
+                Step::Add(new) | Step::Change(new) if new.is_redis() => {
                     return Err(SetError::new(name, SetErrorKind::NeedsConnect));
                 }
                 Step::Add(new) => {
@@ -221,11 +241,8 @@ impl<C: Clock + Clone> LimiterSet<C> {
             }
         }
         for (name, step) in &steps {
-            if let (Step::Quota(new), Some(limiter)) = (step, self.get(name)) {
-                let quota = new.builder(name).validate().map(|(quota, ..)| quota);
-                quota
-                    .and_then(|quota| limiter.set_quota(quota))
-                    .map_err(|e| SetError::config(name, e))?;
+            if let (Step::Change(new), Some(limiter)) = (step, self.get(name)) {
+                change_local(limiter, name, new)?;
             }
         }
         Ok(self.assemble(config, &steps, added))
@@ -254,15 +271,13 @@ impl<C: Clock + Clone> LimiterSet<C> {
             }
         }
         for (name, step) in &steps {
-            let Step::Quota(new) = step else { continue };
+            let Step::Change(new) = step else { continue };
             let (quota, ..) = new
                 .builder(name)
                 .validate()
                 .map_err(|e| SetError::config(name, e))?;
             match &self.limiters[*name] {
-                Entry::Local(limiter) => limiter
-                    .set_quota(quota)
-                    .map_err(|e| SetError::config(name, e))?,
+                Entry::Local(limiter) => change_local(limiter, name, new)?,
                 Entry::Redis(limiter) => limiter
                     .set_quota(quota)
                     .await
@@ -271,6 +286,30 @@ impl<C: Clock + Clone> LimiterSet<C> {
         }
         Ok(self.assemble(config, &steps, added))
     }
+}
+
+/// Changes a running limiter in process to `new`'s quota and N. The one
+/// that makes room goes first: a larger burst before more buckets, fewer
+/// buckets before a smaller burst (each bucket needs a token).
+fn change_local<C: Clock>(
+    limiter: &ShardedLimiter<C>,
+    name: &str,
+    new: &LimiterConfig,
+) -> Result<(), SetError> {
+    let (quota, split, _) =
+        (new.builder(name).validate()).map_err(|e| SetError::config(name, e))?;
+    let result = if split.buckets == limiter.buckets() {
+        limiter.set_quota(quota)
+    } else if split.buckets > limiter.buckets() {
+        limiter
+            .set_quota(quota)
+            .and_then(|()| limiter.set_buckets(split.buckets))
+    } else {
+        limiter
+            .set_buckets(split.buckets)
+            .and_then(|()| limiter.set_quota(quota))
+    };
+    result.map_err(|e| SetError::config(name, e))
 }
 
 /// The settings of each limiter of a set built from a config.

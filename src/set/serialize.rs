@@ -25,6 +25,7 @@ impl Serialize for LimiterConfig {
         map.serialize_entry("rate", &self.rate)?;
         entry(&mut map, "burst", &self.burst)?;
         entry(&mut map, "buckets", &self.buckets)?;
+        entry(&mut map, "max_buckets", &self.max_buckets)?;
         entry(&mut map, "per_tenant", &self.per_tenant)?;
         entry(&mut map, "per_user", &self.per_user)?;
         entry(&mut map, "borrow_from", &self.borrow_from)?;

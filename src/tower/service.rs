@@ -15,6 +15,7 @@ use super::key::{Found, Missing};
 use super::layer::Config;
 use super::respond::{Reason, Rejection, Respond};
 use crate::Shard;
+use crate::limiter::core::Whom;
 use crate::store::{InProcess, Store};
 
 /// The service made by [`RateLimitLayer`](super::RateLimitLayer): asks the
@@ -101,16 +102,18 @@ where
         if !limited {
             return ResponseFuture::called(self.inner.call(Request::from_parts(parts, body)));
         }
-        let shard_of = |tenant: &[u8]| {
-            let user = match config
+        // The decision is applied where the tenant (and user) are known, so
+        // that it resolves their shard under the N it is made with.
+        let decide = |tenant: &[u8]| {
+            let apply = |whom: Whom<'_>| (whom.shard, limiter.store.apply(&limiter.core, whom, 1));
+            let user = config
                 .user
                 .as_ref()
-                .map(|user| user.find(&parts, |user| limiter.shard_nested(tenant, user)))
-            {
-                Some(Found::Tenant(shard)) => Some(shard),
-                _ => None,
-            };
-            user.unwrap_or_else(|| limiter.shard(tenant))
+                .map(|user| user.find(&parts, |user| apply(limiter.core.user(tenant, user))));
+            match user {
+                Some(Found::Tenant(decided)) => decided,
+                _ => apply(limiter.core.tenant(tenant)),
+            }
         };
         let answer = |reason, status, headers| {
             ResponseFuture::answer(
@@ -119,8 +122,8 @@ where
                     .respond(Rejection::new(reason, status, headers)),
             )
         };
-        let shard = match config.key.find(&parts, shard_of) {
-            Found::Tenant(shard) => shard,
+        let (shard, pending) = match config.key.find(&parts, decide) {
+            Found::Tenant(decided) => decided,
             Found::Exempt => {
                 let request = Request::from_parts(parts, body);
                 return ResponseFuture::called(self.inner.call(request));
@@ -130,7 +133,7 @@ where
                 return answer(Reason::NoPeerAddress(err), status, HeaderMap::new());
             }
             Found::Missing => match &config.missing.0 {
-                Missing::Fallback(tenant) => shard_of(tenant),
+                Missing::Fallback(tenant) => decide(tenant),
                 Missing::BadRequest => {
                     let status = StatusCode::BAD_REQUEST;
                     return answer(Reason::MissingTenant, status, HeaderMap::new());
@@ -143,7 +146,6 @@ where
                 }
             },
         };
-        let pending = limiter.store.apply(&limiter.core, shard, 1);
         let inner = take_inner(&mut self.inner);
         ResponseFuture::deciding(
             pending,

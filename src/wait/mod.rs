@@ -78,8 +78,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::InsufficientCapacity;
+use crate::limiter::core::Whom;
 use crate::store::Store;
-use crate::{Denied, Grant, Limiter, Shard};
+use crate::{Denied, Grant, Limiter};
 pub use clock::TokioClock;
 pub use jitter::Jitter;
 
@@ -363,7 +364,8 @@ impl<S: Store> Limiter<S> {
 impl<S: Store, L: Deref<Target = Limiter<S>>> Waiter<'_, S, L> {
     /// As [`Limiter::until_ready`], with jitter.
     pub async fn until_ready(&self, tenant: impl AsRef<[u8]>) -> Grant {
-        self.until_granted(self.limiter.shard(tenant), 1).await
+        let whom = self.limiter.core.tenant(tenant.as_ref());
+        self.until_granted(whom, 1).await
     }
 
     /// As [`Limiter::until_ready_nested`], with jitter.
@@ -372,8 +374,8 @@ impl<S: Store, L: Deref<Target = Limiter<S>>> Waiter<'_, S, L> {
         tenant: impl AsRef<[u8]>,
         user: impl AsRef<[u8]>,
     ) -> Grant {
-        self.until_granted(self.limiter.shard_nested(tenant, user), 1)
-            .await
+        let whom = self.limiter.core.user(tenant.as_ref(), user.as_ref());
+        self.until_granted(whom, 1).await
     }
 
     /// As [`Limiter::until_n_ready`], with jitter.
@@ -385,8 +387,8 @@ impl<S: Store, L: Deref<Target = Limiter<S>>> Waiter<'_, S, L> {
         tenant: impl AsRef<[u8]>,
         n: u32,
     ) -> Result<Grant, InsufficientCapacity> {
-        let shard = self.weighed(self.limiter.shard(tenant), n)?;
-        Ok(self.until_granted(shard, n).await)
+        let whom = self.weighed(self.limiter.core.tenant(tenant.as_ref()), n)?;
+        Ok(self.until_granted(whom, n).await)
     }
 
     /// As [`Limiter::until_n_ready_nested`], with jitter.
@@ -399,8 +401,9 @@ impl<S: Store, L: Deref<Target = Limiter<S>>> Waiter<'_, S, L> {
         user: impl AsRef<[u8]>,
         n: u32,
     ) -> Result<Grant, InsufficientCapacity> {
-        let shard = self.weighed(self.limiter.shard_nested(tenant, user), n)?;
-        Ok(self.until_granted(shard, n).await)
+        let whom = self.limiter.core.user(tenant.as_ref(), user.as_ref());
+        let whom = self.weighed(whom, n)?;
+        Ok(self.until_granted(whom, n).await)
     }
 
     /// As [`Limiter::until_ready_within`], with jitter (a wake-up never goes
@@ -413,8 +416,8 @@ impl<S: Store, L: Deref<Target = Limiter<S>>> Waiter<'_, S, L> {
         tenant: impl AsRef<[u8]>,
         max_wait: Duration,
     ) -> Result<Grant, Denied> {
-        let shard = self.limiter.shard(tenant);
-        self.wait(shard, 1, Some(max_wait)).await
+        let whom = self.limiter.core.tenant(tenant.as_ref());
+        self.wait(whom, 1, Some(max_wait)).await
     }
 
     /// As [`Limiter::until_n_ready_within`], with jitter.
@@ -427,22 +430,22 @@ impl<S: Store, L: Deref<Target = Limiter<S>>> Waiter<'_, S, L> {
         n: u32,
         max_wait: Duration,
     ) -> Result<Result<Grant, Denied>, InsufficientCapacity> {
-        let shard = self.weighed(self.limiter.shard(tenant), n)?;
-        Ok(self.wait(shard, n, Some(max_wait)).await)
+        let whom = self.weighed(self.limiter.core.tenant(tenant.as_ref()), n)?;
+        Ok(self.wait(whom, n, Some(max_wait)).await)
     }
 
-    /// The shard, once it is known to hold `n` tokens at all.
-    fn weighed(&self, shard: Shard, n: u32) -> Result<Shard, InsufficientCapacity> {
+    /// Whose shard, once it is known to hold `n` tokens at all.
+    fn weighed<'a>(&self, whom: Whom<'a>, n: u32) -> Result<Whom<'a>, InsufficientCapacity> {
         let limiter = &self.limiter;
-        limiter.store.check_weight(&limiter.core, &shard, n)?;
-        Ok(shard)
+        limiter.store.check_weight(&limiter.core, &whom.shard, n)?;
+        Ok(whom)
     }
 
     /// Waits without a deadline: such a wait only ends with a grant (the
     /// loop just spares an impossible case a panic).
-    async fn until_granted(&self, shard: Shard, n: u32) -> Grant {
+    async fn until_granted(&self, whom: Whom<'_>, n: u32) -> Grant {
         loop {
-            if let Ok(grant) = self.wait(shard, n, None).await {
+            if let Ok(grant) = self.wait(whom, n, None).await {
                 return grant;
             }
         }

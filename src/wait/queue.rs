@@ -7,9 +7,10 @@ use std::time::Duration;
 use tokio::time::{Instant, sleep_until};
 
 use super::Waiter;
+use crate::limiter::core::Whom;
 use crate::limiter::decision::Reserved;
 use crate::store::Store;
-use crate::{Denied, Grant, Limiter, Shard};
+use crate::{Denied, Grant, Limiter};
 
 impl<S: Store, L: Deref<Target = Limiter<S>>> Waiter<'_, S, L> {
     /// The one wait: draw now; on a denial, reserve the earliest slot the
@@ -24,7 +25,7 @@ impl<S: Store, L: Deref<Target = Limiter<S>>> Waiter<'_, S, L> {
     /// the callers behind keep their slots, and the budget loses it).
     pub(super) async fn wait(
         &self,
-        shard: Shard,
+        whom: Whom<'_>,
         n: u32,
         max_wait: Option<Duration>,
     ) -> Result<Grant, Denied> {
@@ -33,7 +34,7 @@ impl<S: Store, L: Deref<Target = Limiter<S>>> Waiter<'_, S, L> {
         let deadline = max_wait.and_then(|d| Instant::now().checked_add(d));
         let mut lead = Duration::ZERO;
         loop {
-            let reply = limiter.store.reserve(&limiter.core, shard, n, lead).await;
+            let reply = limiter.store.reserve(&limiter.core, whom, n, lead).await;
             // Times count from the answer: the store drew at or before it,
             // so the wait never ends before the slot it reserved.
             let answered = Instant::now();

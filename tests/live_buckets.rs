@@ -1,0 +1,328 @@
+//! Changing N on a running limiter, with threads checking all along: the
+//! budget around a change, what buckets that stay, come and go hold, which
+//! tenants move, and handles that follow.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread;
+use std::time::Duration;
+
+use shuffle_limiter::{Assignment, ConfigError, ManualClock, Quota, ShardedLimiter};
+
+const STEP: Duration = Duration::from_millis(1);
+
+/// `quota` over `buckets` buckets, with room for `max`, k = 2.
+fn limiter(quota: Quota, buckets: u32, max: u32) -> (ShardedLimiter<ManualClock>, ManualClock) {
+    let clock = ManualClock::new();
+    let limiter = ShardedLimiter::builder()
+        .quota(quota)
+        .buckets(buckets)
+        .max_buckets(max)
+        .per_tenant(2)
+        .salt("live")
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    (limiter, clock)
+}
+
+/// Tokens each bucket holds now, bucket by bucket.
+fn held(limiter: &ShardedLimiter<ManualClock>) -> Vec<u64> {
+    limiter.snapshot().iter().map(|b| b.available()).collect()
+}
+
+/// Two threads checking 100 tenants until stopped: one by key, one through
+/// handles made before any change. Every grant must come from a bucket
+/// below the largest N the test uses.
+fn load(
+    limiter: &Arc<ShardedLimiter<ManualClock>>,
+    stop: &Arc<AtomicBool>,
+    granted: &Arc<AtomicU64>,
+) -> Vec<thread::JoinHandle<()>> {
+    let keyed = {
+        let (limiter, stop, granted) = (limiter.clone(), stop.clone(), granted.clone());
+        thread::spawn(move || {
+            let mut i = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                i += 1;
+                if let Ok(grant) = limiter.check(format!("t{}", i * 7 % 100)) {
+                    assert!(grant.bucket() < limiter.max_buckets());
+                    granted.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        })
+    };
+    let handles = {
+        let (limiter, stop, granted) = (limiter.clone(), stop.clone(), granted.clone());
+        thread::spawn(move || {
+            let tenants: Vec<_> = (0..100).map(|t| limiter.tenant(format!("h{t}"))).collect();
+            let mut i = 0usize;
+            while !stop.load(Ordering::Relaxed) {
+                i += 1;
+                if tenants[i % 100].check().is_ok() {
+                    granted.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        })
+    };
+    vec![keyed, handles]
+}
+
+/// Waits (boundedly) until the load has emptied every bucket.
+fn drained(limiter: &ShardedLimiter<ManualClock>) {
+    for _ in 0..1_000_000 {
+        if held(limiter).iter().all(|&t| t == 0) {
+            return;
+        }
+        thread::yield_now();
+    }
+    panic!("the load never emptied the buckets: {:?}", held(limiter));
+}
+
+#[test]
+fn n_changed_in_a_tight_loop_never_lifts_the_budget() {
+    // 480/s with a burst of 480: every N below divides both, so the bound
+    // R·t + B is exact whatever N is in force.
+    let quota = Quota::per_second(480);
+    let (limiter, clock) = limiter(quota, 8, 16);
+    let limiter = Arc::new(limiter);
+    let (stop, granted) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicU64::new(0)),
+    );
+    let workers = load(&limiter, &stop, &granted);
+    drained(&limiter);
+    let sizes = [12, 4, 16, 6, 8, 5, 15];
+    let mut elapsed = Duration::ZERO;
+    for i in 0..420 {
+        clock.advance(STEP / 2);
+        elapsed += STEP / 2;
+        limiter.set_buckets(sizes[i % sizes.len()]).unwrap();
+        drained(&limiter);
+    }
+    stop.store(true, Ordering::Relaxed);
+    for worker in workers {
+        worker.join().unwrap();
+    }
+    let granted = granted.load(Ordering::Relaxed) as f64;
+    let bound = 480.0 + 480.0 * elapsed.as_secs_f64();
+    assert!(granted <= bound, "{granted} granted, at most {bound}");
+    // A change takes nothing but what races it, and buckets added start
+    // empty: the load still gets most of the budget.
+    assert!(granted > 0.7 * bound, "{granted} of {bound}");
+}
+
+#[test]
+fn buckets_that_stay_keep_their_tokens_added_ones_start_empty() {
+    // 4 buckets of 4 tokens (16/s: one token per 250 ms each), k = 1.
+    let clock = ManualClock::new();
+    let limiter = ShardedLimiter::builder()
+        .quota(Quota::per_second(16))
+        .buckets(4)
+        .max_buckets(8)
+        .per_tenant(1)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let on = |b: u32| {
+        (0..)
+            .map(|t| format!("u{t}"))
+            .find(|t| limiter.shard(t).buckets()[0] == b)
+            .unwrap()
+    };
+    for b in 0..4 {
+        for _ in 0..3 - b {
+            limiter.check(on(b)).unwrap();
+        }
+    }
+    assert_eq!(held(&limiter), [1, 2, 3, 4]);
+    // Growing to 8 halves each bucket's burst (2 tokens): a bucket keeps
+    // what it held, up to 2; the 4 new buckets are empty.
+    limiter.set_buckets(8).unwrap();
+    assert_eq!(held(&limiter), [1, 2, 2, 2, 0, 0, 0, 0]);
+    // They all refill at R/8: one token per 500 ms.
+    clock.advance(Duration::from_millis(500));
+    assert_eq!(held(&limiter), [2, 2, 2, 2, 1, 1, 1, 1]);
+    // Back to 4: buckets 4..8 go, with their tokens; 0..4 keep theirs (of
+    // a burst of 4 again).
+    limiter.set_buckets(4).unwrap();
+    assert_eq!(held(&limiter), [2, 2, 2, 2]);
+    // Growing again finds the buckets that went empty, not as they were.
+    limiter.set_buckets(8).unwrap();
+    assert_eq!(held(&limiter), [2, 2, 2, 2, 0, 0, 0, 0]);
+}
+
+#[test]
+fn tenants_move_as_the_assignment_says_and_the_cache_follows() {
+    let (limiter, _clock) = limiter(Quota::per_second(1_000), 8, 16);
+    let tenants: Vec<String> = (0..20_000).map(|t| format!("tenant-{t}")).collect();
+    let before: Vec<_> = tenants.iter().map(|t| limiter.shard(t)).collect();
+    // Fill the cache under N = 8, then change N twice: every shard is the
+    // assignment's under the N in force, never a cached one of another N.
+    for n in [9, 16, 8, 9] {
+        limiter.set_buckets(n).unwrap();
+        let under = Assignment::new(n, 2, "live").unwrap();
+        for t in &tenants {
+            assert_eq!(limiter.shard(t), under.shard(t), "{t} under N = {n}");
+            assert_eq!(limiter.tenant(t).shard(), under.shard(t));
+        }
+    }
+    // 8 → 9 moves k/(N+1) = 2/9 of tenants; the others keep their shard,
+    // in the same order.
+    let moved = tenants
+        .iter()
+        .zip(&before)
+        .filter(|(t, old)| limiter.shard(t) != **old)
+        .count() as f64;
+    let (p, n) = (2.0 / 9.0, tenants.len() as f64);
+    let sd = (p * (1.0 - p) / n).sqrt();
+    assert!(
+        (moved / n - p).abs() < 5.0 * sd,
+        "{moved} of {n} moved, expected {p:.4} ± {sd:.4}"
+    );
+    for (t, old) in tenants.iter().zip(&before) {
+        let new = limiter.shard(t);
+        assert!(new == *old || new.contains(8), "{t}: {old:?} → {new:?}");
+    }
+}
+
+#[test]
+fn a_handle_follows_its_tenant_to_its_new_shard() {
+    let (limiter, _clock) = limiter(Quota::per_second(800), 8, 8);
+    // A tenant with both its buckets among 4..8, which shrinking to 4 removes.
+    let name = (0..)
+        .map(|t| format!("t{t}"))
+        .find(|t| limiter.shard(t).buckets().iter().all(|&b| b >= 4))
+        .unwrap();
+    let handle = limiter.tenant(&name);
+    let old = handle.shard();
+    limiter.set_buckets(4).unwrap();
+    let new = limiter.shard(&name);
+    assert!(new.buckets().iter().all(|&b| b < 4), "{new:?}");
+    // The handle still reports the shard it was made with, and draws on the
+    // new one: 2 buckets that kept their 100 tokens (of 200 now).
+    assert_eq!(handle.shard(), old);
+    assert_eq!(handle.remaining(), 200);
+    let grant = handle.check().unwrap();
+    assert!(new.contains(grant.bucket()), "{grant:?} from {new:?}");
+    assert_eq!(handle.check_n(2).unwrap().unwrap().tokens(), 2);
+    assert_eq!(limiter.remaining(&name), 197);
+}
+
+#[test]
+fn tokens_of_removed_buckets_go_to_no_one() {
+    let (limiter, _clock) = limiter(Quota::per_second(80), 8, 8);
+    let name = (0..)
+        .map(|t| format!("t{t}"))
+        .find(|t| limiter.shard(t).buckets()[0] == 7)
+        .unwrap();
+    // Take everything from the tenant's buckets, then shrink past bucket 7.
+    let mut grants = Vec::new();
+    while let Ok(grant) = limiter.check(&name) {
+        grants.push(grant);
+    }
+    limiter.set_buckets(7).unwrap();
+    let total = |l: &ShardedLimiter<ManualClock>| held(l).iter().sum::<u64>();
+    let before = total(&limiter);
+    // Refunds of what bucket 7 paid give back to nothing.
+    for grant in grants.into_iter().filter(|g| g.bucket() == 7) {
+        limiter.refund(grant);
+    }
+    assert_eq!(total(&limiter), before);
+    limiter.set_buckets(8).unwrap();
+    assert_eq!(held(&limiter)[7], 0);
+}
+
+#[test]
+fn a_refused_n_changes_nothing() {
+    let (limiter, _clock) = limiter(Quota::per_second(12).with_burst(12), 8, 16);
+    limiter.check("t").unwrap();
+    let (before, shard) = (held(&limiter), limiter.shard("t"));
+    let refused = [
+        (
+            17,
+            ConfigError::BucketsAboveMax {
+                buckets: 17,
+                max_buckets: 16,
+            },
+        ),
+        (0, ConfigError::ZeroBuckets),
+        (
+            1,
+            ConfigError::PerTenantExceedsBuckets {
+                per_tenant: 2,
+                buckets: 1,
+            },
+        ),
+        (
+            13,
+            ConfigError::BurstTooSmall {
+                burst: 12,
+                buckets: 13,
+            },
+        ),
+    ];
+    for (n, err) in refused {
+        assert_eq!(limiter.set_buckets(n), Err(err.clone()), "N = {n}");
+        assert!(!err.to_string().is_empty());
+    }
+    assert_eq!((limiter.buckets(), held(&limiter)), (8, before));
+    assert_eq!(limiter.shard("t"), shard);
+    let message = ConfigError::BucketsAboveMax {
+        buckets: 17,
+        max_buckets: 16,
+    }
+    .to_string();
+    assert!(message.contains(".max_buckets(17)"), "{message}");
+    // Without room asked for, N can shrink but not grow.
+    let (fixed, _clock) = self::limiter(Quota::per_second(8), 8, 8);
+    assert!(fixed.set_buckets(4).is_ok());
+    assert!(fixed.set_buckets(8).is_ok());
+    assert!(fixed.set_buckets(9).is_err());
+}
+
+#[test]
+fn room_to_grow_is_checked_at_build() {
+    let builder = ShardedLimiter::builder()
+        .quota(Quota::per_second(100))
+        .buckets(8);
+    let err = builder.clone().max_buckets(4).build().unwrap_err();
+    assert_eq!(
+        err,
+        ConfigError::MaxBucketsBelowBuckets {
+            max_buckets: 4,
+            buckets: 8
+        }
+    );
+    let err = builder.clone().max_buckets(1 << 17).build().unwrap_err();
+    assert!(matches!(err, ConfigError::TooManyBuckets { .. }), "{err}");
+    let limiter = builder.max_buckets(64).build().unwrap();
+    assert_eq!((limiter.buckets(), limiter.max_buckets()), (8, 64));
+}
+
+#[test]
+fn tiers_and_spill_sets_bound_how_far_n_shrinks_and_follow_it() {
+    let limiter = ShardedLimiter::builder()
+        .quota(Quota::per_second(1_000))
+        .buckets(16)
+        .per_tenant(2)
+        .borrow_from(1)
+        .tier("gold", 4)
+        .tenant_tier("vip", "gold")
+        .clock(ManualClock::new())
+        .build()
+        .unwrap();
+    // Gold needs 4 + 1 buckets.
+    assert!(matches!(
+        limiter.set_buckets(4),
+        Err(ConfigError::TierPerTenant { .. })
+    ));
+    limiter.set_buckets(6).unwrap();
+    let six = Assignment::new(6, 4, "").unwrap().with_spill(1).unwrap();
+    let vip = limiter.shard("vip");
+    assert_eq!(
+        (vip.buckets(), vip.spill()),
+        (six.shard("vip").buckets(), six.shard("vip").spill())
+    );
+    assert!(limiter.check("vip").is_ok());
+}
