@@ -45,6 +45,16 @@ pub enum BlastError {
         /// The buckets per user that was given.
         per_user: u32,
     },
+    /// A change of `N` to `to` buckets leaves fewer than the `k + d` each
+    /// tenant ranks (`d = 0` without borrowing).
+    ResizeTooSmall {
+        /// The number of buckets after the change that was given.
+        to: u32,
+        /// The shard size.
+        per_tenant: u32,
+        /// The spill buckets per tenant.
+        spill: u32,
+    },
 }
 
 impl fmt::Display for BlastError {
@@ -98,6 +108,27 @@ impl fmt::Display for BlastError {
                 f,
                 "per_user is {per_user}: a user draws from 1 to per_tenant ({per_tenant}) of \
                  its tenant's buckets, set per_user between 1 and {per_tenant}"
+            ),
+            BlastError::ResizeTooSmall {
+                to,
+                per_tenant,
+                spill: 0,
+            } => write!(
+                f,
+                "resizing to {to} buckets leaves fewer than per_tenant ({per_tenant}), the \
+                 shard size every tenant keeps: resize to at least {per_tenant} buckets"
+            ),
+            BlastError::ResizeTooSmall {
+                to,
+                per_tenant,
+                spill,
+            } => write!(
+                f,
+                "resizing to {to} buckets leaves fewer than the {} every tenant draws on \
+                 (per_tenant {per_tenant} + spill {spill}): resize to at least {} buckets, \
+                 or lower spill",
+                u64::from(per_tenant) + u64::from(spill),
+                u64::from(per_tenant) + u64::from(spill)
             ),
         }
     }

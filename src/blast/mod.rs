@@ -23,11 +23,13 @@
 //! representable value: a subnormal number with fewer significant bits, or `0.0`
 //! (as for `1 / C(2000, 1000)`). Use the `*_exact` variants when that matters.
 //!
-//! Two more questions have reports of their own: [`BlastRadius::noisy`]
+//! Three more questions have reports of their own: [`BlastRadius::noisy`]
 //! gives a [`NoisyTenants`], the chance that `h` tenants flooding at once
 //! cover another tenant's whole shard; [`BlastRadius::per_user`] gives a
 //! [`NestedRadius`], what one flooding user does to the other users of its
-//! tenant (each on `j` of the tenant's `k` buckets) and to other tenants.
+//! tenant (each on `j` of the tenant's `k` buckets) and to other tenants;
+//! [`BlastRadius::resize_to`] gives a [`ResizeChurn`], the share of tenants
+//! whose shard changes when `N` changes, buckets added or removed at the end.
 //!
 //! This module depends on nothing else in the crate.
 //!
@@ -54,12 +56,14 @@ mod error;
 mod fraction;
 mod nested;
 mod noisy;
+mod resize;
 
 pub use borrow::BorrowingRadius;
 pub use error::BlastError;
 pub use fraction::Fraction;
 pub use nested::NestedRadius;
 pub use noisy::NoisyTenants;
+pub use resize::ResizeChurn;
 
 /// `C(n, r)`, exactly; zero when `r > n`.
 ///
