@@ -4,11 +4,11 @@
 //! ```text
 //! shuffle-lab size     --buckets 16 --per-tenant 2 [--tenants 400] [--failed 2]
 //!                      [--borrow-from 2 [--lender-reserve 0.5]] [--noisy 2] [--per-user 1]
-//!                      [--json]
+//!                      [--resize-to 17] [--json]
 //! shuffle-lab sweep    --per-tenant 2 --buckets 4..4096 [--json]
 //! shuffle-lab simulate --buckets 16 --per-tenant 2 --tenants 20000 --seed 1 [--salt X]
 //!                      [--borrow-from 2 [--lender-reserve 0.5] | --noisy 2 | --per-user 1]
-//!                      [--redis-url URL] [--json]
+//!                      [--resize-to 17] [--redis-url URL] [--json]
 //! shuffle-lab plot     --buckets 16 [--per-tenant-max 8] --svg tradeoff.svg [--json]
 //! ```
 //!
@@ -26,6 +26,7 @@ mod nested;
 mod nested_live;
 mod plot;
 mod redis_live;
+mod resize;
 mod simulate;
 mod size;
 mod sweep;
@@ -79,6 +80,10 @@ struct SizeArgs {
     borrow: BorrowArgs,
     #[command(flatten)]
     nested: NestedArgs,
+    /// N2: adds the share of tenants whose shard changes when N becomes N2,
+    /// buckets added or removed at the end.
+    #[arg(long, value_name = "N2")]
+    resize_to: Option<u32>,
     /// One JSON object instead of a table.
     #[arg(long)]
     json: bool,
@@ -123,6 +128,10 @@ struct SimulateArgs {
     redis_url: Option<String>,
     #[command(flatten)]
     nested: NestedArgs,
+    /// N2: also counts, over the T tenants, whose shard changes when N
+    /// becomes N2 (buckets added or removed at the end), beside the exact share.
+    #[arg(long, value_name = "N2")]
+    resize_to: Option<u32>,
     /// One JSON object instead of tables.
     #[arg(long)]
     json: bool,

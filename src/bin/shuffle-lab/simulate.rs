@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use serde::Serialize;
-use shuffle_limiter::blast::{BlastRadius, BorrowingRadius};
+use shuffle_limiter::blast::{BlastRadius, BorrowingRadius, ResizeChurn};
 use shuffle_limiter::{MAX_BUCKETS, MAX_PER_TENANT, ManualClock, Quota, ShardedLimiter};
 
 use crate::SimulateArgs;
@@ -14,6 +14,7 @@ use crate::common::{self, Failure, ONE_SIZE, Outcome, usage};
 use crate::nested;
 use crate::nested_live::{self, NestedMeasured, NoisyMeasured};
 use crate::redis_live::{self, RedisLive};
+use crate::resize::{self, ResizeMeasured};
 
 mod text;
 
@@ -70,6 +71,9 @@ pub(crate) struct SimulateReport {
     /// With `--per-user`: one flooding user on a limiter with nested checks.
     #[serde(skip_serializing_if = "Option::is_none")]
     nested: Option<NestedMeasured>,
+    /// With `--resize-to`: whose shard changes, counted beside the exact share.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resize: Option<ResizeMeasured>,
 }
 
 /// The live flood on a manual clock.
@@ -95,9 +99,13 @@ pub(crate) fn tenant_rate() -> u64 {
     1_000 / (STEP.as_millis() as u64 * u64::from(LIVE_EVERY))
 }
 
+/// The math `simulate` compares with: the blast radius, the borrowing model
+/// and the resize, as asked for.
+type Checked = (BlastRadius, Option<BorrowingRadius>, Option<ResizeChurn>);
+
 /// Checks the arguments against what a real limiter and this tool accept,
 /// and computes the math to compare with.
-fn check(a: &SimulateArgs) -> Result<(BlastRadius, Option<BorrowingRadius>), Failure> {
+fn check(a: &SimulateArgs) -> Result<Checked, Failure> {
     let (n, k, t) = (a.buckets, a.per_tenant, a.tenants);
     redis_live::check(a)?;
     if n > MAX_BUCKETS {
@@ -134,7 +142,9 @@ fn check(a: &SimulateArgs) -> Result<(BlastRadius, Option<BorrowingRadius>), Fai
             "error: simulate measures --noisy and --per-user without borrowing: drop --borrow-from (size shows them side by side)",
         ));
     }
-    Ok((b, lending))
+    let resize =
+        resize::churn_for_simulate(&b, lending.as_ref(), a.resize_to, t, MAX_SIMULATION_WORK)?;
+    Ok((b, lending, resize))
 }
 
 /// The limiter `simulate` runs, on a manual clock of its own.
@@ -162,7 +172,7 @@ pub(crate) fn limiter(
 
 /// Computes the report for `shuffle-lab simulate`.
 pub(crate) fn run(a: &SimulateArgs) -> Result<SimulateReport, Failure> {
-    let (b, lending) = check(a)?;
+    let (b, lending, churn) = check(a)?;
     let (n, k, t) = (a.buckets, a.per_tenant, a.tenants);
     let mut salt = a.salt.as_bytes().to_vec();
     salt.extend_from_slice(&a.seed.to_le_bytes());
@@ -322,6 +332,10 @@ pub(crate) fn run(a: &SimulateArgs) -> Result<SimulateReport, Failure> {
         Some(r) => Some(nested_live::per_user(a, &salt, &r, live_tenants)?),
         None => None,
     };
+    let resize = match &churn {
+        Some(r) => Some(resize::measure(r, &salt, t)?),
+        None => None,
+    };
     let predicted = match &lending {
         Some(l) => l.tenants(live_tenants).into(),
         None => b.tenants(live_tenants).shuffle_sharded.into(),
@@ -374,6 +388,7 @@ pub(crate) fn run(a: &SimulateArgs) -> Result<SimulateReport, Failure> {
         redis,
         noisy,
         nested,
+        resize,
     })
 }
 

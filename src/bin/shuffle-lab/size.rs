@@ -10,6 +10,7 @@ use crate::SizeArgs;
 use crate::borrow::{self, SizeSection};
 use crate::common::{self, Failure, ONE_SIZE, Outcome, big, p};
 use crate::nested::{self, NestedSection, NoisySection};
+use crate::resize::{self, ResizeSection};
 
 /// Everything `size` prints, in one place: the JSON is this struct as it
 /// stands, the table is its [`Display`](fmt::Display).
@@ -42,6 +43,9 @@ pub(crate) struct SizeReport {
     /// With `--per-user`: one user of a tenant flooding.
     #[serde(skip_serializing_if = "Option::is_none")]
     nested: Option<NestedSection>,
+    /// With `--resize-to`: the share of tenants whose shard changes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resize: Option<ResizeSection>,
 }
 
 #[derive(Debug)]
@@ -79,7 +83,9 @@ struct FailedSection {
 /// Computes the report for `shuffle-lab size`.
 pub(crate) fn run(a: &SizeArgs) -> Result<SizeReport, Failure> {
     let b = common::radius(a.buckets, a.per_tenant, ONE_SIZE)?;
-    let borrowing = borrow::radius(&b, &a.borrow)?.map(|l| SizeSection::new(&l, a.tenants));
+    let lending = borrow::radius(&b, &a.borrow)?;
+    let borrowing = lending.as_ref().map(|l| SizeSection::new(l, a.tenants));
+    let resize = resize::churn(&b, lending.as_ref(), a.resize_to)?.map(|r| ResizeSection::new(&r));
     let noisy = nested::noisy(&b, &a.nested)?.map(|r| NoisySection::new(&r, a.tenants));
     let nested = nested::per_user(&b, &a.nested)?.map(|r| NestedSection::new(&r, a.tenants));
     let failed = match a.failed {
@@ -129,6 +135,7 @@ pub(crate) fn run(a: &SizeArgs) -> Result<SizeReport, Failure> {
         borrowing,
         noisy,
         nested,
+        resize,
     })
 }
 
@@ -254,6 +261,10 @@ impl fmt::Display for SizeReport {
         if let Some(j) = &self.nested {
             writeln!(f)?;
             write!(f, "{j}")?;
+        }
+        if let Some(r) = &self.resize {
+            writeln!(f)?;
+            write!(f, "{r}")?;
         }
         Ok(())
     }

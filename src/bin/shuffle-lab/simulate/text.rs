@@ -126,6 +126,10 @@ impl fmt::Display for SimulateReport {
             writeln!(f)?;
             write!(f, "{j}")?;
         }
+        if let Some(r) = &self.resize {
+            writeln!(f)?;
+            write!(f, "{r}")?;
+        }
         Ok(())
     }
 }
