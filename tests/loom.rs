@@ -105,6 +105,40 @@ fn a_check_racing_a_quota_change_is_decided_under_one_quota() {
     });
 }
 
+#[test]
+fn a_check_racing_a_change_of_n_never_takes_a_token_twice() {
+    model(|| {
+        // Two buckets of one token, a tenant's handle on bucket 1, and N cut
+        // to 1 while it checks: bucket 1 goes (sealed), bucket 0 keeps its
+        // one token, in a burst of 2 (kept as a share of the burst, it would
+        // hold 2). Whatever the order, the check is decided under one N, on
+        // that N's shard, and at most the 2 tokens there were are granted.
+        let limiter = ShardedLimiter::builder()
+            .quota(Quota::per_second(2))
+            .buckets(2)
+            .per_tenant(1)
+            .tenant_cache(0)
+            .clock(ManualClock::new())
+            .build()
+            .unwrap();
+        let two = Assignment::new(2, 1, b"").unwrap();
+        let tenant = (0..)
+            .map(|t| format!("t{t}"))
+            .find(|t| two.shard(t).buckets() == [1])
+            .unwrap();
+        let limiter = loom::sync::Arc::new(limiter);
+        let (other, name) = (limiter.clone(), tenant.clone());
+        let t = thread::spawn(move || u32::from(other.tenant(name).check().is_ok()));
+        limiter.set_buckets(1).unwrap();
+        let here = t.join().unwrap();
+        let mut after = 0;
+        while after < 3 && limiter.check(&tenant).is_ok() {
+            after += 1;
+        }
+        assert!(here + after <= 2, "{here} + {after} grants of 2 tokens");
+    });
+}
+
 /// A tenant cache of one set, looked up by two threads while one of them
 /// fills it past its ways: every lookup returns the assignment's shard.
 fn cache_race(n: u32, k: u32, tenants: &'static [&'static str]) {
