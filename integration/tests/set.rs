@@ -255,8 +255,8 @@ fn wrong_types_unknown_keys_and_duplicates_are_named() {
         ),
         (
             "[limiters.amazon]\nrate = \"5/s\"\nbukets = 5\n",
-            "limiters.amazon.bukets: unknown key: use rate, burst, buckets, per_tenant, per_user, \
-             tiers, tenant_tiers, borrow_from, lender_reserve, salt or tenant_cache",
+            "limiters.amazon.bukets: unknown key: use rate, burst, buckets, max_buckets, per_tenant, \
+             per_user, tiers, tenant_tiers, borrow_from, lender_reserve, salt or tenant_cache",
         ),
         (
             "[limiter.amazon]\nrate = \"5/s\"\n",

@@ -242,7 +242,7 @@ fn keys_that_do_not_fit_together_say_what_to_add_or_remove() {
     let e = toml_err("[limiters.w]\nrate = \"5/s\"\nredis_url = \"redis://a\"\n");
     assert!(
         e.contains(
-            "limiters.w.redis_url: unknown key: use rate, burst, buckets, per_tenant, \
+            "limiters.w.redis_url: unknown key: use rate, burst, buckets, max_buckets, per_tenant, \
              per_user, tiers, tenant_tiers, borrow_from, lender_reserve, salt or tenant_cache; \
              a Redis limiter also takes redis, failure_policy, replicas, deadline, retry_every, connect_timeout, \
              cache_denials"

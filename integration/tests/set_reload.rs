@@ -1,6 +1,6 @@
 //! Reloading a running `LimiterSet`: unchanged limiters keep their state,
-//! changed quotas change live for whoever holds the limiter, removed ones
-//! leave, new ones start; a setting that cannot change live is refused
+//! changed quotas and N change live for whoever holds the limiter, removed
+//! ones leave, new ones start; a setting that cannot change live is refused
 //! before anything changes.
 
 use std::sync::Arc;
@@ -86,7 +86,11 @@ fn a_setting_a_running_limiter_keeps_is_refused_and_nothing_changes() {
     let clock = ManualClock::new();
     let set = LimiterSet::from_config_with_clock(&config(BEFORE), clock.clone()).unwrap();
     let changes = [
-        ("buckets = 4", "buckets = 5", "buckets"),
+        (
+            "buckets = 4",
+            "buckets = 4\n    max_buckets = 8",
+            "max_buckets",
+        ),
         ("per_tenant = 2", "per_tenant = 3", "per_tenant"),
         ("per_tenant = 2", "per_tenant = 2\n    salt = \"s\"", "salt"),
         (
@@ -105,11 +109,22 @@ fn a_setting_a_running_limiter_keeps_is_refused_and_nothing_changes() {
             "{err}"
         );
         assert!(
-            err.to_string().contains("only the rate and the burst"),
+            err.to_string().contains("only the rate, the burst and N"),
             "{err}"
         );
         assert_eq!(set.get("ebay").unwrap().quota(), Quota::per_second(10));
     }
+    // More buckets than the limiter was built with room for.
+    let text = BEFORE
+        .replace("buckets = 4", "buckets = 5")
+        .replace("10/s", "20/s");
+    let err = set.reload(&config(&text), clock.clone()).unwrap_err();
+    assert_eq!(
+        (err.limiter(), err.field()),
+        ("amazon", Some("max_buckets"))
+    );
+    assert!(err.to_string().contains(".max_buckets(5)"), "{err}");
+    assert_eq!(set.get("ebay").unwrap().quota(), Quota::per_second(10));
     // A burst the buckets cannot take: refused before any change too.
     let text = BEFORE
         .replace("10/s", "20/s")
@@ -121,13 +136,53 @@ fn a_setting_a_running_limiter_keeps_is_refused_and_nothing_changes() {
         "{err}"
     );
     assert_eq!(set.get("ebay").unwrap().quota(), Quota::per_second(10));
-    // A default N that follows the burst counts as a change of N.
+    // A default N that follows the burst counts as a change of N, and a
+    // default k that follows N as a change of k: 1/s has N = k = 1, 2/s
+    // N = k = 2.
     let text = BEFORE.replace("\"1/s\"", "\"2/s\"");
     let err = set.reload(&config(&text), clock.clone()).unwrap_err();
     assert_eq!(
         (err.limiter(), err.field()),
-        ("etsy", Some("buckets")),
+        ("etsy", Some("per_tenant")),
         "{err}"
+    );
+}
+
+#[test]
+fn a_reload_changes_n_live_within_the_room_the_limiter_has() {
+    let clock = ManualClock::new();
+    let before = BEFORE.replace("buckets = 4", "buckets = 4\n    max_buckets = 8");
+    let set = LimiterSet::from_config_with_clock(&config(&before), clock.clone()).unwrap();
+    let amazon = Arc::clone(set.get("amazon").unwrap());
+    // Buckets of 25: the tenant's two hold 50, and it uses 40 of them.
+    for _ in 0..40 {
+        amazon.check("t").unwrap();
+    }
+    let held: u64 = amazon.snapshot().iter().map(|b| b.available()).sum();
+    assert_eq!(held, 60);
+    // 8 buckets and twice the rate: the quota first (a larger burst), then
+    // N; the buckets that stay keep their tokens (up to 25 of 200/8), the
+    // 4 added start empty.
+    let grown = before
+        .replace("buckets = 4\n", "buckets = 8\n")
+        .replace("100/s", "200/s");
+    let reload = set.reload(&config(&grown), clock.clone()).unwrap();
+    assert_eq!(reload.changed(), ["amazon"]);
+    assert_eq!(
+        (amazon.buckets(), amazon.quota()),
+        (8, Quota::per_second(200))
+    );
+    let after: Vec<u64> = amazon.snapshot().iter().map(|b| b.available()).collect();
+    assert!(after[4..].iter().all(|&t| t == 0), "{after:?}");
+    assert!(after.iter().all(|&t| t <= 25), "{after:?}");
+    assert!(after.iter().sum::<u64>() < 100, "{after:?}");
+    // Back to 4 buckets and 50/s: N first, then the smaller burst.
+    let shrunk = before.replace("100/s", "50/s");
+    let reload = reload.set().reload(&config(&shrunk), clock).unwrap();
+    assert_eq!(reload.changed(), ["amazon"]);
+    assert_eq!(
+        (amazon.buckets(), amazon.quota()),
+        (4, Quota::per_second(50))
     );
 }
 

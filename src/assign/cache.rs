@@ -220,10 +220,15 @@ impl ShardCache {
         shard
     }
 
-    /// The tag hash of `key` among `buckets` buckets.
+    /// The tag hash of `key` among `buckets` buckets: N added just above
+    /// the payload bits, so that one key's tags under two Ns always differ
+    /// in the bits an entry keeps (N < 2¹⁷ and the payload at most 32 bits
+    /// leave its whole difference inside them), while two keys' tags stay
+    /// as unrelated as their hashes.
     #[inline]
     fn tag(&self, key: &[u8], buckets: u32) -> u64 {
-        self.hashers[1].hash_one((buckets, key))
+        let hash = self.hashers[1].hash_one(key);
+        hash.wrapping_add(u64::from(buckets) << self.layout.payload)
     }
 
     #[inline]

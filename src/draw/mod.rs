@@ -35,7 +35,7 @@ use borrow::borrow;
 pub(crate) use pace::Pace;
 pub(crate) use pool::Pool;
 use pool::short;
-pub(crate) use rescale::{give_back, refund, rescale, resize};
+pub(crate) use rescale::{Step, give_back, refund, rescale, resize};
 
 /// What [`draw`] decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

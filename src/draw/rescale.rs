@@ -4,6 +4,10 @@
 
 use super::Pace;
 
+/// A change of one bucket's arrival time `tat` from one pace and burst to
+/// another at `now`: [`rescale`] or [`resize`].
+pub(crate) type Step = fn(from: (Pace, u32), to: (Pace, u32), tat: u64, now: u64) -> u64;
+
 /// One bucket's arrival time after a change of quota at `now`: the bucket
 /// keeps the share of its capacity it had as room, rounded down to a whole
 /// unit of time, so it holds `⌊f · burst⌋` tokens of its new burst where it

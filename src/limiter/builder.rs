@@ -8,7 +8,7 @@ use crate::error::ConfigError;
 use crate::metrics::Metrics;
 use crate::quota::Quota;
 
-use super::core::{Core, Split};
+use super::core::{Core, Shards, Split};
 use super::isolation::warn_if_weak;
 use super::live::LiveSplit;
 use super::memory::InProcess;
@@ -301,7 +301,7 @@ impl<C: Clock> Builder<C> {
     /// in for one that already gave it.
     pub(crate) fn build_quietly(self) -> Result<ShardedLimiter<C>, ConfigError> {
         let core = self.plan()?;
-        let store = InProcess::new(core.assignment.buckets(), core.max_buckets, self.clock);
+        let store = InProcess::new(core.buckets(), core.max_buckets, self.clock);
         Ok(Limiter::new(core, store))
     }
 
@@ -332,10 +332,12 @@ impl<C: Clock> Builder<C> {
             cache: ShardCache::new(self.cache, &assignment.resized(max_buckets)),
             max_buckets,
             reserve: reserve_parts(self.reserve),
-            per_user: self.per_user.unwrap_or(assignment.per_tenant()),
-            tiers: self.tier_shards(&assignment),
+            shards: Shards {
+                per_user: self.per_user.unwrap_or(assignment.per_tenant()),
+                tiers: self.tier_shards(&assignment),
+                assignment,
+            },
             split: Arc::new(LiveSplit::new(quota, split)),
-            assignment,
             name: self.name.clone(),
         })
     }

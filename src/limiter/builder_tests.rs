@@ -43,7 +43,10 @@ fn the_plan_carries_the_settings() {
     let split = core.split.get();
     assert_eq!((split.burst, split.larger), (2, 2));
     assert_eq!(
-        (core.assignment.buckets(), core.assignment.per_tenant()),
+        (
+            core.shards.assignment.buckets(),
+            core.shards.assignment.per_tenant()
+        ),
         (4, 3)
     );
     assert_eq!(core.cache.capacity(), 24); // 12 tenants: 18 ways, 3 sets of 8

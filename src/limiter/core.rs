@@ -171,75 +171,77 @@ pub(crate) struct Core {
     /// checks run.
     /// (Shared with a Redis store, which learns of changes from Redis.)
     pub(crate) split: Arc<LiveSplit>,
-    /// The assignment under the N the limiter was built with; shards under
-    /// the N of the moment come from [`Assignment::shard_in`].
-    pub(crate) assignment: Assignment,
+    /// How a tenant's or a user's shard is found under any N.
+    pub(crate) shards: Shards,
     /// The most buckets N may grow to while running.
     pub(crate) max_buckets: u32,
     pub(crate) cache: ShardCache,
     /// The lender's reserve, in units of 2⁻³² of a bucket's capacity
     /// (meaningful only when tenants have spill buckets).
     pub(crate) reserve: u32,
-    /// j: buckets per user of a tenant, in nested checks.
-    pub(crate) per_user: u32,
-    /// The shards of tenants given a tier.
-    pub(crate) tiers: Tiers,
     pub(crate) name: String,
     pub(crate) metrics: Metrics,
 }
 
-/// Whose buckets a decision draws on: a shard resolved under some N, with
-/// whom it belongs to, so that a decision made under another N (the limiter
-/// changed N in between) resolves it again.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Whom<'a> {
-    pub(crate) shard: Shard,
-    /// The N `shard` was resolved under.
-    pub(crate) buckets: u32,
-    pub(crate) id: Id<'a>,
+/// How shards are found: the assignment, the tiers and the users' j, for
+/// any N. (A Redis store keeps a copy, to resolve a shard again when another
+/// process changed N.)
+#[derive(Debug, Clone)]
+pub(crate) struct Shards {
+    /// The assignment under the N the limiter was built with; shards under
+    /// the N of the moment come from [`Assignment::shard_in`].
+    pub(crate) assignment: Assignment,
+    /// The shards of tenants given a tier.
+    pub(crate) tiers: Tiers,
+    /// j: buckets per user of a tenant, in nested checks.
+    pub(crate) per_user: u32,
 }
 
-/// Who a shard belongs to.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Id<'a> {
-    Tenant(&'a [u8]),
-    User(&'a [u8], &'a [u8]),
-    /// Not known: the shard is used as it is, whatever N is by then. Its
-    /// buckets that a smaller N removed are sealed (they never grant), so
-    /// a decision on it can only be denied there, never exceed the budget.
-    Fixed,
-}
-
-impl Core {
-    /// The quota now.
-    pub(crate) fn quota(&self) -> Quota {
-        self.split.quota()
-    }
-
-    /// N now.
+impl Shards {
+    /// The tenant's shard among `buckets` buckets, from `cache` when it was
+    /// seen recently.
     #[inline]
-    pub(crate) fn buckets(&self) -> u32 {
-        self.split.buckets()
+    pub(crate) fn tenant(&self, tenant: &[u8], buckets: u32, cache: &ShardCache) -> Shard {
+        if let Some(shard) = self.tiers.get(tenant, buckets, &self.assignment) {
+            return shard;
+        }
+        cache.get_or_assign(tenant, &self.assignment, buckets)
     }
 
-    /// The assignment under N now.
-    pub(crate) fn assignment(&self) -> Assignment {
-        self.assignment.resized(self.buckets())
+    /// The buckets `user` of `tenant` draws from among `buckets` buckets:
+    /// its j of the tenant's shard, then the tenant's spill buckets.
+    pub(crate) fn user(
+        &self,
+        tenant: &[u8],
+        user: &[u8],
+        buckets: u32,
+        cache: &ShardCache,
+    ) -> Shard {
+        let seed = self.assignment.user_seed(tenant, user);
+        self.tenant(tenant, buckets, cache)
+            .subset(seed, self.per_user)
     }
 
-    /// The split of `quota` over `buckets` buckets if this limiter can have
-    /// that many: no more than its room, enough for every shard.
-    pub(crate) fn split_over(&self, quota: Quota, buckets: u32) -> Result<Split, ConfigError> {
+    /// The split of `quota` over `buckets` buckets if a limiter with room
+    /// for `max_buckets` can have that many: no more than its room, enough
+    /// for every shard.
+    pub(crate) fn split_over(
+        &self,
+        quota: Quota,
+        buckets: u32,
+        max_buckets: u32,
+    ) -> Result<Split, ConfigError> {
         if buckets == 0 {
             return Err(ConfigError::ZeroBuckets);
         }
-        if buckets > self.max_buckets {
+        if buckets > max_buckets {
             return Err(ConfigError::BucketsAboveMax {
                 buckets,
-                max_buckets: self.max_buckets,
+                max_buckets,
             });
         }
-        let (per_tenant, spill) = (self.assignment.per_tenant(), self.assignment.spill());
+        let assignment = &self.assignment;
+        let (per_tenant, spill) = (assignment.per_tenant(), assignment.spill());
         if per_tenant > buckets {
             return Err(ConfigError::PerTenantExceedsBuckets {
                 per_tenant,
@@ -266,31 +268,73 @@ impl Core {
         Split::of(quota, buckets)
     }
 
+    /// `id`'s shard among `buckets` buckets; `None` for a fixed shard.
+    pub(crate) fn of(&self, id: Id<'_>, buckets: u32, cache: &ShardCache) -> Option<Shard> {
+        match id {
+            Id::Tenant(tenant) => Some(self.tenant(tenant, buckets, cache)),
+            Id::User(tenant, user) => Some(self.user(tenant, user, buckets, cache)),
+            Id::Fixed => None,
+        }
+    }
+}
+
+/// Whose buckets a decision draws on: a shard resolved under some N, with
+/// whom it belongs to, so that a decision made under another N (the limiter
+/// changed N in between) resolves it again.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Whom<'a> {
+    pub(crate) shard: Shard,
+    /// The N `shard` was resolved under.
+    pub(crate) buckets: u32,
+    pub(crate) id: Id<'a>,
+}
+
+/// Who a shard belongs to.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Id<'a> {
+    Tenant(&'a [u8]),
+    User(&'a [u8], &'a [u8]),
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))] // the Redis fallback's
+    /// Not known: the shard is used as it is, whatever N is by then. Its
+    /// buckets that a smaller N removed are sealed (they never grant), so
+    /// a decision on it can only be denied there, never exceed the budget.
+    Fixed,
+}
+
+impl Core {
+    /// The quota now.
+    pub(crate) fn quota(&self) -> Quota {
+        self.split.quota()
+    }
+
+    /// N now.
+    #[inline]
+    pub(crate) fn buckets(&self) -> u32 {
+        self.split.buckets()
+    }
+
+    /// The assignment under N now.
+    pub(crate) fn assignment(&self) -> Assignment {
+        self.shards.assignment.resized(self.buckets())
+    }
+
+    /// The split of `quota` over `buckets` buckets if this limiter can have
+    /// that many: no more than its room, enough for every shard.
+    pub(crate) fn split_over(&self, quota: Quota, buckets: u32) -> Result<Split, ConfigError> {
+        self.shards.split_over(quota, buckets, self.max_buckets)
+    }
+
     /// The tenant's shard, from the cache when it was seen recently.
     #[inline]
     pub(crate) fn shard(&self, tenant: &[u8]) -> Shard {
-        self.shard_in(tenant, self.buckets())
-    }
-
-    /// The tenant's shard among `buckets` buckets.
-    #[inline]
-    fn shard_in(&self, tenant: &[u8], buckets: u32) -> Shard {
-        if let Some(shard) = self.tiers.get(tenant, buckets, &self.assignment) {
-            return shard;
-        }
-        self.cache.get_or_assign(tenant, &self.assignment, buckets)
+        self.shards.tenant(tenant, self.buckets(), &self.cache)
     }
 
     /// The buckets `user` of `tenant` draws from in a nested check: its
     /// `per_user` of the tenant's shard (from the cache), then the tenant's
     /// spill buckets. Nothing per user is kept.
     pub(crate) fn user_shard(&self, tenant: &[u8], user: &[u8]) -> Shard {
-        self.user_shard_in(tenant, user, self.buckets())
-    }
-
-    fn user_shard_in(&self, tenant: &[u8], user: &[u8], buckets: u32) -> Shard {
-        let seed = self.assignment.user_seed(tenant, user);
-        self.shard_in(tenant, buckets).subset(seed, self.per_user)
+        self.shards.user(tenant, user, self.buckets(), &self.cache)
     }
 
     /// The tenant's shard under N now, with what resolves it again under
@@ -298,7 +342,7 @@ impl Core {
     #[inline]
     pub(crate) fn tenant<'a>(&self, tenant: &'a [u8]) -> Whom<'a> {
         let buckets = self.buckets();
-        let shard = self.shard_in(tenant, buckets);
+        let shard = self.shards.tenant(tenant, buckets, &self.cache);
         Whom {
             shard,
             buckets,
@@ -309,7 +353,7 @@ impl Core {
     /// The user's shard under N now, with what resolves it again.
     pub(crate) fn user<'a>(&self, tenant: &'a [u8], user: &'a [u8]) -> Whom<'a> {
         let buckets = self.buckets();
-        let shard = self.user_shard_in(tenant, user, buckets);
+        let shard = self.shards.user(tenant, user, buckets, &self.cache);
         Whom {
             shard,
             buckets,
@@ -317,23 +361,15 @@ impl Core {
         }
     }
 
-    /// The shard of `whom` among `buckets` buckets: the one it holds if it
-    /// was resolved under that N (the common case), else resolved again.
-    #[inline]
-    pub(crate) fn resolve(&self, whom: &Whom<'_>, buckets: u32) -> Shard {
+    /// `whom`'s shard among `buckets` buckets: the one it holds if it was
+    /// resolved under that N, else resolved again (a fixed shard stays as
+    /// it is).
+    #[cold]
+    pub(crate) fn resolve_again(&self, whom: &Whom<'_>, buckets: u32) -> Shard {
         if whom.buckets == buckets {
             return whom.shard;
         }
-        self.reresolve(whom, buckets)
-    }
-
-    #[cold]
-    fn reresolve(&self, whom: &Whom<'_>, buckets: u32) -> Shard {
-        match whom.id {
-            Id::Tenant(tenant) => self.shard_in(tenant, buckets),
-            Id::User(tenant, user) => self.user_shard_in(tenant, user, buckets),
-            Id::Fixed => whom.shard,
-        }
+        (self.shards.of(whom.id, buckets, &self.cache)).unwrap_or(whom.shard)
     }
 
     /// How the draw sees the shard: its own and spill buckets, and the
@@ -354,6 +390,44 @@ impl Core {
     }
 }
 
+/// A shard with what resolves it again under another N: a [`Whom`], or a
+/// tenant handle, which keeps its tenant's id (and is read in place, without
+/// a copy, on the hot path).
+pub(crate) trait Resolved {
+    /// The shard, as resolved under [`buckets`](Self::buckets).
+    fn shard(&self) -> &Shard;
+    /// The N the shard was resolved under.
+    fn buckets(&self) -> u32;
+    /// Whom the shard belongs to.
+    fn id(&self) -> Id<'_>;
+
+    /// The same, as a [`Whom`].
+    fn whom(&self) -> Whom<'_> {
+        Whom {
+            shard: *self.shard(),
+            buckets: self.buckets(),
+            id: self.id(),
+        }
+    }
+}
+
+impl Resolved for Whom<'_> {
+    #[inline]
+    fn shard(&self) -> &Shard {
+        &self.shard
+    }
+
+    #[inline]
+    fn buckets(&self) -> u32 {
+        self.buckets
+    }
+
+    fn id(&self) -> Id<'_> {
+        self.id
+    }
+}
+
+#[cfg_attr(not(feature = "redis"), allow(dead_code))] // the Redis fallback's
 impl Whom<'_> {
     /// A shard used as it is (see [`Id::Fixed`]).
     pub(crate) fn fixed(shard: Shard, buckets: u32) -> Whom<'static> {

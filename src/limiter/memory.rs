@@ -9,12 +9,12 @@ use crossbeam_utils::CachePadded;
 
 use crate::Shard;
 use crate::clock::{Clock, MonotonicClock};
-use crate::draw::{Outcome, Pace, Pool, draw, give_back, refund, rescale, resize};
+use crate::draw::{Outcome, Pace, Pool, Step, draw, give_back, refund, rescale, resize};
 use crate::error::InsufficientCapacity;
 use crate::store::sealed::Apply;
 use crate::sync::{AtomicU64, Ordering};
 
-use super::core::{Core, Id, MAX_NOW, Split, Whom};
+use super::core::{Core, Id, MAX_NOW, Resolved, Split, Whom};
 use super::decision::{BucketState, Denied, Grant, Reserved, answer};
 use super::{Limiter, ShardedLimiter};
 
@@ -57,12 +57,33 @@ impl<C: Clock> InProcess<C> {
 
     /// The draw applied to the atomics (see [`decide`](Self::decide)), as
     /// the caller's answer.
-    #[inline]
-    pub(crate) fn take(&self, core: &Core, whom: &Whom<'_>, n: u32) -> Result<Grant, Denied> {
-        let (outcome, now, shard) = self.decide(core, whom, n, 0);
-        let result = answer(outcome, &shard, n, now, 1);
-        core.record(&result);
-        result
+    #[inline(always)]
+    pub(crate) fn take(&self, core: &Core, whom: &impl Resolved, n: u32) -> Result<Grant, Denied> {
+        match self.decide(core, whom.shard(), whom.buckets(), n, 0) {
+            Some((outcome, now)) => {
+                let result = answer(outcome, whom.shard(), n, now, 1);
+                core.record(&result);
+                result
+            }
+            None => self.take_again(core, whom.whom(), n),
+        }
+    }
+
+    /// [`take`](Self::take) for a caller whose shard was resolved under
+    /// another N than the one in force: resolved again until it is not.
+    #[cold]
+    #[inline(never)]
+    fn take_again(&self, core: &Core, mut whom: Whom<'_>, n: u32) -> Result<Grant, Denied> {
+        loop {
+            let buckets = core.buckets();
+            whom.shard = core.resolve_again(&whom, buckets);
+            whom.buckets = buckets;
+            if let Some((outcome, now)) = self.decide(core, &whom.shard, buckets, n, 0) {
+                let result = answer(outcome, &whom.shard, n, now, 1);
+                core.record(&result);
+                return result;
+            }
+        }
     }
 
     /// A grant for `lead` ns from now, taken now: the draw at that instant,
@@ -75,28 +96,45 @@ impl<C: Clock> InProcess<C> {
         n: u32,
         lead: u64,
     ) -> Result<Reserved, Denied> {
-        let (outcome, now, shard) = self.decide(core, whom, n, lead);
-        let result = answer(outcome, &shard, n, now, 1);
+        let mut whom = *whom;
+        let (outcome, now) = loop {
+            if let Some(decided) = self.decide(core, &whom.shard, whom.buckets, n, lead) {
+                break decided;
+            }
+            let buckets = core.buckets();
+            whom.shard = core.resolve_again(&whom, buckets);
+            whom.buckets = buckets;
+        };
+        let result = answer(outcome, &whom.shard, n, now, 1);
         core.record(&result);
         Ok(Reserved::of(result?, &outcome, Duration::from_nanos(lead)))
     }
 
     /// The draw applied to the atomics at `lead` ns from now: read the
-    /// split, resolve the shard under its N (again, only if N changed since
-    /// `whom` was resolved), load the shard's arrival times, draw, and
-    /// compare-and-swap the winner's; draw again if another thread changed
-    /// it in between, or if the quota or N changed meanwhile (see
-    /// `live.rs`). The outcome applied, the instant it was drawn at and the
-    /// shard it was drawn on. (Always inlined: the outcome is large, and
-    /// returned from a call it is copied, which doubled a check's time.)
+    /// split, load the shard's arrival times, draw, and compare-and-swap
+    /// the winner's; draw again if another thread changed it in between,
+    /// or if the quota changed meanwhile (see `live.rs`). The outcome
+    /// applied and the instant it was drawn at; `None`, with nothing drawn,
+    /// when N is no longer `buckets`, the N the shard was resolved under.
+    /// (Always inlined: the outcome is large, and returned from a call it is
+    /// copied, which doubled a check's time.)
     #[inline(always)]
-    fn decide(&self, core: &Core, whom: &Whom<'_>, n: u32, lead: u64) -> (Outcome, u64, Shard) {
+    fn decide(
+        &self,
+        core: &Core,
+        shard: &Shard,
+        buckets: u32,
+        n: u32,
+        lead: u64,
+    ) -> Option<(Outcome, u64)> {
         let now = self.now().saturating_add(lead).min(MAX_NOW);
-        let span = core.span(&whom.shard);
+        let ids = shard.ranked();
+        let span = core.span(shard);
         loop {
             let (version, split) = core.split.read();
-            let shard = core.resolve(whom, split.buckets);
-            let ids = shard.ranked();
+            if split.buckets != buckets {
+                return None;
+            }
             let burst = |j: usize| split.burst_of(ids[j]);
             let tat = |j: usize| self.tat(ids[j]);
             let start = || tie_break(span.own);
@@ -114,7 +152,7 @@ impl<C: Clock> InProcess<C> {
                 Outcome::Deny { .. } => true,
             };
             if applied && core.split.unchanged(version) {
-                return (outcome, now, shard);
+                return Some((outcome, now));
             }
         }
     }
@@ -176,12 +214,7 @@ impl<C: Clock> InProcess<C> {
 
     /// Moves each bucket below the larger N of `from` and `to` to `step` of
     /// its arrival time, or to empty or sealed where it is added or goes.
-    fn move_buckets(
-        &self,
-        from: Split,
-        to: Split,
-        step: fn((Pace, u32), (Pace, u32), u64, u64) -> u64,
-    ) {
+    fn move_buckets(&self, from: Split, to: Split, step: Step) {
         let now = self.now();
         let (kept, all) = (from.buckets.min(to.buckets), from.buckets.max(to.buckets));
         for (b, tat) in (0..all).zip(self.tats.iter()) {
@@ -351,10 +384,10 @@ impl<C: Clock> ShardedLimiter<C> {
     /// `n` tokens for `whom`, once its buckets are known to hold them.
     fn check_n_of(
         &self,
-        whom: &Whom<'_>,
+        whom: &impl Resolved,
         n: u32,
     ) -> Result<Result<Grant, Denied>, InsufficientCapacity> {
-        self.core.split.get().check_weight(&whom.shard, n)?;
+        self.core.split.get().check_weight(whom.shard(), n)?;
         Ok(self.store.take(&self.core, whom, n))
     }
 
@@ -505,6 +538,14 @@ impl Owned {
     pub(crate) fn user(tenant: &[u8], user: &[u8]) -> Owned {
         Owned::User(tenant.into(), user.into())
     }
+
+    /// The same, borrowed.
+    pub(crate) fn id(&self) -> Id<'_> {
+        match self {
+            Owned::Tenant(tenant) => Id::Tenant(tenant),
+            Owned::User(tenant, user) => Id::User(tenant, user),
+        }
+    }
 }
 
 impl<'a, S> Tenant<'a, S> {
@@ -522,19 +563,6 @@ impl<'a, S> Tenant<'a, S> {
         }
     }
 
-    /// What a decision for this handle needs.
-    #[inline]
-    pub(crate) fn whom(&self) -> Whom<'_> {
-        Whom {
-            shard: self.shard,
-            buckets: self.buckets,
-            id: match &self.id {
-                Owned::Tenant(tenant) => Id::Tenant(tenant),
-                Owned::User(tenant, user) => Id::User(tenant, user),
-            },
-        }
-    }
-
     /// The tenant's buckets, as resolved when the handle was made.
     pub fn shard(&self) -> Shard {
         self.shard
@@ -548,7 +576,7 @@ impl<C: Clock> Tenant<'_, InProcess<C>> {
     /// [`Denied`] when all of the tenant's buckets are empty.
     #[inline]
     pub fn check(&self) -> Result<Grant, Denied> {
-        self.limiter.store.take(&self.limiter.core, &self.whom(), 1)
+        self.limiter.store.take(&self.limiter.core, self, 1)
     }
 
     /// As [`ShardedLimiter::check_n`].
@@ -556,14 +584,30 @@ impl<C: Clock> Tenant<'_, InProcess<C>> {
     /// # Errors
     /// As [`ShardedLimiter::check_n`].
     pub fn check_n(&self, n: u32) -> Result<Result<Grant, Denied>, InsufficientCapacity> {
-        self.limiter.check_n_of(&self.whom(), n)
+        self.limiter.check_n_of(self, n)
     }
 
     /// As [`ShardedLimiter::remaining`].
     pub fn remaining(&self) -> u64 {
-        let core = &self.limiter.core;
-        let shard = core.resolve(&self.whom(), core.buckets());
+        let (core, whom) = (&self.limiter.core, self.whom());
+        let shard = core.resolve_again(&whom, core.buckets());
         self.limiter.store.remaining(core, &shard)
+    }
+}
+
+impl<S> Resolved for Tenant<'_, S> {
+    #[inline]
+    fn shard(&self) -> &Shard {
+        &self.shard
+    }
+
+    #[inline]
+    fn buckets(&self) -> u32 {
+        self.buckets
+    }
+
+    fn id(&self) -> Id<'_> {
+        self.id.id()
     }
 }
 

@@ -111,12 +111,12 @@ impl<S> Limiter<S> {
 
     /// k: buckets per tenant.
     pub fn per_tenant(&self) -> u32 {
-        self.core.assignment.per_tenant()
+        self.core.shards.assignment.per_tenant()
     }
 
     /// j: buckets per user of a tenant, in nested checks.
     pub fn per_user(&self) -> u32 {
-        self.core.per_user
+        self.core.shards.per_user
     }
 
     /// The time between two tokens of one bucket (in Redis, rounded up to a

@@ -6,6 +6,7 @@
 //! larger tier keeps every bucket it had and adds more.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use foldhash::fast::RandomState;
 
@@ -29,9 +30,9 @@ pub(crate) struct Tiered {
 
 /// The shards of the tenants given a tier; empty for most limiters, which
 /// then pay one branch per check for it.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Tiers {
-    shards: Option<Box<ByTenant>>,
+    shards: Option<Arc<ByTenant>>,
     /// The tier with the most buckets per tenant, and that number, if any
     /// tenant has a tier: it bounds how far N may shrink.
     widest: Option<(String, u32)>,
@@ -46,7 +47,7 @@ impl Tiers {
         let map: ByTenant = shards.into_iter().collect();
         Tiers {
             widest: widest.filter(|_| !map.is_empty()),
-            shards: (!map.is_empty()).then(|| Box::new(map)),
+            shards: (!map.is_empty()).then(|| Arc::new(map)),
         }
     }
 

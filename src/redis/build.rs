@@ -19,6 +19,7 @@ use super::quota::ChangeScripts;
 use super::script::{DrawScript, MICROS};
 use super::spread::Rooms;
 use super::store::{RedisStore, Shared};
+use crate::assign::ShardCache;
 use crate::clock::Clock;
 use crate::error::ConfigError;
 use crate::limiter::core::{Core, Split};
@@ -171,19 +172,21 @@ impl<C: Clock> Builder<C> {
         let split = in_micros(core.split.get())
             .map_err(|refill_secs| BuildError::RefillTooLong { refill_secs })?;
         core.split = Arc::new(LiveSplit::new(quota, split));
-        if core.max_buckets > core.assignment.buckets() {
+        let assignment = &core.shards.assignment;
+        if options.layout == Layout::Spread && core.max_buckets > assignment.buckets() {
             return Err(BuildError::GrowingBuckets {
                 max_buckets: core.max_buckets,
-                buckets: core.assignment.buckets(),
+                buckets: assignment.buckets(),
             });
         }
-        if options.layout == Layout::Spread && core.assignment.spill() > 0 {
+        if options.layout == Layout::Spread && assignment.spill() > 0 {
             return Err(BuildError::SpreadBorrowing {
-                spill: core.assignment.spill(),
+                spill: assignment.spill(),
             });
         }
-        let script = DrawScript::new(&self.name, core.assignment.buckets(), options.layout);
-        let isolation = Isolation::of(&core.assignment, quota);
+        // Keys for every bucket N may grow to.
+        let script = DrawScript::new(&self.name, core.max_buckets, options.layout);
+        let isolation = Isolation::of(assignment, quota);
         warn_if_weak(&self.name, &isolation);
         let fallback = match options.policy {
             FailurePolicy::LocalFallback { replicas } => {
@@ -279,7 +282,7 @@ struct Parts<C> {
 
 impl<C> Parts<C> {
     fn into_limiter<Conn>(self, connection: Conn, options: RedisOptions) -> RedisLimiter<Conn, C> {
-        let buckets = self.core.assignment.buckets();
+        let buckets = self.core.max_buckets;
         let shared = Shared {
             connection,
             script: self.script,
@@ -287,11 +290,14 @@ impl<C> Parts<C> {
             split: Arc::clone(&self.core.split),
             version: AtomicU64::new(0),
             built: self.core.quota(),
+            built_buckets: self.core.buckets(),
             reserve: self.core.reserve,
             breaker: Breaker::new(buckets, options.retry_every, options.layout),
             denials: DenialCache::new(buckets),
             rooms: Rooms::new(buckets),
             fallback: self.fallback,
+            shards: self.core.shards.clone(),
+            no_cache: ShardCache::new(0, &self.core.shards.assignment),
             metrics: self.core.metrics.clone(),
             redis_metrics: RedisMetrics::new(&self.core.name),
             options,

@@ -62,8 +62,8 @@ pub enum BuildError {
         /// The spill buckets asked for (d).
         spill: u32,
     },
-    /// Room for N to grow was asked for: a limiter in Redis keeps N as
-    /// built (changing N live is offered in process only, so far).
+    /// Room for N to grow was asked for in the
+    /// [spread layout](super::Layout::Spread), where N stays as built.
     GrowingBuckets {
         /// The most buckets asked for.
         max_buckets: u32,
@@ -126,9 +126,9 @@ impl fmt::Display for BuildError {
                 buckets,
             } => write!(
                 f,
-                "max_buckets({max_buckets}) asks for room to change N live, which a limiter \
-                 in Redis does not offer yet: remove .max_buckets(..) (or set it to {buckets}); \
-                 to change N, build a limiter of another name"
+                "max_buckets({max_buckets}) asks for room to change N live, which the spread \
+                 layout does not offer yet: remove .max_buckets(..) (or set it to {buckets}), \
+                 or use Layout::OneSlot (the default)"
             ),
             BuildError::ZeroDuration { option } => {
                 write!(f, "RedisOptions::{option} is zero: use a positive duration")
@@ -203,7 +203,7 @@ pub enum Error {
     },
     /// A quota set live that the limiter's buckets cannot take.
     Config(ConfigError),
-    /// A quota cannot be set live in the spread layout yet.
+    /// A quota or N cannot be set live in the spread layout yet.
     SpreadQuota,
     /// Redis did not answer in time.
     Timeout {
@@ -302,9 +302,9 @@ impl fmt::Display for Error {
             ),
             Error::Config(e) => e.fmt(f),
             Error::SpreadQuota => f.write_str(
-                "a quota cannot be changed live in the spread layout yet: use the one-slot \
-                 layout (the default) to change it live, or restart every process with the \
-                 new quota",
+                "a quota or N cannot be changed live in the spread layout yet: use the \
+                 one-slot layout (the default) to change them live, or restart every process \
+                 with the new settings",
             ),
             Error::Timeout { after } => write!(
                 f,

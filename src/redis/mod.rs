@@ -168,6 +168,7 @@ use ::redis::aio::{ConnectionLike, ConnectionManager};
 
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::InsufficientCapacity;
+use crate::limiter::core::Resolved as _;
 use crate::limiter::memory::Owned;
 use crate::store::sealed::Apply as _;
 use crate::{Denied, Grant, Limiter, ShardedLimiter, Tenant};
@@ -190,7 +191,7 @@ pub use options::{
 };
 pub use store::{Decision, RedisStats, RedisStore, Source};
 
-use store::{ERRORS, FROM_CACHE, FROM_POLICY, FROM_REDIS};
+use store::{ERRORS, FROM_CACHE, FROM_POLICY, FROM_REDIS, Target};
 
 /// A limiter whose buckets live in Redis, shared by every process that
 /// builds it with the same quota, N, k, salt and name: a [`Limiter`] over
@@ -278,9 +279,9 @@ where
         tenant: impl AsRef<[u8]>,
         n: u32,
     ) -> Result<Decision, InsufficientCapacity> {
-        let shard = self.core.shard(tenant.as_ref());
-        self.store.check_weight(&self.core, &shard, n)?;
-        Ok(self.store.shared.decide(shard, n).await)
+        let whom = self.core.tenant(tenant.as_ref());
+        self.store.check_weight(&self.core, &whom.shard, n)?;
+        Ok(self.store.shared.decide(Target::of(&whom), n).await)
     }
 
     /// A handle for one tenant with its shard resolved once.
@@ -337,7 +338,8 @@ where
     /// [`Denied`] when all of the tenant's buckets are empty (or the policy
     /// denies).
     pub async fn check(&self) -> Result<Grant, Denied> {
-        self.limiter.store.shared.decide(self.shard, 1).await.result
+        let target = Target::of(&self.whom());
+        self.limiter.store.shared.decide(target, 1).await.result
     }
 
     /// As [`RedisLimiter::check_n`].
@@ -347,7 +349,8 @@ where
     pub async fn check_n(&self, n: u32) -> Result<Result<Grant, Denied>, InsufficientCapacity> {
         let limiter = self.limiter;
         limiter.store.check_weight(&limiter.core, &self.shard, n)?;
-        Ok(self.limiter.store.shared.decide(self.shard, n).await.result)
+        let target = Target::of(&self.whom());
+        Ok(self.limiter.store.shared.decide(target, n).await.result)
     }
 }
 

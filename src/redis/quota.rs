@@ -1,13 +1,15 @@
 //! Changing a Redis limiter while it runs: the quota set live, which lives
 //! in Redis beside the buckets, and tokens given back.
 //!
-//! The quota key `{name}:quota` is missing until a quota is set live; then
-//! it holds `"<version> <count> <period in ns> <burst>"`. Every draw sends
-//! the version its interval and bursts come from, and the script draws
-//! nothing when the key holds another: the process reads the key, takes the
-//! new quota, and asks again. So no two processes ever decide with
-//! different quotas, whenever each of them was built. Deleting the key
-//! brings every process back to the quota it was built with.
+//! The quota key `{name}:quota` is missing until a quota or N is set live;
+//! then it holds `"<version> <count> <period in ns> <burst> <N>"`. Every
+//! draw sends the version its interval, bursts and shard come from, and the
+//! script draws nothing when the key holds another: the process reads the
+//! key, takes the new quota and N, resolves the shard again, and asks
+//! again. So no two processes ever decide with different quotas or Ns,
+//! whenever each of them was built. Deleting the key brings every process
+//! back to the quota and N it was built with (the buckets keep their state;
+//! a bucket beyond the N built with is left alone).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -57,24 +59,23 @@ impl Default for ChangeScripts {
     }
 }
 
-/// The quota key's text after its version.
-fn quota_text(quota: Quota) -> String {
+/// The quota key's text after its version: the quota and N.
+fn quota_text(quota: Quota, buckets: u32) -> String {
     let period = quota.period().as_nanos();
-    format!("{} {period} {}", quota.count(), quota.burst())
+    format!("{} {period} {} {buckets}", quota.count(), quota.burst())
 }
 
-/// The version and quota a quota key holds.
-fn parse_quota(text: &str) -> Option<(u64, Quota)> {
+/// The version, quota and N a quota key holds.
+fn parse_quota(text: &str) -> Option<(u64, Quota, u32)> {
     let mut words = text.split(' ');
     let version = words.next()?.parse().ok()?;
     let count = words.next()?.parse().ok()?;
     let period: u128 = words.next()?.parse().ok()?;
     let burst = words.next()?.parse().ok()?;
+    let buckets = words.next()?.parse().ok()?;
     let period = std::time::Duration::from_nanos(u64::try_from(period).ok()?);
-    words
-        .next()
-        .is_none()
-        .then(|| (version, Quota::new(count, period).with_burst(burst)))
+    let quota = Quota::new(count, period).with_burst(burst);
+    words.next().is_none().then_some((version, quota, buckets))
 }
 
 impl<Conn, C> Shared<Conn, C>
@@ -94,11 +95,11 @@ where
         }
     }
 
-    /// The split of `quota` over the limiter's buckets, in whole
-    /// microseconds, or why the buckets cannot take it.
-    pub(super) fn split_of(&self, quota: Quota) -> Result<Split, Error> {
-        let buckets = self.script.keys().len() as u32;
-        let split = Split::of(quota, buckets).map_err(Error::Config)?;
+    /// The split of `quota` over `buckets` buckets, in whole microseconds,
+    /// or why the limiter cannot take it (N beyond its room, for one).
+    pub(super) fn split_of(&self, quota: Quota, buckets: u32) -> Result<Split, Error> {
+        let max_buckets = self.script.keys().len() as u32;
+        let split = (self.shards.split_over(quota, buckets, max_buckets)).map_err(Error::Config)?;
         in_micros(split).map_err(|refill_secs| {
             Error::Config(ConfigError::Overflow {
                 refill_secs: u128::from(refill_secs),
@@ -106,9 +107,9 @@ where
         })
     }
 
-    /// Takes `quota` of `version` as the one to decide with, here and in
-    /// the local fallback; denials remembered under the old one are
-    /// forgotten.
+    /// Takes `quota` and the N of `split`, of `version`, as the ones to
+    /// decide with, here and in the local fallback; denials remembered under
+    /// the old ones are forgotten.
     pub(super) fn adopt(&self, version: u64, quota: Quota, split: Split) {
         let adopted = self.split.change(
             |_, _| Ok::<_, std::convert::Infallible>((quota, split)),
@@ -117,11 +118,17 @@ where
         let Ok(()) = adopted;
         self.denials.clear();
         if let (Some(local), Some(replicas)) = (&self.fallback, self.options.policy.replicas()) {
-            let buckets = self.script.keys().len() as u32;
-            // A share the fallback cannot split keeps its old one: it only
-            // answers while Redis does not.
-            if let Ok(share) = replica_share(quota, replicas, buckets) {
-                let _ = local.set_quota(share);
+            // A share or an N the fallback cannot take leaves it as it was:
+            // it only answers while Redis does not, and a bucket it lacks
+            // is sealed there (it denies).
+            if let Ok(share) = replica_share(quota, replicas, split.buckets) {
+                if split.buckets > local.buckets() {
+                    let _ = local.set_quota(share);
+                    let _ = local.set_buckets(split.buckets);
+                } else {
+                    let _ = local.set_buckets(split.buckets);
+                    let _ = local.set_quota(share);
+                }
             }
         }
     }
@@ -193,14 +200,14 @@ where
             .query_async(&mut connection)
             .await
             .map_err(Error::from_redis)?;
-        let (version, quota) = match text {
-            None => (0, self.built),
+        let (version, quota, buckets) = match text {
+            None => (0, self.built, self.built_buckets),
             Some(text) => parse_quota(&text).ok_or_else(|| Error::NotAQuota {
                 key: key.to_owned(),
                 detail: text.clone(),
             })?,
         };
-        let split = self.split_of(quota)?;
+        let split = self.split_of(quota, buckets)?;
         self.adopt(version, quota, split);
         Ok(())
     }
@@ -224,24 +231,66 @@ where
     /// (not yet), and the errors of a round trip to Redis; the quota is then
     /// unchanged.
     pub async fn set_quota(&self, quota: Quota) -> Result<(), Error> {
+        self.change(Rescale::Share, |_, buckets| (quota, buckets))
+            .await
+    }
+
+    /// Changes N, the number of buckets, for every process sharing this
+    /// limiter, at once: as
+    /// [`ShardedLimiter::set_buckets`](crate::ShardedLimiter::set_buckets),
+    /// buckets that stay keep their tokens (up to their new burst), buckets
+    /// added start empty and buckets removed are deleted with their tokens,
+    /// in one script that also stores N beside the quota. Every process's
+    /// next decision uses the new N and its tenant's new shard.
+    ///
+    /// Every process must have been built with room for the new N
+    /// ([`Builder::max_buckets`](crate::Builder::max_buckets)): one without
+    /// it fails its decisions with [`Error::Config`] until it is rebuilt
+    /// (its failure policy decides meanwhile).
+    ///
+    /// # Errors
+    /// [`Error::Config`] when this limiter cannot have `buckets` buckets
+    /// (beyond its room, or too few for a shard or the burst),
+    /// [`Error::SpreadQuota`] in the [spread layout](super::Layout::Spread)
+    /// (not yet), and the errors of a round trip to Redis; N is then
+    /// unchanged.
+    pub async fn set_buckets(&self, buckets: u32) -> Result<(), Error> {
+        self.change(Rescale::Tokens, |quota, _| (quota, buckets))
+            .await
+    }
+
+    /// Moves every bucket from the quota and N in force to the ones `next`
+    /// makes of them, in one script, asking again (up to a few times) when
+    /// another process changed them first.
+    async fn change(
+        &self,
+        mode: Rescale,
+        next: impl Fn(Quota, u32) -> (Quota, u32),
+    ) -> Result<(), Error> {
         let shared = &self.store.shared;
         if shared.options.layout == Layout::Spread {
             return Err(Error::SpreadQuota);
         }
-        let new = shared.split_of(quota)?;
         for _ in 0..ATTEMPTS {
             let (version, old) = shared.current();
+            let (quota, buckets) = next(self.core.quota(), old.buckets);
+            let new = shared.split_of(quota, buckets)?;
             let mut invocation = shared.changes.rescale.prepare_invoke();
-            for key in shared.script.keys() {
+            let keys = old.buckets.max(new.buckets) as usize;
+            for key in &shared.script.keys()[..keys] {
                 invocation.key(key.as_str());
             }
             invocation.key(shared.script.quota_key(0));
-            invocation.arg(version);
+            invocation.arg(version).arg(mode.word());
             for split in [old, new] {
                 let interval = split.interval() / MICROS;
-                invocation.arg(interval).arg(split.burst).arg(split.larger);
+                invocation
+                    .arg(interval)
+                    .arg(split.burst)
+                    .arg(split.larger)
+                    .arg(split.buckets);
             }
-            invocation.arg(quota_text(quota));
+            invocation.arg(quota_text(quota, buckets));
             match run(&invocation, &shared.connection).await? {
                 (1, version) => {
                     shared.adopt(version, quota, new);
@@ -251,7 +300,7 @@ where
             }
         }
         Err(Error::Reply {
-            detail: "the quota kept changing under set_quota".to_owned(),
+            detail: "the quota kept changing under the change".to_owned(),
         })
     }
 
@@ -323,6 +372,24 @@ where
     }
 }
 
+/// What `rescale.lua` keeps of each bucket.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Rescale {
+    /// A new quota: the share of the burst (`rescale`).
+    Share,
+    /// A new N: the tokens, up to the new burst (`resize`).
+    Tokens,
+}
+
+impl Rescale {
+    pub(super) fn word(self) -> &'static str {
+        match self {
+            Rescale::Share => "share",
+            Rescale::Tokens => "tokens",
+        }
+    }
+}
+
 /// One call of a change script, answering `(done, version)`.
 async fn run<Conn: ConnectionLike + Clone>(
     invocation: &::redis::ScriptInvocation<'_>,
@@ -350,17 +417,19 @@ mod tests {
     #[test]
     fn a_quota_key_reads_back_what_was_written() {
         let quota = Quota::new(7, Duration::from_millis(1500)).with_burst(30);
-        let text = format!("12 {}", quota_text(quota));
-        assert_eq!(text, "12 7 1500000000 30");
-        assert_eq!(parse_quota(&text), Some((12, quota)));
+        let text = format!("12 {}", quota_text(quota, 8));
+        assert_eq!(text, "12 7 1500000000 30 8");
+        assert_eq!(parse_quota(&text), Some((12, quota, 8)));
         for bad in [
             "",
             "1",
             "1 2 3",
-            "x 1 2 3",
-            "1 2 3 4 5",
-            "1 -2 3 4",
-            "1 2 3 4 ",
+            "1 2 3 4",
+            "x 1 2 3 4",
+            "1 2 3 4 5 6",
+            "1 -2 3 4 5",
+            "1 2 3 4 -5",
+            "1 2 3 4 5 ",
         ] {
             assert_eq!(parse_quota(bad), None, "{bad:?}");
         }

@@ -1,28 +1,38 @@
--- shuffle-limiter: the quota of a running limiter changed, on the Redis
--- server, for every bucket at once.
+-- shuffle-limiter: the quota or the number of buckets of a running limiter
+-- changed, on the Redis server, for every bucket at once.
 --
--- This is `rescale` of src/draw/rescale.rs for each bucket, in integer
+-- For each bucket this is `rescale` (a new quota: the share of the burst is
+-- kept) or `resize` (a new N: the tokens are kept, up to the new burst) of
+-- src/draw/rescale.rs, and the in-process store's `move_buckets`, in integer
 -- microseconds; the differential test in src/redis/script/changes.rs feeds
 -- both the same inputs.
 --
--- KEYS[i]      every bucket key of the limiter, "{limiter-name}:b<i - 1>".
--- KEYS[N + 1]  the quota key, "{limiter-name}:quota".
+-- KEYS[i]      the bucket keys "{limiter-name}:b<i - 1>", for every bucket
+--              below the larger of the old and the new N.
+-- KEYS[M + 1]  the quota key, "{limiter-name}:quota".
 -- ARGV[1]      the quota version the old split comes from (0: none was set).
--- ARGV[2..4]   the old split: interval (us), burst, buckets holding one more.
--- ARGV[5..7]   the new split, the same way.
--- ARGV[8]      the new quota, "<count> <period in ns> <burst>".
--- ARGV[9]      absent in production (the server's clock); the test's time.
+-- ARGV[2]      'share' (a new quota) or 'tokens' (a new N).
+-- ARGV[3..6]   the old split: interval (us), burst, buckets holding one
+--              more, N.
+-- ARGV[7..10]  the new split, the same way.
+-- ARGV[11]     the new quota, "<count> <period in ns> <burst> <N>".
+-- ARGV[12]     absent in production (the server's clock); the test's time.
+--
+-- A bucket below both Ns is moved; one below the new N only is added,
+-- empty; one below the old N only is removed: its key is deleted, and no
+-- draw can reach it, since every draw sends the quota version it decided
+-- with and this script moves that version on.
 --
 -- Reply: { 1, version } with the quota's new version once every bucket is
 -- moved, or { 0, version } when the key holds another version than
 -- ARGV[1]: nothing changed, and the caller reads the quota and asks again.
 
-local buckets = #KEYS - 1
-local version, stop = expect_quota(KEYS[buckets + 1], ARGV[1], 0)
+local keys = #KEYS - 1
+local version, stop = expect_quota(KEYS[keys + 1], ARGV[1], 0)
 if stop then
   return stop
 end
-local now = clock(ARGV[9])
+local now = clock(ARGV[12])
 
 -- floor(a * b / c) for integers with a <= c and b, c below 2^51, exactly:
 -- the product may not fit in a double, so b is taken one bit at a time,
@@ -50,10 +60,27 @@ local function mul_div(a, b, c)
   return q
 end
 
-local old_interval, old_burst, old_larger = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0
-local new_interval, new_burst, new_larger = ARGV[5] + 0, ARGV[6] + 0, ARGV[7] + 0
-local raw = redis.call('MGET', unpack(KEYS, 1, buckets))
-for i = 1, buckets do
+local share = ARGV[2] == 'share'
+local old_interval, old_burst, old_larger, old_n = ARGV[3] + 0, ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0
+local new_interval, new_burst, new_larger, new_n = ARGV[7] + 0, ARGV[8] + 0, ARGV[9] + 0, ARGV[10] + 0
+
+-- What a bucket holding `room` of its old capacity `old` keeps of its new
+-- capacity `new`: the same share of it rounded down, or the same tokens at
+-- the new interval, rounded down and no more than the new capacity.
+local function kept(room, old, new)
+  if share then
+    return mul_div(room, new, old)
+  end
+  local rest = room % old_interval
+  local tokens = (room - rest) / old_interval
+  if tokens * new_interval >= new then
+    return new
+  end
+  return math.min(tokens * new_interval + mul_div(rest, new_interval, old_interval), new)
+end
+
+local raw = redis.call('MGET', unpack(KEYS, 1, keys))
+for i = 1, keys do
   -- Split::burst_of: the first `larger` buckets hold one token more.
   local old = old_burst * old_interval
   if i <= old_larger then
@@ -63,27 +90,33 @@ for i = 1, buckets do
   if i <= new_larger then
     new = new + new_interval
   end
-  -- A missing key is a full bucket; a string that is not a time, an empty
-  -- one (as draw.lua reads it).
-  local tat = 0
-  if raw[i] then
-    tat = tonumber(raw[i])
-    if not tat or tat ~= tat or tat < 0 or tat >= 9007199254740992 or tat % 1 ~= 0 then
-      tat = now + old
-    end
-  end
-  if tat - now > old then
-    -- Owing beyond its capacity (reservations): still owed, in time, and
-    -- empty until then.
-    store(KEYS[i], tat - old + new, now)
+  if i > new_n then
+    redis.call('DEL', KEYS[i])
+  elseif i > old_n then
+    store(KEYS[i], now + new, now)
   else
-    -- Pace::room, then the share of it kept, rounded down.
-    local room = old
-    if tat > now then
-      room = old - (tat - now)
+    -- A missing key is a full bucket; a string that is not a time, an
+    -- empty one (as draw.lua reads it).
+    local tat = 0
+    if raw[i] then
+      tat = tonumber(raw[i])
+      if not tat or tat ~= tat or tat < 0 or tat >= 9007199254740992 or tat % 1 ~= 0 then
+        tat = now + old
+      end
     end
-    store(KEYS[i], now + (new - mul_div(room, new, old)), now)
+    if tat - now > old then
+      -- Owing beyond its capacity (reservations): still owed, in time, and
+      -- empty until then.
+      store(KEYS[i], tat - old + new, now)
+    else
+      -- Pace::room, then what of it is kept, rounded down.
+      local room = old
+      if tat > now then
+        room = old - (tat - now)
+      end
+      store(KEYS[i], now + (new - kept(room, old, new)), now)
+    end
   end
 end
-redis.call('SET', KEYS[buckets + 1], string.format('%d', version + 1) .. ' ' .. ARGV[8])
+redis.call('SET', KEYS[keys + 1], string.format('%d', version + 1) .. ' ' .. ARGV[11])
 return { 1, version + 1 }

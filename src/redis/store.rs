@@ -20,12 +20,14 @@ use super::options::{FailurePolicy, RedisOptions};
 use super::quota::ChangeScripts;
 use super::script::{Answer, DrawScript, Drawn, MICROS, answer};
 use super::spread::Rooms;
+use crate::assign::ShardCache;
 use crate::clock::{Clock, MonotonicClock};
 use crate::draw::Outcome;
 use crate::error::InsufficientCapacity;
-use crate::limiter::core::{Core, Split, Whom};
+use crate::limiter::core::{Core, Id, Shards, Split, Whom};
 use crate::limiter::decision::Reserved;
 use crate::limiter::live::LiveSplit;
+use crate::limiter::memory::Owned;
 use crate::limiter::memory::tie_break;
 use crate::metrics::{Metrics, RedisMetrics};
 use crate::quota::Quota;
@@ -58,6 +60,30 @@ impl<Conn, C> fmt::Debug for RedisStore<Conn, C> {
     }
 }
 
+/// Whose buckets a decision in Redis draws on, owned by the decision in
+/// flight: the shard resolved under N `buckets`, and whom it belongs to, so
+/// that a decision that finds another N in Redis resolves it again.
+#[derive(Debug, Clone)]
+pub(super) struct Target {
+    pub(super) shard: Shard,
+    pub(super) buckets: u32,
+    pub(super) id: Option<Owned>,
+}
+
+impl Target {
+    pub(super) fn of(whom: &Whom<'_>) -> Target {
+        Target {
+            shard: whom.shard,
+            buckets: whom.buckets,
+            id: match whom.id {
+                Id::Tenant(tenant) => Some(Owned::tenant(tenant)),
+                Id::User(tenant, user) => Some(Owned::user(tenant, user)),
+                Id::Fixed => None,
+            },
+        }
+    }
+}
+
 /// What every decision of one limiter shares, owned by the decisions in
 /// flight as much as by the limiter.
 pub(super) struct Shared<Conn, C> {
@@ -71,6 +97,8 @@ pub(super) struct Shared<Conn, C> {
     /// quota the limiter was built with, `built`).
     pub(super) version: AtomicU64,
     pub(super) built: Quota,
+    /// The N the limiter was built with, as `built`.
+    pub(super) built_buckets: u32,
     /// The lender's reserve, as the core's.
     pub(super) reserve: u32,
     pub(super) options: RedisOptions,
@@ -79,6 +107,10 @@ pub(super) struct Shared<Conn, C> {
     /// What this process last saw of each bucket (the spread layout's).
     pub(super) rooms: Rooms,
     pub(super) fallback: Option<ShardedLimiter<C>>,
+    /// How shards are found, to resolve one again when another process
+    /// changed N (rare: without a cache).
+    pub(super) shards: Shards,
+    pub(super) no_cache: ShardCache,
     pub(super) metrics: Metrics,
     /// The same counts as `counts`, through the metrics facade.
     pub(super) redis_metrics: RedisMetrics,
@@ -96,17 +128,28 @@ where
     Conn: ConnectionLike + Clone + Send + Sync,
     C: Clock,
 {
-    /// The decision for `n` tokens over `shard`: from the denial cache, from
-    /// Redis within the deadline, or by the failure policy.
-    pub(super) async fn decide(&self, shard: Shard, n: u32) -> Decision {
-        self.decide_at(shard, n, 0).await.0
+    /// The decision for `n` tokens over `target`'s shard: from the denial
+    /// cache, from Redis within the deadline, or by the failure policy.
+    pub(super) async fn decide(&self, target: Target, n: u32) -> Decision {
+        self.decide_at(&target, n, 0).await.0
+    }
+
+    /// `target`'s shard among `buckets` buckets: the one it holds if it was
+    /// resolved under that N, else resolved again (a fixed shard as it is).
+    fn resolve(&self, target: &Target, buckets: u32) -> Shard {
+        match &target.id {
+            Some(id) if target.buckets != buckets => {
+                (self.shards.of(id.id(), buckets, &self.no_cache)).unwrap_or(target.shard)
+            }
+            _ => target.shard,
+        }
     }
 
     /// A grant for `lead` from now, taken now (see `reserve` of `Apply`),
     /// or the denial; a grant of the failure policy is for now.
     pub(super) async fn reserve(
         &self,
-        shard: Shard,
+        target: Target,
         n: u32,
         lead: Duration,
     ) -> Result<Reserved, Denied> {
@@ -114,7 +157,7 @@ where
         // instant.
         let micros =
             u64::try_from(lead.as_nanos().div_ceil(u128::from(MICROS))).unwrap_or(u64::MAX);
-        let (decision, outcome) = self.decide_at(shard, n, micros).await;
+        let (decision, outcome) = self.decide_at(&target, n, micros).await;
         let grant = decision.result?;
         Ok(match outcome {
             Some(outcome) => Reserved::of(grant, &outcome, Duration::from_micros(micros)),
@@ -125,13 +168,15 @@ where
     /// The decision at `lead` µs from now (a reservation, when not 0, which
     /// the denial cache never answers), with the outcome Redis drew when it
     /// did.
-    async fn decide_at(&self, shard: Shard, n: u32, lead: u64) -> (Decision, Option<Outcome>) {
+    async fn decide_at(&self, target: &Target, n: u32, lead: u64) -> (Decision, Option<Outcome>) {
         if self.options.layout == Layout::Spread {
-            return self.decide_spread(shard, n, lead).await;
+            // N never changes in this layout.
+            return self.decide_spread(target.shard, n, lead).await;
         }
         let sent = self.breaker.micros();
         // A weight of 0 is always granted, so never denied from memory.
         let (version, split) = self.current();
+        let shard = self.resolve(target, split.buckets);
         if n > 0
             && lead == 0
             && self.options.cache_denials
@@ -148,9 +193,9 @@ where
             return (self.by_policy(&shard, n, error), None);
         }
         let start = tie_break(shard.buckets().len());
-        let round_trip = self.draw((version, split), &shard, (n, lead), start);
+        let round_trip = self.draw((version, split), (target, shard), (n, lead), start);
         let error = match timeout(self.options.deadline, round_trip).await {
-            Ok(Ok(drawn)) => {
+            Ok(Ok((drawn, shard))) => {
                 self.breaker
                     .answered(shard.buckets(), self.breaker.micros());
                 let result = answer(drawn.outcome, &shard, n);
@@ -177,30 +222,33 @@ where
         (self.by_policy(&shard, n, Some(error)), None)
     }
 
-    /// The draw in Redis with the split of quota `version`; when Redis holds
-    /// another quota, the limiter takes it and draws again.
+    /// The draw in Redis with the split of quota `version`, on `shard`
+    /// (`target`'s under its N); when Redis holds another quota or N, the
+    /// limiter takes it, resolves the shard again and draws again. What was
+    /// drawn, on which shard.
     async fn draw(
         &self,
         (mut version, mut split): (u64, Split),
-        shard: &Shard,
+        (target, mut shard): (&Target, Shard),
         (n, lead): (u32, u64),
         start: usize,
-    ) -> Result<Drawn, Error> {
+    ) -> Result<(Drawn, Shard), Error> {
         for _ in 0..3 {
             let mut connection = self.connection.clone();
             let answer = self.script.draw(
                 &mut connection,
                 (version, &split),
-                shard,
+                &shard,
                 self.reserve,
                 (n, lead),
                 start,
             );
             match answer.await? {
-                Answer::Drawn(drawn) => return Ok(drawn),
+                Answer::Drawn(drawn) => return Ok((drawn, shard)),
                 Answer::Stale { .. } => {
                     self.refresh().await?;
                     (version, split) = self.current();
+                    shard = self.resolve(target, split.buckets);
                 }
             }
         }
@@ -273,16 +321,14 @@ where
     type Pending = Pending;
     type Reserving = Pin<Box<dyn Future<Output = Result<Reserved, Denied>> + Send>>;
 
-    fn apply(&self, core: &Core, whom: Whom<'_>, n: u32) -> Pending {
-        let shard = core.resolve(&whom, core.buckets());
-        let shared = Arc::clone(&self.shared);
-        Box::pin(async move { shared.decide(shard, n).await.result })
+    fn apply(&self, _core: &Core, whom: Whom<'_>, n: u32) -> Pending {
+        let (shared, target) = (Arc::clone(&self.shared), Target::of(&whom));
+        Box::pin(async move { shared.decide(target, n).await.result })
     }
 
-    fn reserve(&self, core: &Core, whom: Whom<'_>, n: u32, lead: Duration) -> Self::Reserving {
-        let shard = core.resolve(&whom, core.buckets());
-        let shared = Arc::clone(&self.shared);
-        Box::pin(async move { shared.reserve(shard, n, lead).await })
+    fn reserve(&self, _core: &Core, whom: Whom<'_>, n: u32, lead: Duration) -> Self::Reserving {
+        let (shared, target) = (Arc::clone(&self.shared), Target::of(&whom));
+        Box::pin(async move { shared.reserve(target, n, lead).await })
     }
 
     fn give_back(&self, _core: &Core, reserved: Reserved) {

@@ -213,7 +213,7 @@ impl fmt::Display for SetError {
                  `LimiterSet::connect(&config).await`",
             ),
             SetErrorKind::FixedSetting { .. } => f.write_str(
-                ": a running limiter keeps this setting (only the rate and the burst \
+                ": a running limiter keeps this setting (only the rate, the burst and N \
                  change live): put back the old value, or restart with the new one",
             ),
             SetErrorKind::NoConfig => f.write_str(

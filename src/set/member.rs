@@ -99,6 +99,15 @@ pub(super) enum Entry<C> {
 }
 
 impl<C> Entry<C> {
+    /// The limiter's N now, and the most it may grow to.
+    pub(super) fn buckets(&self) -> (u32, u32) {
+        match self {
+            Entry::Local(limiter) => (limiter.buckets(), limiter.max_buckets()),
+            #[cfg(feature = "redis")]
+            Entry::Redis(limiter) => (limiter.buckets(), limiter.max_buckets()),
+        }
+    }
+
     pub(super) fn local(&self) -> Option<&Arc<ShardedLimiter<C>>> {
         match self {
             Entry::Local(limiter) => Some(limiter),

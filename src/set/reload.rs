@@ -62,15 +62,11 @@ enum Step<'a> {
     Add(&'a LimiterConfig),
 }
 
-/// The first setting, other than the rate, the burst and (in process) N,
-/// in which `new` differs from `old` as it would be built (N and k as
+/// The first setting, other than the rate, the burst and N, in which `new` differs from `old` as it would be built (N and k as
 /// resolved from their defaults too): those cannot change while the limiter
 /// runs.
 fn fixed_change(name: &str, old: &LimiterConfig, new: &LimiterConfig) -> Option<&'static str> {
     let (old_shape, new_shape) = (old.builder(name).shape(), new.builder(name).shape());
-    if old_shape.0 != new_shape.0 && old.is_redis() {
-        return Some("buckets");
-    }
     if old_shape.1 != new_shape.1 {
         return Some("per_tenant");
     }
@@ -117,12 +113,12 @@ impl<C: Clock + Clone> LimiterSet<C> {
                         .builder(name)
                         .validate()
                         .map_err(|e| SetError::config(name, e))?;
-                    if let Some(limiter) = self.get(name)
-                        && split.buckets > limiter.max_buckets()
+                    if let Some(entry) = self.limiters.get(name.as_str())
+                        && split.buckets > entry.buckets().1
                     {
                         let e = ConfigError::BucketsAboveMax {
                             buckets: split.buckets,
-                            max_buckets: limiter.max_buckets(),
+                            max_buckets: entry.buckets().1,
                         };
                         return Err(SetError::config(name, e));
                     }
@@ -249,14 +245,15 @@ impl<C: Clock + Clone> LimiterSet<C> {
     }
 
     /// As [`reload`](Self::reload), for a set with Redis limiters: those
-    /// added connect to their server, and a changed quota is set in Redis
-    /// for the whole fleet
-    /// ([`RedisLimiter::set_quota`](crate::redis::RedisLimiter::set_quota)).
+    /// added connect to their server, and a changed quota or N is set in
+    /// Redis for the whole fleet
+    /// ([`RedisLimiter::set_quota`](crate::redis::RedisLimiter::set_quota),
+    /// [`set_buckets`](crate::redis::RedisLimiter::set_buckets)).
     ///
     /// # Errors
     /// As [`reload`](Self::reload), and a [`SetError`] for a Redis limiter
-    /// that could not connect or whose quota Redis could not change; the
-    /// quotas changed before it stay changed.
+    /// that could not connect or whose quota or N Redis could not change;
+    /// the limiters changed before it stay changed.
     #[cfg(feature = "redis")]
     pub async fn reload_connect(&self, config: &SetConfig, clock: C) -> Result<Reload<C>, SetError>
     where
@@ -272,25 +269,35 @@ impl<C: Clock + Clone> LimiterSet<C> {
         }
         for (name, step) in &steps {
             let Step::Change(new) = step else { continue };
-            let (quota, ..) = new
-                .builder(name)
-                .validate()
-                .map_err(|e| SetError::config(name, e))?;
             match &self.limiters[*name] {
                 Entry::Local(limiter) => change_local(limiter, name, new)?,
-                Entry::Redis(limiter) => limiter
-                    .set_quota(quota)
-                    .await
-                    .map_err(|e| SetError::redis_change(name, e))?,
+                Entry::Redis(limiter) => {
+                    let (quota, split, _) =
+                        (new.builder(name).validate()).map_err(|e| SetError::config(name, e))?;
+                    let change = |buckets_first| async move {
+                        if split.buckets == limiter.buckets() {
+                            return limiter.set_quota(quota).await;
+                        }
+                        if buckets_first {
+                            limiter.set_buckets(split.buckets).await?;
+                            limiter.set_quota(quota).await
+                        } else {
+                            limiter.set_quota(quota).await?;
+                            limiter.set_buckets(split.buckets).await
+                        }
+                    };
+                    change(buckets_first(split.buckets, limiter.buckets()))
+                        .await
+                        .map_err(|e| SetError::redis_change(name, e))?;
+                }
             }
         }
         Ok(self.assemble(config, &steps, added))
     }
 }
 
-/// Changes a running limiter in process to `new`'s quota and N. The one
-/// that makes room goes first: a larger burst before more buckets, fewer
-/// buckets before a smaller burst (each bucket needs a token).
+/// Changes a running limiter in process to `new`'s quota and N, in the
+/// order of [`buckets_first`].
 fn change_local<C: Clock>(
     limiter: &ShardedLimiter<C>,
     name: &str,
@@ -300,16 +307,24 @@ fn change_local<C: Clock>(
         (new.builder(name).validate()).map_err(|e| SetError::config(name, e))?;
     let result = if split.buckets == limiter.buckets() {
         limiter.set_quota(quota)
-    } else if split.buckets > limiter.buckets() {
-        limiter
-            .set_quota(quota)
-            .and_then(|()| limiter.set_buckets(split.buckets))
-    } else {
+    } else if buckets_first(split.buckets, limiter.buckets()) {
         limiter
             .set_buckets(split.buckets)
             .and_then(|()| limiter.set_quota(quota))
+    } else {
+        limiter
+            .set_quota(quota)
+            .and_then(|()| limiter.set_buckets(split.buckets))
     };
     result.map_err(|e| SetError::config(name, e))
+}
+
+/// Whether a change to `to` buckets from `from` (and a new quota) changes N
+/// first: the one that makes room goes first, fewer buckets before a
+/// smaller burst, a larger burst before more buckets (each bucket needs a
+/// token).
+fn buckets_first(to: u32, from: u32) -> bool {
+    to < from
 }
 
 /// The settings of each limiter of a set built from a config.

@@ -5,7 +5,7 @@ use redis::{AsyncCommands, Script};
 
 use super::differential::{XorShift, runtime};
 use super::redis_server::RedisServer;
-use crate::draw::{Pace, give_back, refund, rescale};
+use crate::draw::{Pace, give_back, refund, rescale, resize};
 use crate::redis::quota::{GIVEBACK_LUA, REFUND_LUA, RESCALE_LUA};
 
 /// A bucket's arrival time, from an empty bucket to a full one and a clock
@@ -33,7 +33,7 @@ async fn read(connection: &mut redis::aio::MultiplexedConnection, key: &str) -> 
 }
 
 #[test]
-fn the_rescale_script_moves_every_bucket_as_the_pure_function() {
+fn the_rescale_script_moves_every_bucket_as_the_pure_functions() {
     let server = RedisServer::start();
     runtime().block_on(async {
         let mut connection = server.connection().await;
@@ -41,17 +41,25 @@ fn the_rescale_script_moves_every_bucket_as_the_pure_function() {
         let keys: Vec<String> = (0..8).map(|i| format!("{{rescale}}:b{i}")).collect();
         let quota_key = "{rescale}:quota";
         let mut rng = XorShift(0x0005_CA1E);
-        let mut kept_part = 0;
-        for step in 0..1500u64 {
-            let buckets = 1 + rng.below(8) as usize;
+        let (mut kept_part, mut added, mut removed) = (0, 0, 0);
+        for step in 0..2000u64 {
+            // Even steps change the quota (same N), odd ones N (any quota).
+            let tokens = step % 2 == 1;
+            let from_n = 1 + rng.below(8) as u32;
+            let to_n = if tokens {
+                1 + rng.below(8) as u32
+            } else {
+                from_n
+            };
             let (old, new) = (split_of(&mut rng), split_of(&mut rng));
             let burst = |(_, burst, larger): (u64, u32, u32), b: usize| {
                 burst + u32::from((b as u32) < larger)
             };
             let now =
                 [0, 1_000_000, 1_764_000_000_000_000][rng.below(3) as usize] + rng.below(1 << 20);
+            let every = from_n.max(to_n) as usize;
             let mut want = Vec::new();
-            for (b, key) in keys[..buckets].iter().enumerate() {
+            for (b, key) in keys[..every].iter().enumerate() {
                 let capacity = u64::from(burst(old, b)) * old.0;
                 let tat = tat_of(&mut rng, capacity, now);
                 if tat == 0 {
@@ -61,53 +69,60 @@ fn the_rescale_script_moves_every_bucket_as_the_pure_function() {
                 }
                 let from = (Pace::every(old.0), burst(old, b));
                 let to = (Pace::every(new.0), burst(new, b));
-                let after = rescale(from, to, tat, now);
+                // The in-process store's `move_buckets`, with a removed
+                // bucket's key deleted (read back as 0) where it is sealed.
+                let after = if b as u32 >= to_n {
+                    removed += 1;
+                    0
+                } else if b as u32 >= from_n {
+                    added += 1;
+                    now + to.0.capacity(to.1)
+                } else if tokens {
+                    resize(from, to, tat, now)
+                } else {
+                    rescale(from, to, tat, now)
+                };
                 let room = Pace::room(to.0.capacity(to.1), after, now);
-                kept_part += usize::from(room > 0 && room < to.0.capacity(to.1));
+                kept_part += usize::from(after > 0 && room > 0 && room < to.0.capacity(to.1));
                 want.push(after);
             }
             // Each step's quota key holds the version of the one before.
             let mut invocation = script.prepare_invoke();
-            for key in &keys[..buckets] {
+            for key in &keys[..every] {
                 invocation.key(key);
             }
             invocation.key(quota_key).arg(step);
-            for (interval, burst, larger) in [old, new] {
-                invocation.arg(interval).arg(burst).arg(larger);
+            invocation.arg(if tokens { "tokens" } else { "share" });
+            for ((interval, burst, larger), n) in [(old, from_n), (new, to_n)] {
+                invocation.arg(interval).arg(burst).arg(larger).arg(n);
             }
-            invocation.arg("5 1000000000 5").arg(now);
+            invocation.arg(format!("5 1000000000 5 {to_n}")).arg(now);
             let reply: Vec<u64> = invocation.invoke_async(&mut connection).await.unwrap();
             assert_eq!(reply, [1, step + 1], "step {step}");
-            for (b, key) in keys[..buckets].iter().enumerate() {
+            for (b, key) in keys[..every].iter().enumerate() {
                 let got = read(&mut connection, key).await;
                 assert_eq!(
                     got, want[b],
-                    "step {step}, bucket {b}: {old:?} to {new:?} at {now}"
+                    "step {step}, bucket {b}: {old:?} to {new:?}, N {from_n} to {to_n}, at {now}"
                 );
             }
             let text: String = connection.get(quota_key).await.unwrap();
-            assert_eq!(text, format!("{} 5 1000000000 5", step + 1));
+            assert_eq!(text, format!("{} 5 1000000000 5 {to_n}", step + 1));
         }
         assert!(
-            kept_part > 1000,
-            "{kept_part} buckets kept part of their room"
+            kept_part > 1500 && added > 500 && removed > 500,
+            "{kept_part} buckets kept part of their room, {added} added, {removed} removed"
         );
         // A caller that read an older version moves nothing.
-        let before = read(&mut connection, &keys[0]).await;
+        let _: () = connection.set(&keys[0], 12_345u64).await.unwrap();
         let mut invocation = script.prepare_invoke();
-        invocation.key(&keys[0]).key(quota_key).arg(3);
-        invocation
-            .arg(10)
-            .arg(1)
-            .arg(0)
-            .arg(20)
-            .arg(1)
-            .arg(0)
-            .arg("1 1 1")
-            .arg(5);
+        invocation.key(&keys[0]).key(quota_key).arg(3).arg("tokens");
+        invocation.arg(10).arg(1).arg(0).arg(1);
+        invocation.arg(20).arg(1).arg(0).arg(1);
+        invocation.arg("1 1 1 1").arg(5);
         let reply: Vec<u64> = invocation.invoke_async(&mut connection).await.unwrap();
-        assert_eq!(reply, [0, 1500]);
-        assert_eq!(read(&mut connection, &keys[0]).await, before);
+        assert_eq!(reply, [0, 2000]);
+        assert_eq!(read(&mut connection, &keys[0]).await, 12_345);
     });
 }
 
