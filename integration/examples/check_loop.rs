@@ -7,34 +7,54 @@
 //! ```
 //!
 //! Its arguments are the number of checks and what each one is: `handle`
-//! (a tenant handle's `check()`) or `keyed` (`check(&str)` of one cached
-//! tenant); the default limiter (N = 8, k = 2) with a budget of 10⁹/s, so
-//! that every check is granted, as in `benches/limiter.rs`.
+//! (a tenant handle's `check()`), `k4` (the same with k = 4), `keyed`
+//! (`check(&str)` of one cached tenant) or `governor` (governor's direct
+//! `check()`, the baseline); the default limiter (N = 8, k = 2) with a
+//! budget of 10⁹/s, so that every check is granted, as in
+//! `benches/limiter.rs`.
 
 use std::hint::black_box;
+use std::num::NonZeroU32;
 
+use governor::{Quota as GQuota, RateLimiter};
 use shuffle_limiter::{Quota, ShardedLimiter};
 
 fn main() {
     let mut args = std::env::args().skip(1);
     let (Some(checks), Some(kind)) = (args.next().and_then(|n| n.parse().ok()), args.next()) else {
-        eprintln!("usage: check_loop CHECKS handle|keyed");
+        eprintln!("usage: check_loop CHECKS handle|k4|keyed|governor");
         std::process::exit(2);
     };
-    let limiter = ShardedLimiter::builder()
-        .quota(Quota::per_second(1_000_000_000))
-        .build()
-        .expect("the default limiter builds");
-    let tenant = limiter.tenant("tenant-a");
+    let budget = Quota::per_second(1_000_000_000);
+    let limiter = ShardedLimiter::builder().quota(budget).build();
+    let wide = ShardedLimiter::builder().quota(budget).per_tenant(4).build();
+    let (limiter, wide) = (limiter.expect("valid"), wide.expect("valid"));
+    let (tenant, four) = (limiter.tenant("tenant-a"), wide.tenant("tenant-a"));
+    let governor = RateLimiter::direct(GQuota::per_second(
+        NonZeroU32::new(1_000_000_000).expect("non-zero"),
+    ));
     let mut granted = 0u64;
     // One loop per kind, so that each loop is the check alone.
-    if kind == "handle" {
-        for _ in 0..checks {
-            granted += u64::from(black_box(&tenant).check().is_ok());
+    match kind.as_str() {
+        "handle" => {
+            for _ in 0..checks {
+                granted += u64::from(black_box(&tenant).check().is_ok());
+            }
         }
-    } else {
-        for _ in 0..checks {
-            granted += u64::from(limiter.check(black_box("tenant-a")).is_ok());
+        "k4" => {
+            for _ in 0..checks {
+                granted += u64::from(black_box(&four).check().is_ok());
+            }
+        }
+        "governor" => {
+            for _ in 0..checks {
+                granted += u64::from(black_box(&governor).check().is_ok());
+            }
+        }
+        _ => {
+            for _ in 0..checks {
+                granted += u64::from(limiter.check(black_box("tenant-a")).is_ok());
+            }
         }
     }
     println!("{granted} of {checks} granted");
