@@ -27,7 +27,10 @@ fn main() {
     };
     let budget = Quota::per_second(1_000_000_000);
     let limiter = ShardedLimiter::builder().quota(budget).build();
-    let wide = ShardedLimiter::builder().quota(budget).per_tenant(4).build();
+    let wide = ShardedLimiter::builder()
+        .quota(budget)
+        .per_tenant(4)
+        .build();
     let (limiter, wide) = (limiter.expect("valid"), wide.expect("valid"));
     let (tenant, four) = (limiter.tenant("tenant-a"), wide.tenant("tenant-a"));
     let governor = RateLimiter::direct(GQuota::per_second(
