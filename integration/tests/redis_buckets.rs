@@ -5,8 +5,6 @@
 //! process without room for the new N fails until rebuilt; and a fleet
 //! checking all along never gets more than the budget.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
@@ -17,6 +15,9 @@ use shuffle_limiter::{Assignment, ConfigError, MonotonicClock, Quota, ShardedLim
 #[path = "../../tests/support/redis_server.rs"]
 mod redis_server;
 use redis_server::RedisServer;
+#[path = "support/fleet.rs"]
+mod fleet;
+use fleet::Load;
 
 /// 40 tokens refilling over 40 s: a test's own time adds a token or two.
 fn slow() -> Quota {
@@ -152,38 +153,14 @@ fn a_change_of_n_racing_a_fleet_keeps_the_budget() {
                 .unwrap()
         };
         let changer = build().await;
-        let (stop, granted) = (
-            Arc::new(AtomicBool::new(false)),
-            Arc::new(AtomicU64::new(0)),
-        );
         let start = Instant::now();
-        let mut load = Vec::new();
-        for p in 0..2 {
-            let process = Arc::new(build().await);
-            for task in 0..2 {
-                let (process, stop, granted) = (process.clone(), stop.clone(), granted.clone());
-                load.push(tokio::spawn(async move {
-                    let mut i = 0u64;
-                    while !stop.load(Ordering::Relaxed) {
-                        i += 1;
-                        let tenant = format!("t{}", (i * 4 + p * 2 + task) % 50);
-                        if process.check(tenant).await.is_ok() {
-                            granted.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                }));
-            }
-        }
+        let load = Load::start(vec![build().await, build().await]);
         for n in [10, 5, 8, 4, 10, 8] {
             tokio::time::sleep(Duration::from_millis(100)).await;
             changer.set_buckets(n).await.unwrap();
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
-        stop.store(true, Ordering::Relaxed);
-        for task in load {
-            task.await.unwrap();
-        }
-        let granted = granted.load(Ordering::Relaxed) as f64;
+        let granted = load.stop().await as f64;
         let bound = 200.0 * start.elapsed().as_secs_f64() + 40.0;
         assert!(granted <= bound, "{granted} granted, at most {bound}");
         // The load kept the buckets busy: well over the burst.

@@ -11,6 +11,9 @@ use shuffle_limiter::{Quota, ShardedLimiter};
 #[path = "../../tests/support/redis_server.rs"]
 mod redis_server;
 use redis_server::RedisServer;
+#[path = "support/fleet.rs"]
+mod fleet;
+use fleet::Load;
 
 /// 20 tokens over 4 buckets of 5, refilling one token per 2 s per bucket:
 /// slow enough that a test's own time adds at most a token or two.
@@ -159,8 +162,6 @@ fn refunds_give_back_to_the_buckets_that_paid_once_whatever_the_quota() {
 
 #[test]
 fn a_change_racing_a_fleet_keeps_the_budget_of_both_quotas() {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     use std::time::Instant;
 
     let server = RedisServer::start();
@@ -183,43 +184,15 @@ fn a_change_racing_a_fleet_keeps_the_budget_of_both_quotas() {
                 .unwrap()
         };
         let changer = build().await;
-        let (stop, granted) = (
-            Arc::new(AtomicBool::new(false)),
-            Arc::new(AtomicU64::new(0)),
-        );
         let start = Instant::now();
-        let mut load = Vec::new();
-        for p in 0..2 {
-            let process = Arc::new(build().await);
-            for task in 0..2 {
-                let (process, stop, granted) = (
-                    Arc::clone(&process),
-                    Arc::clone(&stop),
-                    Arc::clone(&granted),
-                );
-                load.push(tokio::spawn(async move {
-                    let mut i = 0u64;
-                    while !stop.load(Ordering::Relaxed) {
-                        i += 1;
-                        let tenant = format!("t{}", (i * 4 + p * 2 + task) % 50);
-                        if process.check(tenant).await.is_ok() {
-                            granted.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                }));
-            }
-        }
+        let load = Load::start(vec![build().await, build().await]);
         tokio::time::sleep(Duration::from_millis(300)).await;
         let change_from = start.elapsed();
         changer.set_quota(after).await.unwrap();
         let change_to = start.elapsed();
         tokio::time::sleep(Duration::from_millis(300)).await;
-        stop.store(true, Ordering::Relaxed);
-        for task in load {
-            task.await.unwrap();
-        }
+        let granted = load.stop().await as f64;
         let end = start.elapsed();
-        let granted = granted.load(Ordering::Relaxed) as f64;
         let rate = |q: Quota| f64::from(q.count()) / q.period().as_secs_f64();
         let bound = rate(before) * change_to.as_secs_f64()
             + rate(after) * (end - change_from).as_secs_f64()

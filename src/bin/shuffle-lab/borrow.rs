@@ -117,15 +117,15 @@ pub(crate) struct SizeSection {
     #[serde(serialize_with = "common::decimal")]
     spill_sets: num_bigint::BigUint,
     p_fully_down: f64,
-    #[serde(serialize_with = "display")]
+    #[serde(serialize_with = "common::display")]
     p_fully_down_exact: Fraction,
     p_degraded: f64,
     p_unaffected: f64,
     sustained_share: f64,
-    #[serde(serialize_with = "display")]
+    #[serde(serialize_with = "common::display")]
     sustained_share_exact: Fraction,
     burst_share: f64,
-    #[serde(serialize_with = "display")]
+    #[serde(serialize_with = "common::display")]
     burst_share_exact: Fraction,
     owners_keep: f64,
     /// With `--tenants`: expected among the other `T − 1`.
@@ -133,10 +133,6 @@ pub(crate) struct SizeSection {
     expected: Option<Outcome<f64>>,
     #[serde(skip)]
     without: (Fraction, Fraction),
-}
-
-fn display<S: serde::Serializer>(x: &Fraction, s: S) -> Result<S::Ok, S::Error> {
-    s.collect_str(x)
 }
 
 impl SizeSection {
@@ -168,16 +164,6 @@ impl SizeSection {
     }
 }
 
-/// An exact value in parentheses when it is short.
-fn short(x: &Fraction) -> String {
-    let s = x.to_string();
-    if s.len() <= 40 {
-        format!("({s})")
-    } else {
-        String::new()
-    }
-}
-
 impl fmt::Display for SizeSection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (d, r) = (self.spill, self.reserve);
@@ -194,7 +180,7 @@ impl fmt::Display for SizeSection {
             f,
             "  P(fully down under a flood)      {:<12} {}  without borrowing {}",
             p(self.p_fully_down),
-            short(&self.p_fully_down_exact),
+            common::short(&self.p_fully_down_exact),
             self.without.0
         )?;
         writeln!(
@@ -211,14 +197,14 @@ impl fmt::Display for SizeSection {
             f,
             "  sustained share of R, alone      {:<12} {}  without borrowing {}",
             p(self.sustained_share),
-            short(&self.sustained_share_exact),
+            common::short(&self.sustained_share_exact),
             self.without.1
         )?;
         writeln!(
             f,
             "  share of B taken at once         {:<12} {}  (k + d(1-r))/N, B split evenly",
             p(self.burst_share),
-            short(&self.burst_share_exact)
+            common::short(&self.burst_share_exact)
         )?;
         writeln!(
             f,

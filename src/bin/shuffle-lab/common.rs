@@ -4,7 +4,7 @@
 use num_bigint::BigUint;
 use num_traits::ToPrimitive;
 use serde::Serialize;
-use shuffle_limiter::blast::{BlastError, BlastRadius, Impact};
+use shuffle_limiter::blast::{BlastError, BlastRadius, Fraction, Impact};
 
 /// The largest `k` the exact report is computed for: it has `k + 1` exact
 /// fractions.
@@ -172,6 +172,21 @@ pub(crate) fn display_all<T: std::fmt::Display, S: serde::Serializer>(
     s: S,
 ) -> Result<S::Ok, S::Error> {
     s.collect_seq(items.iter().map(ToString::to_string))
+}
+
+/// Serializes an exact fraction by its `Display` text, such as `"1/120"`.
+pub(crate) fn display<S: serde::Serializer>(x: &Fraction, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(x)
+}
+
+/// An exact value in parentheses when it is short.
+pub(crate) fn short(x: &Fraction) -> String {
+    let s = x.to_string();
+    if s.len() <= 40 {
+        format!("({s})")
+    } else {
+        String::new()
+    }
 }
 
 /// Serializes a big integer as a decimal string: JSON numbers cannot hold it.

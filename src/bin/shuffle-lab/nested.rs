@@ -49,30 +49,16 @@ pub(crate) fn per_user(b: &BlastRadius, a: &NestedArgs) -> Result<Option<NestedR
     })
 }
 
-fn display<S: serde::Serializer>(x: &Fraction, s: S) -> Result<S::Ok, S::Error> {
-    s.collect_str(x)
-}
-
-/// An exact value in parentheses when it is short.
-fn short(x: &Fraction) -> String {
-    let s = x.to_string();
-    if s.len() <= 40 {
-        format!("({s})")
-    } else {
-        String::new()
-    }
-}
-
 /// `size --noisy h`: h tenants flood at once.
 #[derive(Debug, Serialize)]
 pub(crate) struct NoisySection {
     flooders: u32,
     p_covered: f64,
-    #[serde(serialize_with = "display")]
+    #[serde(serialize_with = "common::display")]
     p_covered_exact: Fraction,
     p_degraded: f64,
     p_untouched: f64,
-    #[serde(serialize_with = "display")]
+    #[serde(serialize_with = "common::display")]
     p_untouched_exact: Fraction,
     /// With `--tenants`: expected among the other `T − h`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -107,7 +93,7 @@ impl fmt::Display for NoisySection {
             f,
             "  P(a tenant's whole shard covered: fully down)  {:<12} {}",
             p(self.p_covered),
-            short(&self.p_covered_exact)
+            common::short(&self.p_covered_exact)
         )?;
         writeln!(
             f,
@@ -118,7 +104,7 @@ impl fmt::Display for NoisySection {
             f,
             "  P(untouched: no bucket in any flooder's shard) {:<12} {}",
             p(self.p_untouched),
-            short(&self.p_untouched_exact)
+            common::short(&self.p_untouched_exact)
         )?;
         if let (Some(e), Some(t)) = (&self.expected, self.tenants) {
             writeln!(
@@ -141,20 +127,20 @@ pub(crate) struct NestedSection {
     #[serde(serialize_with = "common::decimal")]
     subsets: BigUint,
     p_user_fully_down: f64,
-    #[serde(serialize_with = "display")]
+    #[serde(serialize_with = "common::display")]
     p_user_fully_down_exact: Fraction,
     p_user_degraded: f64,
-    #[serde(serialize_with = "display")]
+    #[serde(serialize_with = "common::display")]
     p_user_degraded_exact: Fraction,
     p_user_unaffected: f64,
-    #[serde(serialize_with = "display")]
+    #[serde(serialize_with = "common::display")]
     p_user_unaffected_exact: Fraction,
     p_tenant_fully_down: f64,
-    #[serde(serialize_with = "display")]
+    #[serde(serialize_with = "common::display")]
     p_tenant_fully_down_exact: Fraction,
     p_tenant_degraded: f64,
     p_tenant_unaffected: f64,
-    #[serde(serialize_with = "display")]
+    #[serde(serialize_with = "common::display")]
     p_tenant_unaffected_exact: Fraction,
     /// With `--tenants`: expected among the other `T − 1` tenants.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -198,26 +184,26 @@ impl fmt::Display for NestedSection {
             f,
             "    fully down (its very j buckets) 1/C(k,j)    {:<12} {}",
             p(self.p_user_fully_down),
-            short(&self.p_user_fully_down_exact)
+            common::short(&self.p_user_fully_down_exact)
         )?;
         writeln!(
             f,
             "    degraded                                    {:<12} {}",
             p(self.p_user_degraded),
-            short(&self.p_user_degraded_exact)
+            common::short(&self.p_user_degraded_exact)
         )?;
         writeln!(
             f,
             "    unaffected C(k-j,j)/C(k,j)                  {:<12} {}",
             p(self.p_user_unaffected),
-            short(&self.p_user_unaffected_exact)
+            common::short(&self.p_user_unaffected_exact)
         )?;
         writeln!(f, "  other tenants (the flooder drains only its j buckets)")?;
         writeln!(
             f,
             "    fully down ([j = k] / C(N,k))               {:<12} {}",
             p(self.p_tenant_fully_down),
-            short(&self.p_tenant_fully_down_exact)
+            common::short(&self.p_tenant_fully_down_exact)
         )?;
         writeln!(
             f,
@@ -228,7 +214,7 @@ impl fmt::Display for NestedSection {
             f,
             "    unaffected C(N-j,k)/C(N,k)                  {:<12} {}",
             p(self.p_tenant_unaffected),
-            short(&self.p_tenant_unaffected_exact)
+            common::short(&self.p_tenant_unaffected_exact)
         )?;
         if let Some(e) = &self.expected_tenants {
             writeln!(

@@ -74,24 +74,10 @@ pub(crate) fn churn_for_simulate(
     churn(b, lending, to)
 }
 
-fn display<S: serde::Serializer>(x: &Fraction, s: S) -> Result<S::Ok, S::Error> {
-    s.collect_str(x)
-}
-
-/// An exact value in parentheses when it is short.
-fn short(x: &Fraction) -> String {
-    let s = x.to_string();
-    if s.len() <= 40 {
-        format!("({s})")
-    } else {
-        String::new()
-    }
-}
-
 /// One exact share, as a reduced fraction and correctly rounded.
 #[derive(Debug, Serialize)]
 struct Exact {
-    #[serde(serialize_with = "display")]
+    #[serde(serialize_with = "common::display")]
     p_changed_exact: Fraction,
     p_changed: f64,
 }
@@ -150,14 +136,14 @@ impl fmt::Display for ResizeSection {
             f,
             "  P(shard changes)       1 - C(min,k)/C(max,k)      {:<12} {}",
             p(self.shard.p_changed),
-            short(&self.shard.p_changed_exact)
+            common::short(&self.shard.p_changed_exact)
         )?;
         if let Some(r) = &self.ranked {
             writeln!(
                 f,
                 "  P(own or spill change) 1 - C(min,k+d)/C(max,k+d)  {:<12} {}",
                 p(r.p_changed),
-                short(&r.p_changed_exact)
+                common::short(&r.p_changed_exact)
             )?;
         }
         writeln!(
@@ -170,7 +156,7 @@ impl fmt::Display for ResizeSection {
 /// One share counted over the tenants, beside the exact one.
 #[derive(Debug, Serialize)]
 struct Counted {
-    #[serde(serialize_with = "display")]
+    #[serde(serialize_with = "common::display")]
     p_changed_exact: Fraction,
     p_changed: f64,
     /// Tenants whose buckets changed, as sets.
@@ -279,7 +265,7 @@ fn counted_row(f: &mut fmt::Formatter<'_>, name: &str, c: &Counted) -> fmt::Resu
         c.measured,
         c.standard_error,
         p(c.p_changed),
-        short(&c.p_changed_exact),
+        common::short(&c.p_changed_exact),
         c.z
     )
 }
