@@ -455,7 +455,8 @@ impl<C: Clock> ShardedLimiter<C> {
     }
 
     /// A handle for one tenant with its shard resolved once, for a hot tenant
-    /// or a loop.
+    /// or a loop. It keeps a copy of the tenant's id (one allocation), to
+    /// follow a change of N ([`Tenant`]).
     pub fn tenant(&self, tenant: impl AsRef<[u8]>) -> Tenant<'_, InProcess<C>> {
         Tenant::of(self, Owned::tenant(tenant.as_ref()))
     }

@@ -284,7 +284,9 @@ where
         Ok(self.store.shared.decide(Target::of(&whom), n).await)
     }
 
-    /// A handle for one tenant with its shard resolved once.
+    /// A handle for one tenant with its shard resolved once, keeping a copy
+    /// of the tenant's id to follow a change of N (as
+    /// [`ShardedLimiter::tenant`]).
     pub fn tenant(&self, tenant: impl AsRef<[u8]>) -> Tenant<'_, RedisStore<Conn, C>> {
         Tenant::of(self, Owned::tenant(tenant.as_ref()))
     }
