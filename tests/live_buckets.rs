@@ -312,17 +312,56 @@ fn tiers_and_spill_sets_bound_how_far_n_shrinks_and_follow_it() {
         .clock(ManualClock::new())
         .build()
         .unwrap();
-    // Gold needs 4 + 1 buckets.
-    assert!(matches!(
+    // Gold needs 4 + 1 buckets: 5 will do, 4 will not.
+    assert_eq!(
         limiter.set_buckets(4),
-        Err(ConfigError::TierPerTenant { .. })
-    ));
+        Err(ConfigError::TierPerTenant {
+            tier: "gold".into(),
+            per_tenant: 4,
+            max: 3
+        })
+    );
     limiter.set_buckets(6).unwrap();
     let six = Assignment::new(6, 4, "").unwrap().with_spill(1).unwrap();
     let vip = limiter.shard("vip");
-    assert_eq!(
-        (vip.buckets(), vip.spill()),
-        (six.shard("vip").buckets(), six.shard("vip").spill())
-    );
+    let want = six.shard("vip");
+    assert_eq!((vip.buckets(), vip.spill()), (want.buckets(), want.spill()));
     assert!(limiter.check("vip").is_ok());
+    limiter.set_buckets(5).unwrap();
+    assert_eq!(limiter.shard("vip").buckets().len(), 4);
+}
+
+#[test]
+fn a_shard_and_its_spill_set_bound_how_far_n_shrinks() {
+    let limiter = ShardedLimiter::builder()
+        .quota(Quota::per_second(1_000))
+        .buckets(16)
+        .per_tenant(2)
+        .borrow_from(1)
+        .clock(ManualClock::new())
+        .build()
+        .unwrap();
+    // k + d = 3 buckets: 3 will do, 2 will not.
+    assert_eq!(
+        limiter.set_buckets(2),
+        Err(ConfigError::SpillTooLarge {
+            spill: 1,
+            per_tenant: 2,
+            max: 0
+        })
+    );
+    limiter.set_buckets(3).unwrap();
+    let shard = limiter.shard("t");
+    assert_eq!((shard.buckets().len(), shard.spill().len()), (2, 1));
+    // Without borrowing, N may come down to k itself.
+    let (plain, _clock) = self::limiter(Quota::per_second(100), 8, 8);
+    plain.set_buckets(2).unwrap();
+    assert!(plain.check("t").is_ok());
+    assert_eq!(
+        plain.set_buckets(1),
+        Err(ConfigError::PerTenantExceedsBuckets {
+            per_tenant: 2,
+            buckets: 1
+        })
+    );
 }
