@@ -129,7 +129,7 @@ pub use limiter::builder::{
 };
 pub use limiter::decision::{BucketState, Denied, Grant, Payment};
 pub use limiter::isolation::{Isolation, WEAK_ISOLATION_SHARDS};
-pub use limiter::memory::Tenant;
+pub use limiter::tenant::Tenant;
 pub use limiter::tiers::MAX_TIERED_TENANTS;
 pub use limiter::{Limiter, ShardedLimiter};
 pub use quota::Quota;

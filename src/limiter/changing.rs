@@ -191,3 +191,38 @@ impl<C: Clock> ShardedLimiter<C> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::limiter::core::Whom;
+    use crate::{ManualClock, Quota, ShardedLimiter};
+
+    #[test]
+    fn a_shard_from_before_a_cut_finds_its_removed_buckets_sealed() {
+        let clock = ManualClock::new();
+        let limiter = ShardedLimiter::builder()
+            .quota(Quota::per_second(80))
+            .buckets(8)
+            .per_tenant(2)
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        // A shard of two buckets that N = 4 removes, the first of them
+        // bucket 4, used as it is (as the Redis store's local fallback uses
+        // the shard Redis answered for).
+        let shard = (0..)
+            .map(|t| limiter.shard(format!("t{t}")))
+            .find(|s| s.contains(4) && s.buckets().iter().all(|&b| b >= 4))
+            .unwrap();
+        let stale = Whom::fixed(shard, 8);
+        assert!(limiter.store.take(&limiter.core, &stale, 1).is_ok());
+        limiter.set_buckets(4).unwrap();
+        // However long it waits, a removed bucket never has room again.
+        for _ in 0..3 {
+            assert!(limiter.store.take(&limiter.core, &stale, 1).is_err());
+            clock.advance(Duration::from_secs(3600));
+        }
+    }
+}

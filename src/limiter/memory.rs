@@ -14,9 +14,10 @@ use crate::error::InsufficientCapacity;
 use crate::store::sealed::Apply;
 use crate::sync::{AtomicU64, Ordering};
 
-use super::core::{Core, Id, MAX_NOW, Resolved, Split, Whom};
+use super::ShardedLimiter;
+use super::core::{Core, MAX_NOW, Resolved, Split, Whom};
 use super::decision::{BucketState, Denied, Grant, Reserved, answer};
-use super::{Limiter, ShardedLimiter};
+use super::tenant::{Owned, Tenant};
 
 /// Buckets kept in this process's memory: lock-free, with the time read from
 /// a [`Clock`]. The store of a [`ShardedLimiter`].
@@ -186,7 +187,7 @@ impl<C: Clock> InProcess<C> {
     }
 
     /// Whole tokens in the shard's buckets now.
-    fn remaining(&self, core: &Core, shard: &Shard) -> u64 {
+    pub(super) fn remaining(&self, core: &Core, shard: &Shard) -> u64 {
         let now = self.now();
         let split = core.split.get();
         shard
@@ -384,7 +385,7 @@ impl<C: Clock> ShardedLimiter<C> {
     }
 
     /// `n` tokens for `whom`, once its buckets are known to hold them.
-    fn check_n_of(
+    pub(super) fn check_n_of(
         &self,
         whom: &impl Resolved,
         n: u32,
@@ -498,127 +499,5 @@ impl<C: Clock> ShardedLimiter<C> {
                 }
             })
             .collect()
-    }
-}
-
-/// One tenant of a limiter, with its shard resolved once.
-///
-/// ```
-/// use shuffle_limiter::{Quota, ShardedLimiter};
-///
-/// let limiter = ShardedLimiter::builder().quota(Quota::per_second(100)).build()?;
-/// let tenant = limiter.tenant("tenant-42");
-/// assert_eq!(tenant.shard(), limiter.shard("tenant-42"));
-/// assert!(tenant.check().is_ok());
-/// # Ok::<(), shuffle_limiter::ConfigError>(())
-/// ```
-///
-/// A handle keeps its tenant's id, so that after a change of N
-/// ([`set_buckets`](ShardedLimiter::set_buckets)) its checks draw on the
-/// tenant's shard under the new N (resolved again on each check, as
-/// [`check`](ShardedLimiter::check) does; take a new handle to resolve it
-/// once again).
-pub struct Tenant<'a, S = InProcess<MonotonicClock>> {
-    pub(crate) limiter: &'a Limiter<S>,
-    pub(crate) shard: Shard,
-    /// The N `shard` was resolved under.
-    pub(crate) buckets: u32,
-    pub(crate) id: Owned,
-}
-
-/// Who a handle is for, kept to resolve its shard again.
-#[derive(Debug, Clone)]
-pub(crate) enum Owned {
-    Tenant(Box<[u8]>),
-    User(Box<[u8]>, Box<[u8]>),
-}
-
-impl Owned {
-    pub(crate) fn tenant(tenant: &[u8]) -> Owned {
-        Owned::Tenant(tenant.into())
-    }
-
-    pub(crate) fn user(tenant: &[u8], user: &[u8]) -> Owned {
-        Owned::User(tenant.into(), user.into())
-    }
-
-    /// The same, borrowed.
-    pub(crate) fn id(&self) -> Id<'_> {
-        match self {
-            Owned::Tenant(tenant) => Id::Tenant(tenant),
-            Owned::User(tenant, user) => Id::User(tenant, user),
-        }
-    }
-}
-
-impl<'a, S> Tenant<'a, S> {
-    /// A handle for `id`, with its shard under N now.
-    pub(crate) fn of(limiter: &'a Limiter<S>, id: Owned) -> Self {
-        let Whom { shard, buckets, .. } = match &id {
-            Owned::Tenant(tenant) => limiter.core.tenant(tenant),
-            Owned::User(tenant, user) => limiter.core.user(tenant, user),
-        };
-        Tenant {
-            limiter,
-            shard,
-            buckets,
-            id,
-        }
-    }
-
-    /// The tenant's buckets, as resolved when the handle was made.
-    pub fn shard(&self) -> Shard {
-        self.shard
-    }
-}
-
-impl<C: Clock> Tenant<'_, InProcess<C>> {
-    /// As [`ShardedLimiter::check`], without resolving the shard again.
-    ///
-    /// # Errors
-    /// [`Denied`] when all of the tenant's buckets are empty.
-    #[inline]
-    pub fn check(&self) -> Result<Grant, Denied> {
-        self.limiter.store.take(&self.limiter.core, self, 1)
-    }
-
-    /// As [`ShardedLimiter::check_n`].
-    ///
-    /// # Errors
-    /// As [`ShardedLimiter::check_n`].
-    pub fn check_n(&self, n: u32) -> Result<Result<Grant, Denied>, InsufficientCapacity> {
-        self.limiter.check_n_of(self, n)
-    }
-
-    /// As [`ShardedLimiter::remaining`].
-    pub fn remaining(&self) -> u64 {
-        let (core, whom) = (&self.limiter.core, self.whom());
-        let shard = core.resolve_again(&whom, core.buckets());
-        self.limiter.store.remaining(core, &shard)
-    }
-}
-
-impl<S> Resolved for Tenant<'_, S> {
-    #[inline]
-    fn shard(&self) -> &Shard {
-        &self.shard
-    }
-
-    #[inline]
-    fn buckets(&self) -> u32 {
-        self.buckets
-    }
-
-    fn id(&self) -> Id<'_> {
-        self.id.id()
-    }
-}
-
-impl<S> fmt::Debug for Tenant<'_, S> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Tenant")
-            .field("limiter", &self.limiter.core.name)
-            .field("shard", &self.shard)
-            .finish()
     }
 }

@@ -3,6 +3,7 @@
 //! - `builder.rs`: the settings, checked once.
 //! - `core.rs`: what every limiter is, whatever its store.
 //! - `memory.rs`: the in-process store and its synchronous face.
+//! - `tenant.rs`: a handle for one tenant, or one user of a tenant.
 //! - `decision.rs`: what a decision returns.
 
 pub(crate) mod builder;
@@ -12,6 +13,7 @@ pub(crate) mod decision;
 pub(crate) mod isolation;
 pub(crate) mod live;
 pub(crate) mod memory;
+pub(crate) mod tenant;
 pub(crate) mod tiers;
 
 use std::fmt;
