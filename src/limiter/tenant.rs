@@ -25,9 +25,9 @@ use super::memory::InProcess;
 /// ```
 ///
 /// A handle keeps its tenant's id, so that after a change of N
-/// ([`set_buckets`](ShardedLimiter::set_buckets)) its checks draw on the
+/// ([`set_buckets`](crate::ShardedLimiter::set_buckets)) its checks draw on the
 /// tenant's shard under the new N (resolved again on each check, as
-/// [`check`](ShardedLimiter::check) does; take a new handle to resolve it
+/// [`check`](crate::ShardedLimiter::check) does; take a new handle to resolve it
 /// once again).
 pub struct Tenant<'a, S = InProcess<MonotonicClock>> {
     pub(crate) limiter: &'a Limiter<S>,
@@ -84,7 +84,7 @@ impl<'a, S> Tenant<'a, S> {
 }
 
 impl<C: Clock> Tenant<'_, InProcess<C>> {
-    /// As [`ShardedLimiter::check`], without resolving the shard again.
+    /// As [`ShardedLimiter::check`](crate::ShardedLimiter::check), without resolving the shard again.
     ///
     /// # Errors
     /// [`Denied`] when all of the tenant's buckets are empty.
@@ -93,15 +93,15 @@ impl<C: Clock> Tenant<'_, InProcess<C>> {
         self.limiter.store.take(&self.limiter.core, self, 1)
     }
 
-    /// As [`ShardedLimiter::check_n`].
+    /// As [`ShardedLimiter::check_n`](crate::ShardedLimiter::check_n).
     ///
     /// # Errors
-    /// As [`ShardedLimiter::check_n`].
+    /// As [`ShardedLimiter::check_n`](crate::ShardedLimiter::check_n).
     pub fn check_n(&self, n: u32) -> Result<Result<Grant, Denied>, InsufficientCapacity> {
         self.limiter.check_n_of(self, n)
     }
 
-    /// As [`ShardedLimiter::remaining`].
+    /// As [`ShardedLimiter::remaining`](crate::ShardedLimiter::remaining).
     pub fn remaining(&self) -> u64 {
         let (core, whom) = (&self.limiter.core, self.whom());
         let shard = core.resolve_again(&whom, core.buckets());
