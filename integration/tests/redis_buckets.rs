@@ -17,7 +17,7 @@ mod redis_server;
 use redis_server::RedisServer;
 #[path = "support/fleet.rs"]
 mod fleet;
-use fleet::Load;
+use fleet::{Load, drain, runtime};
 
 /// 40 tokens refilling over 40 s: a test's own time adds a token or two.
 fn slow() -> Quota {
@@ -38,24 +38,6 @@ async fn process(server: &RedisServer, name: &str, max: u32) -> RedisLimiter {
             RedisOptions::new(FailurePolicy::FailClosed).deadline(Duration::from_secs(2)),
         )
         .await
-        .unwrap()
-}
-
-/// Grants for `tenant` until the first denial (at most `most`).
-async fn drain(limiter: &RedisLimiter, tenant: &str, most: u32) -> u32 {
-    for granted in 0..most {
-        if limiter.check(tenant).await.is_err() {
-            return granted;
-        }
-    }
-    most
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
         .unwrap()
 }
 

@@ -13,7 +13,7 @@ mod redis_server;
 use redis_server::RedisServer;
 #[path = "support/fleet.rs"]
 mod fleet;
-use fleet::Load;
+use fleet::{Load, drain, runtime};
 
 /// 20 tokens over 4 buckets of 5, refilling one token per 2 s per bucket:
 /// slow enough that a test's own time adds at most a token or two.
@@ -36,24 +36,6 @@ async fn process(server: &RedisServer, name: &str, policy: FailurePolicy) -> Red
         .unwrap()
 }
 
-/// Grants until the first denial (at most `most`).
-async fn drain(limiter: &RedisLimiter, most: u32) -> u32 {
-    for granted in 0..most {
-        if limiter.check("t").await.is_err() {
-            return granted;
-        }
-    }
-    most
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 #[test]
 fn a_quota_set_by_one_process_is_what_the_others_decide_with_next() {
     let server = RedisServer::start();
@@ -62,16 +44,16 @@ fn a_quota_set_by_one_process_is_what_the_others_decide_with_next() {
         let b = process(&server, "rise", FailurePolicy::FailClosed).await;
         // Half the burst used, then the burst doubled: each bucket keeps
         // half of its new 10, so 20 are left, not the 40 a rebuild gives.
-        assert_eq!(drain(&a, 10).await, 10);
+        assert_eq!(drain(&a, "t", 10).await, 10);
         a.set_quota(slow(40)).await.unwrap();
         assert_eq!(a.quota(), slow(40));
-        let left = drain(&b, 60).await;
+        let left = drain(&b, "t", 60).await;
         assert!((20..=22).contains(&left), "{left} left after the rise");
         assert_eq!(b.quota(), slow(40), "b took the quota from Redis");
         assert_eq!(b.bucket_burst(0), Some(10));
         // A cut the other way: empty buckets stay empty.
         b.set_quota(slow(8)).await.unwrap();
-        assert!(drain(&a, 10).await <= 1);
+        assert!(drain(&a, "t", 10).await <= 1);
         assert_eq!(a.quota(), slow(8));
         // Decisions went to Redis; none were made by the policy.
         assert_eq!(b.stats().from_policy() + a.stats().from_policy(), 0);
@@ -89,7 +71,7 @@ fn a_quota_the_buckets_cannot_take_is_refused_and_changes_nothing() {
         let mut connection = server.connection().await;
         let key: Option<String> = connection.get("{refused}:quota").await.unwrap();
         assert_eq!(key, None);
-        assert_eq!(drain(&a, 30).await, 20);
+        assert_eq!(drain(&a, "t", 30).await, 20);
     });
 }
 
@@ -156,7 +138,7 @@ fn refunds_give_back_to_the_buckets_that_paid_once_whatever_the_quota() {
             .await
             .unwrap();
         b.refund(full).await.unwrap();
-        assert_eq!(drain(&b, 60).await, 40);
+        assert_eq!(drain(&b, "t", 60).await, 40);
     });
 }
 

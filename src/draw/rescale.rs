@@ -1,6 +1,6 @@
 //! What a bucket becomes when its quota or the number of buckets changes,
-//! and when tokens are given back: more pure steps on one arrival time, which every store applies
-//! as it applies [`draw`](super::draw).
+//! and when tokens are given back: more pure steps on one arrival time,
+//! which every store applies as it applies [`draw`](super::draw).
 
 use super::Pace;
 
@@ -19,14 +19,10 @@ pub(crate) type Step = fn(from: (Pace, u32), to: (Pace, u32), tat: u64, now: u64
 /// capacity, in time: it stays empty until the last of them is due, and
 /// refills at its new pace from there.
 pub(crate) fn rescale(from: (Pace, u32), to: (Pace, u32), tat: u64, now: u64) -> u64 {
-    let (old, new) = (from.0.capacity(from.1), to.0.capacity(to.1));
-    if tat - now.min(tat) > old {
-        return tat - old + new;
-    }
-    let room = Pace::room(old, tat, now);
     // room ≤ old, so the product fits in 128 bits and the quotient in new.
-    let kept = (u128::from(room) * u128::from(new) / u128::from(old)) as u64;
-    now + (new - kept)
+    moved(from, to, tat, now, |room, old, new| {
+        (u128::from(room) * u128::from(new) / u128::from(old)) as u64
+    })
 }
 
 /// A bucket's arrival time when N changes at `now`, for a bucket that
@@ -40,15 +36,31 @@ pub(crate) fn rescale(from: (Pace, u32), to: (Pace, u32), tat: u64, now: u64) ->
 /// A bucket that is added starts empty, at `now + capacity`: its share of
 /// the burst was in the buckets that were already there.
 pub(crate) fn resize(from: (Pace, u32), to: (Pace, u32), tat: u64, now: u64) -> u64 {
+    // Whole and partial tokens alike: room / old interval, in new units.
+    let (old_interval, new_interval) = (from.0.interval(), to.0.interval());
+    moved(from, to, tat, now, |room, _, new| {
+        let held = u128::from(room) * u128::from(new_interval) / u128::from(old_interval);
+        held.min(u128::from(new)) as u64
+    })
+}
+
+/// The move both changes share (`kept` in rescale.lua): a bucket owing more
+/// than its old capacity `old` keeps what it owes beyond it, in time; any
+/// other keeps `kept(room, old, new)` of its room, at most its new capacity
+/// `new`.
+#[inline]
+fn moved(
+    from: (Pace, u32),
+    to: (Pace, u32),
+    tat: u64,
+    now: u64,
+    kept: impl FnOnce(u64, u64, u64) -> u64,
+) -> u64 {
     let (old, new) = (from.0.capacity(from.1), to.0.capacity(to.1));
     if tat - now.min(tat) > old {
         return tat - old + new;
     }
-    let room = Pace::room(old, tat, now);
-    // Whole and partial tokens alike: room / old interval, in new units.
-    let held = u128::from(room) * u128::from(to.0.interval()) / u128::from(from.0.interval());
-    let kept = held.min(u128::from(new)) as u64;
-    now + (new - kept)
+    now + (new - kept(Pace::room(old, tat, now), old, new))
 }
 
 /// One bucket's arrival time after `cost` units of credit are given back at

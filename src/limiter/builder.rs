@@ -8,7 +8,7 @@ use crate::error::ConfigError;
 use crate::metrics::Metrics;
 use crate::quota::Quota;
 
-use super::core::{Core, Shards, Split};
+use super::core::{Core, Shards, Split, fits_per_tenant, fits_spill, fits_tier};
 use super::isolation::warn_if_weak;
 use super::live::LiveSplit;
 use super::memory::InProcess;
@@ -373,12 +373,7 @@ impl<C: Clock> Builder<C> {
         if per_tenant == 0 {
             return Err(ConfigError::ZeroPerTenant);
         }
-        if per_tenant > buckets {
-            return Err(ConfigError::PerTenantExceedsBuckets {
-                per_tenant,
-                buckets,
-            });
-        }
+        fits_per_tenant(per_tenant, buckets)?;
         if per_tenant > MAX_PER_TENANT {
             return Err(ConfigError::TooManyPerTenant {
                 per_tenant,
@@ -391,23 +386,9 @@ impl<C: Clock> Builder<C> {
                 max: MAX_CACHE_ENTRIES,
             });
         }
-        let most = buckets.min(MAX_PER_TENANT) - per_tenant;
-        if self.spill > most {
-            return Err(ConfigError::SpillTooLarge {
-                spill: self.spill,
-                per_tenant,
-                max: most,
-            });
-        }
-        let most_per_tenant = buckets.min(MAX_PER_TENANT) - self.spill;
+        fits_spill(self.spill, per_tenant, buckets)?;
         for (tier, k) in &self.tiers {
-            if !(1..=most_per_tenant).contains(k) {
-                return Err(ConfigError::TierPerTenant {
-                    tier: tier.clone(),
-                    per_tenant: *k,
-                    max: most_per_tenant,
-                });
-            }
+            fits_tier(tier, *k, self.spill, buckets)?;
         }
         if let Some((_, tier)) = self
             .tenant_tiers

@@ -164,6 +164,52 @@ impl Split {
     }
 }
 
+/// k buckets per tenant fit in `buckets`, or the error saying so. (With
+/// [`fits_spill`] and [`fits_tier`], the rules a shard's sizes obey, checked
+/// when a limiter is built and when its N changes.)
+pub(crate) fn fits_per_tenant(per_tenant: u32, buckets: u32) -> Result<(), ConfigError> {
+    if per_tenant > buckets {
+        return Err(ConfigError::PerTenantExceedsBuckets {
+            per_tenant,
+            buckets,
+        });
+    }
+    Ok(())
+}
+
+/// k own and d spill buckets fit in `buckets` and in a shard, for a k that
+/// does ([`fits_per_tenant`], at most [`MAX_PER_TENANT`]).
+pub(crate) fn fits_spill(spill: u32, per_tenant: u32, buckets: u32) -> Result<(), ConfigError> {
+    let most = buckets.min(MAX_PER_TENANT).saturating_sub(per_tenant);
+    if spill > most {
+        return Err(ConfigError::SpillTooLarge {
+            spill,
+            per_tenant,
+            max: most,
+        });
+    }
+    Ok(())
+}
+
+/// A tier of k' buckets per tenant, at least one, fits in `buckets` and in
+/// a shard beside the d spill buckets.
+pub(crate) fn fits_tier(
+    tier: &str,
+    per_tenant: u32,
+    spill: u32,
+    buckets: u32,
+) -> Result<(), ConfigError> {
+    let most = buckets.min(MAX_PER_TENANT).saturating_sub(spill);
+    if !(1..=most).contains(&per_tenant) {
+        return Err(ConfigError::TierPerTenant {
+            tier: tier.to_owned(),
+            per_tenant,
+            max: most,
+        });
+    }
+    Ok(())
+}
+
 /// Everything a limiter is apart from where its buckets live.
 #[derive(Debug)]
 pub(crate) struct Core {
@@ -242,28 +288,10 @@ impl Shards {
         }
         let assignment = &self.assignment;
         let (per_tenant, spill) = (assignment.per_tenant(), assignment.spill());
-        if per_tenant > buckets {
-            return Err(ConfigError::PerTenantExceedsBuckets {
-                per_tenant,
-                buckets,
-            });
-        }
-        let most = buckets.min(MAX_PER_TENANT);
-        if per_tenant + spill > most {
-            return Err(ConfigError::SpillTooLarge {
-                spill,
-                per_tenant,
-                max: most - per_tenant,
-            });
-        }
-        if let Some((tier, k)) = self.tiers.widest()
-            && k + spill > most
-        {
-            return Err(ConfigError::TierPerTenant {
-                tier: tier.to_owned(),
-                per_tenant: k,
-                max: most - spill,
-            });
+        fits_per_tenant(per_tenant, buckets)?;
+        fits_spill(spill, per_tenant, buckets)?;
+        if let Some((tier, k)) = self.tiers.widest() {
+            fits_tier(tier, k, spill, buckets)?;
         }
         Split::of(quota, buckets)
     }

@@ -1,6 +1,7 @@
-//! A fleet's load on one Redis limiter: two tasks per process checking 50
-//! tenants as fast as they can until stopped, counting the grants, for the
-//! tests that change a limiter under load and check the budget after.
+//! What the Redis tests of live changes share: a fleet's load on one
+//! limiter (two tasks per process checking 50 tenants as fast as they can
+//! until stopped, counting the grants, to check the budget after a change),
+//! draining a tenant, and their runtime.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -55,4 +56,23 @@ impl Load {
         }
         self.granted.load(Ordering::Relaxed)
     }
+}
+
+/// Grants for `tenant` until the first denial (at most `most`).
+pub(crate) async fn drain(limiter: &RedisLimiter, tenant: &str, most: u32) -> u32 {
+    for granted in 0..most {
+        if limiter.check(tenant).await.is_err() {
+            return granted;
+        }
+    }
+    most
+}
+
+/// A runtime with two workers, as the tests of live changes run in.
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
 }
