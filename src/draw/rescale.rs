@@ -189,7 +189,7 @@ mod tests {
 
         /// Whatever the paces, a bucket that stays never holds more tokens
         /// than before nor more than its new burst, and loses less than one
-        /// new interval of credit to rounding when it is not capped.
+        /// unit of time of credit to rounding when it is not capped.
         #[test]
         fn a_resized_bucket_never_gains_tokens(
             old in (1..=1_000u64, 1..=50u32),
