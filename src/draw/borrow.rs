@@ -82,13 +82,14 @@ pub(super) fn borrow(
         return Outcome::Deny { index, at };
     }
     // Nothing was taken from the own buckets.
-    grant(best, best_tat, ask, tokens, full_in)
+    Outcome::Grant(grant(best, best_tat, ask, tokens, full_in))
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::tests::PACE;
     use super::{Outcome, Span};
+    use crate::draw::Single;
 
     /// The draw over slices with `spill` of the buckets lending above a
     /// reserve of half their capacity.
@@ -110,13 +111,13 @@ mod tests {
         for want in [110, 120] {
             assert_eq!(
                 lend(&bursts, &tats, 1, 100, 1),
-                Outcome::Grant {
+                Outcome::Grant(Single {
                     index: 2,
                     seen: tats[2],
                     tat: want,
                     remaining: 0,
                     full_in: 20
-                }
+                })
             );
             tats[2] = want;
         }
@@ -141,13 +142,13 @@ mod tests {
         let outcome = lend(&[2, 2, 4, 4], &[110, 120, 0, 0], 2, 100, 1);
         assert_eq!(
             outcome,
-            Outcome::Grant {
+            Outcome::Grant(Single {
                 index: 0,
                 seen: 110,
                 tat: 120,
                 remaining: 0,
                 full_in: 20
-            }
+            })
         );
         // Once both are empty, the roomier spill bucket above its reserve
         // pays, and the own tokens left are reported as they are.
@@ -155,12 +156,12 @@ mod tests {
         assert!(
             matches!(
                 outcome,
-                Outcome::Grant {
+                Outcome::Grant(Single {
                     index: 2,
                     tat: 110,
                     remaining: 0,
                     ..
-                }
+                })
             ),
             "{outcome:?}"
         );
@@ -168,12 +169,12 @@ mod tests {
         assert!(
             matches!(
                 outcome,
-                Outcome::Grant {
+                Outcome::Grant(Single {
                     index: 3,
                     tat: 110,
                     remaining: 0,
                     ..
-                }
+                })
             ),
             "{outcome:?}"
         );
@@ -186,13 +187,13 @@ mod tests {
         // of 20, and the own token is still there.
         assert_eq!(
             lend(&[2, 2, 4], &[110, 120, 0], 1, 100, 2),
-            Outcome::Grant {
+            Outcome::Grant(Single {
                 index: 2,
                 seen: 0,
                 tat: 120,
                 remaining: 1,
                 full_in: 20
-            }
+            })
         );
     }
 
@@ -201,7 +202,7 @@ mod tests {
         // Own buckets empty at now = 100; spill rooms above the reserve of
         // 20: 10 and 20 (the second pays), then 20 and 20 (the first does).
         let index = |tats: [u64; 4]| match lend(&[2, 2, 4, 4], &tats, 2, 100, 1) {
-            Outcome::Grant { index, .. } => index,
+            Outcome::Grant(Single { index, .. }) => index,
             denied => panic!("{denied:?}"),
         };
         assert_eq!(index([120, 120, 110, 0]), 3);
@@ -220,7 +221,7 @@ mod tests {
         );
         assert!(matches!(
             lend(&bursts, &tats, 1, 105, 1),
-            Outcome::Grant { index: 2, .. }
+            Outcome::Grant(Single { index: 2, .. })
         ));
     }
 
@@ -240,11 +241,11 @@ mod tests {
             |reserve| super::super::draw(PACE, span(reserve), |_| 4, |j| [200, 0][j], 100, 4, || 0);
         assert!(matches!(
             full(0),
-            Outcome::Grant {
+            Outcome::Grant(Single {
                 index: 1,
                 tat: 140,
                 ..
-            }
+            })
         ));
         assert!(matches!(full(1 << 31), Outcome::Deny { index: 0, at: 200 }));
     }

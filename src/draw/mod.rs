@@ -40,21 +40,8 @@ pub(crate) use rescale::{Step, give_back, refund, rescale, resize};
 /// What [`draw`] decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Outcome {
-    /// The bucket at shard position `index` pays; its arrival time becomes
-    /// `tat` (unchanged for a request of 0 tokens, which takes nothing).
-    Grant {
-        /// Position in the shard of the bucket that pays.
-        index: usize,
-        /// That bucket's arrival time as read, for the store's
-        /// compare-and-swap.
-        seen: u64,
-        /// That bucket's new arrival time.
-        tat: u64,
-        /// Whole tokens left over the shard's buckets after the grant.
-        remaining: u64,
-        /// Units of time until every bucket of the shard is full again.
-        full_in: u64,
-    },
+    /// One own or spill bucket pays.
+    Grant(Single),
     /// No own bucket has room for the whole request, but several together
     /// hold its tokens: they pay it together.
     Pooled(Pool),
@@ -68,12 +55,44 @@ pub(crate) enum Outcome {
     },
 }
 
+/// A grant paid by one bucket, the draw's common outcome: small enough for
+/// a store to keep in registers (see [`single`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Single {
+    /// Position in the shard of the bucket that pays.
+    pub(crate) index: usize,
+    /// That bucket's arrival time as read, for the store's
+    /// compare-and-swap.
+    pub(crate) seen: u64,
+    /// That bucket's new arrival time (unchanged for a request of 0
+    /// tokens, which takes nothing).
+    pub(crate) tat: u64,
+    /// Whole tokens left over the shard's own buckets after the grant.
+    pub(crate) remaining: u64,
+    /// Units of time until every bucket of the shard is full again.
+    pub(crate) full_in: u64,
+}
+
 /// The request as every path of the draw sees it.
 #[derive(Clone, Copy)]
 struct Ask {
     now: u64,
-    n: u32,
+    /// Tokens asked, widened: a `u32` among `u64`s is copied with its padding
+    /// by 8-byte moves, which stall store-to-load forwarding on a hot path.
+    n: u64,
     cost: u64,
+}
+
+impl Ask {
+    /// `n` tokens at `now`.
+    #[inline(always)]
+    fn of(pace: Pace, now: u64, n: u32) -> Ask {
+        Ask {
+            now,
+            n: u64::from(n),
+            cost: u64::from(n) * pace.interval(),
+        }
+    }
 }
 
 /// Decides a request of `n` tokens against a shard: `burst(j)` and `tat(j)`
@@ -111,8 +130,54 @@ struct Ask {
 ///
 /// Two buckets per tenant, the default, take a straight-line path with the
 /// same results as the general one.
-#[inline(always)]
+///
+/// The draw is [`single`], the common case alone, and [`rest`] when that
+/// finds no own bucket with room for the whole request; a store on a hot
+/// path calls the two in turn itself, so that the common case never holds
+/// the larger outcome.
+#[inline]
 pub(crate) fn draw(
+    pace: Pace,
+    span: Span,
+    burst: impl Fn(usize) -> u32 + Copy,
+    tat: impl Fn(usize) -> u64 + Copy,
+    now: u64,
+    n: u32,
+    start: impl FnOnce() -> usize + Copy,
+) -> Outcome {
+    match single(pace, span.own, burst, tat, now, n, start) {
+        Some(single) => Outcome::Grant(single),
+        None => rest(pace, span, burst, tat, now, n, start),
+    }
+}
+
+/// The grant by the roomiest of the `k` own buckets, if its room fits the
+/// request (the first rule of [`draw`]); `None` when no own bucket can pay
+/// alone.
+#[inline(always)]
+pub(crate) fn single(
+    pace: Pace,
+    k: usize,
+    burst: impl Fn(usize) -> u32,
+    tat: impl Fn(usize) -> u64,
+    now: u64,
+    n: u32,
+    start: impl FnOnce() -> usize,
+) -> Option<Single> {
+    let ask = Ask::of(pace, now, n);
+    if k == 2 {
+        pair(pace, burst, tat, ask, start)
+    } else {
+        any(pace, k, burst, tat, ask, start)
+    }
+}
+
+/// The rest of [`draw`], where no own bucket can pay alone: the own buckets
+/// together, a spill bucket, or the denial. The buckets are asked for
+/// again, so that the common path hands nothing over to this one.
+#[cold]
+#[inline(never)]
+pub(crate) fn rest(
     pace: Pace,
     span: Span,
     burst: impl Fn(usize) -> u32 + Copy,
@@ -121,39 +186,31 @@ pub(crate) fn draw(
     n: u32,
     start: impl FnOnce() -> usize,
 ) -> Outcome {
-    let ask = Ask {
-        now,
-        n,
-        cost: u64::from(n) * pace.interval(),
-    };
-    let own = if span.own == 2 {
-        pair(pace, burst, tat, ask, start)
-    } else {
-        any(pace, span.own, burst, tat, ask, start)
-    };
+    let ask = Ask::of(pace, now, n);
+    let own = short(pace, span.own, burst, tat, ask, start);
     if span.spill > 0 && matches!(own, Outcome::Deny { .. }) {
         return borrow(pace, span, burst, tat, ask);
     }
     own
 }
 
-/// [`draw`] for two own buckets, straight-line: both loads issued at once,
-/// a branch-free pick, the coin only for a tie.
-#[inline]
+/// [`single`] for two own buckets, straight-line: both loads issued at
+/// once, a branch-free pick, the coin only for a tie.
+#[inline(always)]
 fn pair(
     pace: Pace,
     burst: impl Fn(usize) -> u32,
     tat: impl Fn(usize) -> u64,
     ask: Ask,
     start: impl FnOnce() -> usize,
-) -> Outcome {
+) -> Option<Single> {
     let now = ask.now;
     let (capacity0, capacity1) = (pace.capacity(burst(0)), pace.capacity(burst(1)));
     let (tat0, tat1) = (tat(0), tat(1));
     let room0 = Pace::room(capacity0, tat0, now);
     let room1 = Pace::room(capacity1, tat1, now);
     if room0.max(room1) < ask.cost {
-        return short(pace, &[capacity0, capacity1], &[tat0, tat1], ask, start);
+        return None;
     }
     let best = if room0 == room1 {
         start()
@@ -163,11 +220,11 @@ fn pair(
     let seen = if best == 0 { tat0 } else { tat1 };
     let tokens = pace.tokens(room0) + pace.tokens(room1);
     let full_in = tat0.max(tat1).saturating_sub(now);
-    grant(best, seen, ask, tokens - u64::from(ask.n), full_in)
+    Some(grant(best, seen, ask, tokens - ask.n, full_in))
 }
 
-/// [`draw`] for any number of own buckets.
-#[inline(never)]
+/// [`single`] for any number of own buckets.
+#[inline]
 fn any(
     pace: Pace,
     k: usize,
@@ -175,17 +232,15 @@ fn any(
     tat: impl Fn(usize) -> u64,
     ask: Ask,
     start: impl FnOnce() -> usize,
-) -> Outcome {
+) -> Option<Single> {
     let now = ask.now;
-    let mut capacities = [0; MAX_K];
     let mut tats = [0; MAX_K];
     let mut rooms = [0; MAX_K];
     let (mut best, mut ties) = (0, 0);
     let (mut tokens, mut full_in) = (0, 0);
     for j in 0..k {
-        capacities[j] = pace.capacity(burst(j));
         tats[j] = tat(j);
-        rooms[j] = Pace::room(capacities[j], tats[j], now);
+        rooms[j] = Pace::room(pace.capacity(burst(j)), tats[j], now);
         tokens += pace.tokens(rooms[j]);
         full_in = full_in.max(tats[j].saturating_sub(now));
         if j == 0 || rooms[j] > rooms[best] {
@@ -195,7 +250,7 @@ fn any(
         }
     }
     if rooms[best] < ask.cost {
-        return short(pace, &capacities[..k], &tats[..k], ask, start);
+        return None;
     }
     if ties > 1 {
         let most = rooms[best];
@@ -205,7 +260,7 @@ fn any(
             .find(|&j| rooms[j] == most)
             .unwrap_or(best);
     }
-    grant(best, tats[best], ask, tokens - u64::from(ask.n), full_in)
+    Some(grant(best, tats[best], ask, tokens - ask.n, full_in))
 }
 
 /// The most buckets a shard may have, as the draw's arrays hold them.
@@ -214,13 +269,13 @@ pub(crate) const MAX_K: usize = crate::assign::MAX_PER_TENANT as usize;
 /// The grant by the bucket at `index`, whose arrival time was `seen`, with
 /// the own buckets' `remaining` tokens and `full_in` as read.
 #[inline]
-fn grant(index: usize, seen: u64, ask: Ask, remaining: u64, full_in: u64) -> Outcome {
+fn grant(index: usize, seen: u64, ask: Ask, remaining: u64, full_in: u64) -> Single {
     let tat = if ask.n == 0 {
         seen
     } else {
         seen.max(ask.now) + ask.cost
     };
-    Outcome::Grant {
+    Single {
         index,
         seen,
         tat,
@@ -241,7 +296,7 @@ fn room_at(capacity: u64, tat: u64, now: u64, cost: u64) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Outcome, Pace};
+    use super::{Outcome, Pace, Single};
 
     pub(super) const PACE: Pace = Pace::every(10);
 
@@ -260,7 +315,7 @@ mod tests {
 
     fn grant_tat(outcome: Outcome) -> u64 {
         match outcome {
-            Outcome::Grant { tat, .. } => tat,
+            Outcome::Grant(Single { tat, .. }) => tat,
             _ => panic!("not one bucket's grant: {outcome:?}"),
         }
     }
@@ -282,13 +337,13 @@ mod tests {
         );
         assert_eq!(
             draw(PACE, &[3], &[tat], 10, 1, 0),
-            Outcome::Grant {
+            Outcome::Grant(Single {
                 index: 0,
                 seen: 30,
                 tat: 40,
                 remaining: 0,
                 full_in: 30
-            }
+            })
         );
     }
 
@@ -308,19 +363,19 @@ mod tests {
         // Rooms at now = 100: 10, 30, 30 (capacities 30, 30, 30).
         let tats = [120, 0, 50];
         let index = |start| match draw(PACE, &[3, 3, 3], &tats, 100, 1, start) {
-            Outcome::Grant { index, .. } => index,
+            Outcome::Grant(Single { index, .. }) => index,
             denied => panic!("{denied:?}"),
         };
         assert_eq!(index(0), 1);
         assert_eq!(index(1), 1);
         assert_eq!(index(2), 2);
         match draw(PACE, &[3, 3, 3], &tats, 100, 1, 0) {
-            Outcome::Grant {
+            Outcome::Grant(Single {
                 tat,
                 remaining,
                 full_in,
                 ..
-            } => assert_eq!((tat, remaining, full_in), (110, 1 + 3 + 3 - 1, 20)),
+            }) => assert_eq!((tat, remaining, full_in), (110, 1 + 3 + 3 - 1, 20)),
             denied => panic!("{denied:?}"),
         }
     }
@@ -346,13 +401,13 @@ mod tests {
         for start in 0..4 {
             assert_eq!(
                 draw(PACE, &[3; 4], &[120, 110, 100, 130], 100, 1, start),
-                Outcome::Grant {
+                Outcome::Grant(Single {
                     index: 2,
                     seen: 100,
                     tat: 110,
                     remaining: 1 + 2 + 3 - 1,
                     full_in: 30
-                },
+                }),
                 "start {start}"
             );
         }
@@ -364,23 +419,23 @@ mod tests {
         let outcome = draw(PACE, &[3, 3], &[500, 0], 10, 0, 0);
         assert_eq!(
             outcome,
-            Outcome::Grant {
+            Outcome::Grant(Single {
                 index: 1,
                 seen: 0,
                 tat: 0,
                 remaining: 3,
                 full_in: 490
-            }
+            })
         );
         assert_eq!(
             draw(PACE, &[3], &[500], 10, 0, 0),
-            Outcome::Grant {
+            Outcome::Grant(Single {
                 index: 0,
                 seen: 500,
                 tat: 500,
                 remaining: 0,
                 full_in: 490
-            }
+            })
         );
     }
 
@@ -395,7 +450,7 @@ mod tests {
         );
         assert!(matches!(
             draw(PACE, &[3], &[0], 0, 3, 0),
-            Outcome::Grant { tat: 30, .. }
+            Outcome::Grant(Single { tat: 30, .. })
         ));
     }
 
@@ -411,7 +466,7 @@ mod tests {
             n in 0..=5u32,
             start in 0..2usize,
         ) {
-            let ask = super::Ask { now, n, cost: u64::from(n) * PACE.interval() };
+            let ask = super::Ask { now, n: u64::from(n), cost: u64::from(n) * PACE.interval() };
             let (burst, tat) = (|j: usize| bursts[j], |j: usize| tats[j]);
             proptest::prop_assert_eq!(
                 super::pair(PACE, burst, tat, ask, || start),

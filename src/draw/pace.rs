@@ -10,8 +10,9 @@ pub(crate) struct Pace {
     /// `⌊2^(63+shift) / interval⌋ + 1`, so that counting tokens is a
     /// multiply and a shift instead of a division (see [`Pace::tokens`]).
     magic: u64,
-    /// `⌈log₂ interval⌉`.
-    shift: u32,
+    /// `⌈log₂ interval⌉` (a `u64`, so that the struct has no padding: see
+    /// the `Ask` of the draw).
+    shift: u64,
 }
 
 impl Pace {
@@ -23,7 +24,7 @@ impl Pace {
         Pace {
             interval,
             magic: ((1u128 << (63 + shift)) / interval as u128 + 1) as u64,
-            shift,
+            shift: shift as u64,
         }
     }
 
@@ -34,7 +35,7 @@ impl Pace {
         Pace {
             interval,
             magic,
-            shift: u64::BITS - (interval - 1).leading_zeros(),
+            shift: u64::from(u64::BITS - (interval - 1).leading_zeros()),
         }
     }
 

@@ -58,30 +58,33 @@ impl Pool {
     }
 }
 
-/// The request when the roomiest of the own buckets, whose `capacities` and
-/// arrival times `tats` are given, has too little room for it alone: paid by
-/// several of them, or denied.
-#[cold]
-#[inline(never)]
+/// The request when the roomiest of the `k` own buckets (`burst` and `tat`
+/// as for the draw, asked once each) has too little room for it alone:
+/// paid by several of them, or denied.
 pub(super) fn short(
     pace: Pace,
-    capacities: &[u64],
-    tats: &[u64],
+    k: usize,
+    burst: impl Fn(usize) -> u32,
+    tat: impl Fn(usize) -> u64,
     ask: Ask,
     start: impl FnOnce() -> usize,
 ) -> Outcome {
+    let (mut capacities, mut read) = ([0; MAX_K], [0; MAX_K]);
+    for j in 0..k {
+        (capacities[j], read[j]) = (pace.capacity(burst(j)), tat(j));
+    }
+    let (capacities, tats) = (&capacities[..k], &read[..k]);
     let mut rooms = [0; MAX_K];
     let mut tokens = 0;
     for (j, (&capacity, &tat)) in capacities.iter().zip(tats).enumerate() {
         rooms[j] = Pace::room(capacity, tat, ask.now);
         tokens += pace.tokens(rooms[j]);
     }
-    if tokens < u64::from(ask.n) {
+    if tokens < ask.n {
         let (index, at) = soonest(pace, capacities, tats, ask);
         return Outcome::Deny { index, at };
     }
-    let k = tats.len();
-    let mut pool = Pool::new(tokens - u64::from(ask.n), 0);
+    let mut pool = Pool::new(tokens - ask.n, 0);
     let mut new_tats = [0; MAX_K];
     new_tats[..k].copy_from_slice(tats);
     // The roomiest bucket not yet paying pays next, as much as it holds in
@@ -104,8 +107,8 @@ pub(super) fn short(
         // part of it is.
         let Some(j) = best else { break };
         paying[j] = true;
-        let paid = pace.tokens(rooms[j]).min(u64::from(left)) as u32;
-        left -= paid;
+        let paid = pace.tokens(rooms[j]).min(left) as u32;
+        left -= u64::from(paid);
         new_tats[j] = tats[j].max(ask.now) + u64::from(paid) * pace.interval();
         let i = pool.payers;
         (pool.index[i], pool.seen[i], pool.tat[i], pool.paid[i]) =
@@ -143,7 +146,7 @@ pub(super) fn soonest(pace: Pace, capacities: &[u64], tats: &[u64], ask: Ask) ->
             .map(|(&c, &tat)| pace.tokens(Pace::room(c, tat, t)))
             .sum()
     };
-    let n = u64::from(ask.n);
+    let n = ask.n;
     if n <= 1 {
         return (index, at);
     }
@@ -185,7 +188,7 @@ pub(super) fn soonest(pace: Pace, capacities: &[u64], tats: &[u64], ask: Ask) ->
 #[cfg(test)]
 mod tests {
     use super::super::tests::PACE;
-    use super::super::{Outcome, Span, draw};
+    use super::super::{Outcome, Single, Span, draw};
     use super::Pool;
 
     fn take(bursts: &[u32], tats: &[u64], now: u64, n: u32, start: usize) -> Outcome {
@@ -277,7 +280,7 @@ mod tests {
                 (0..k).map(|j| PACE.tokens(super::Pace::room(capacity(j), tats[j], t))).sum()
             };
             match take(&bursts, tats, now, n, start) {
-                Outcome::Grant { .. } => proptest::prop_assert!(tokens(now) >= u64::from(n)),
+                Outcome::Grant(Single { .. }) => proptest::prop_assert!(tokens(now) >= u64::from(n)),
                 Outcome::Pooled(pool) => {
                     proptest::prop_assert!(pool.payers >= 2);
                     let mut sum = 0;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::Shard;
 use crate::assign::MAX_PER_TENANT;
-use crate::draw::Outcome;
+use crate::draw::{Outcome, Single};
 use crate::error::RefundTooLarge;
 
 /// A granted request.
@@ -88,6 +88,24 @@ impl Grant {
             }))
     }
 
+    /// The grant of `n` tokens by the bucket `single` names in `shard`,
+    /// whose times are in units of `unit` ns.
+    #[inline(always)]
+    pub(crate) fn single(single: Single, shard: &Shard, n: u32, unit: u64) -> Grant {
+        let mut payments = [Payment::default(); MAX_PER_TENANT as usize];
+        payments[0] = Payment {
+            bucket: shard.ranked()[single.index],
+            tokens: n,
+        };
+        Grant {
+            payments,
+            payers: 1,
+            borrowed: single.index >= shard.buckets().len(),
+            remaining: single.remaining,
+            full_in: single.full_in.saturating_mul(unit),
+        }
+    }
+
     /// A grant no bucket paid for (a failure policy's), naming `bucket`.
     #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub(crate) fn unpaid(bucket: u32) -> Grant {
@@ -156,7 +174,7 @@ impl Reserved {
     pub(crate) fn of(grant: Grant, outcome: &Outcome, ready_in: Duration) -> Reserved {
         let mut written = [0; MAX_PER_TENANT as usize];
         match outcome {
-            Outcome::Grant { tat, .. } => written[0] = *tat,
+            Outcome::Grant(Single { tat, .. }) => written[0] = *tat,
             Outcome::Pooled(pool) => {
                 for (w, (.., tat, _)) in written.iter_mut().zip(pool.payments()) {
                     *w = tat;
@@ -254,24 +272,7 @@ pub(crate) fn answer(
     let duration = |units: u64| Duration::from_nanos(units.saturating_mul(unit));
     let mut payments = [Payment::default(); MAX_PER_TENANT as usize];
     match outcome {
-        Outcome::Grant {
-            index,
-            remaining,
-            full_in,
-            ..
-        } => {
-            payments[0] = Payment {
-                bucket: ids[index],
-                tokens: n,
-            };
-            Ok(Grant {
-                payments,
-                payers: 1,
-                borrowed: index >= shard.buckets().len(),
-                remaining,
-                full_in: full_in.saturating_mul(unit),
-            })
-        }
+        Outcome::Grant(single) => Ok(Grant::single(single, shard, n, unit)),
         Outcome::Pooled(pool) => {
             for (payment, (index, .., tokens)) in payments.iter_mut().zip(pool.payments()) {
                 *payment = Payment {

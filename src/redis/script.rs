@@ -6,7 +6,7 @@ use ::redis::aio::ConnectionLike;
 
 use super::error::Error;
 use super::layout::Layout;
-use crate::draw::{MAX_K, Outcome, Pool, Span};
+use crate::draw::{MAX_K, Outcome, Pool, Single, Span};
 use crate::limiter::core::Split;
 use crate::{Denied, Grant, Shard};
 
@@ -216,13 +216,13 @@ fn parse(reply: &[i64], own: usize, ranked: usize) -> Option<Drawn> {
     let mut held = [0; MAX_K];
     let time = |t: &i64| u64::try_from(*t).ok();
     let outcome = match (granted, rest) {
-        (1, [_paid, tat]) => Some(Outcome::Grant {
+        (1, [_paid, tat]) => Some(Outcome::Grant(Single {
             index,
             seen: 0,
             tat: time(tat)?,
             remaining,
             full_in: wait,
-        }),
+        })),
         (1, [paid, tat, more @ ..]) if more.len() % 3 == 0 && more.len() < 3 * MAX_K => {
             let mut pool = Pool::new(remaining, wait);
             let others = more.chunks_exact(3).map(|t| (t[0], t[1], t[2]));

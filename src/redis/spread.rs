@@ -26,7 +26,7 @@ use super::error::Error;
 use super::script::{Answer, MICROS, answer};
 use super::store::{Decision, ERRORS, Shared, Source};
 use crate::clock::Clock;
-use crate::draw::{MAX_K, Outcome};
+use crate::draw::{MAX_K, Outcome, Single};
 use crate::limiter::core::Split;
 use crate::limiter::memory::tie_break;
 use crate::{Denied, Shard};
@@ -151,9 +151,9 @@ where
                 Ok(Ok(Answer::Drawn(drawn))) => {
                     self.breaker.answered(&[b], self.breaker.micros());
                     match drawn.outcome {
-                        Outcome::Grant {
+                        Outcome::Grant(Single {
                             remaining, full_in, ..
-                        } => {
+                        }) => {
                             self.rooms.saw(b, now.saturating_add(full_in));
                             let result =
                                 self.spread_grant(&split, &shard, (j, remaining, full_in), now, n);
@@ -229,11 +229,11 @@ where
                 },
                 Ok(Ok(Answer::Drawn(drawn))) => {
                     self.breaker.answered(&[b], self.breaker.micros());
-                    if let Outcome::Grant {
+                    if let Outcome::Grant(Single {
                         remaining: tokens,
                         full_in,
                         ..
-                    } = drawn.outcome
+                    }) = drawn.outcome
                     {
                         self.rooms.saw(b, now.saturating_add(full_in));
                         remaining += tokens;
@@ -258,13 +258,13 @@ where
             let error = self.failed_on(b, error);
             return self.by_policy(&shard, 0, Some(error));
         }
-        let outcome = Outcome::Grant {
+        let outcome = Outcome::Grant(Single {
             index: roomiest.0,
             seen: 0,
             tat: 0,
             remaining,
             full_in: longest,
-        };
+        });
         self.decided(answer(outcome, &shard, 0), Source::Redis, None)
     }
 
@@ -312,13 +312,13 @@ where
                 longest = longest.max(self.rooms.full_at(b).saturating_sub(now));
             }
         }
-        let outcome = Outcome::Grant {
+        let outcome = Outcome::Grant(Single {
             index: j,
             seen: 0,
             tat: 0,
             remaining,
             full_in: longest,
-        };
+        });
         answer(outcome, shard, n)
     }
 

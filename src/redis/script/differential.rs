@@ -5,7 +5,7 @@ use redis::AsyncCommands;
 
 use super::redis_server::RedisServer;
 use super::{Answer, Call, DrawScript, Drawn, MICROS};
-use crate::draw::{Outcome, Pace, Span, draw};
+use crate::draw::{Outcome, Pace, Single, Span, draw};
 use crate::redis::layout::Layout;
 
 /// The draw of an answer that must be one.
@@ -141,7 +141,7 @@ fn the_script_draws_exactly_as_the_pure_function() {
             let case = case(&mut rng);
             let k = case.bursts.len();
             borrowed += usize::from(
-                matches!(want_of(&case), Outcome::Grant { index, .. } if index >= case.span.own),
+                matches!(want_of(&case), Outcome::Grant(Single { index, .. }) if index >= case.span.own),
             );
             for (j, &tat) in case.tats.iter().enumerate() {
                 let key = script.key(j as u32).unwrap();
@@ -172,19 +172,19 @@ fn the_script_draws_exactly_as_the_pure_function() {
                     index,
                     at: at - (case.now + case.lead),
                 },
-                Outcome::Grant {
+                Outcome::Grant(Single {
                     index,
                     tat,
                     remaining,
                     full_in,
                     ..
-                } => Outcome::Grant {
+                }) => Outcome::Grant(Single {
                     index,
                     seen: 0,
                     tat,
                     remaining,
                     full_in,
-                },
+                }),
                 Outcome::Pooled(mut pool) => {
                     pool.seen = Default::default();
                     Outcome::Pooled(pool)
@@ -204,7 +204,7 @@ fn the_script_draws_exactly_as_the_pure_function() {
                 assert_eq!(drawn.held[..case.span.own], held, "step {step}: {case:?}");
             }
             let written: Vec<(usize, u64)> = match want {
-                Outcome::Grant { index, tat, .. } => vec![(index, tat)],
+                Outcome::Grant(Single { index, tat, .. }) => vec![(index, tat)],
                 Outcome::Pooled(pool) => pool.payments().map(|(j, _, tat, _)| (j, tat)).collect(),
                 Outcome::Deny { .. } => vec![],
             };
@@ -274,11 +274,11 @@ fn a_bucket_holding_a_string_that_is_not_a_time_is_repaired_as_empty() {
             assert!(
                 matches!(
                     got,
-                    Outcome::Grant {
+                    Outcome::Grant(Single {
                         index: 1,
                         remaining: 2,
                         ..
-                    }
+                    })
                 ),
                 "{garbage}: {got:?}"
             );
