@@ -223,8 +223,9 @@ fn pair(
     Some(grant(best, seen, ask, tokens - ask.n, full_in))
 }
 
-/// [`single`] for any number of own buckets.
-#[inline]
+/// [`single`] for any number of own buckets: one pass that keeps the most
+/// room and which positions have it, then the coin only for a tie.
+#[inline(always)]
 fn any(
     pace: Pace,
     k: usize,
@@ -235,30 +236,32 @@ fn any(
 ) -> Option<Single> {
     let now = ask.now;
     let mut tats = [0; MAX_K];
-    let mut rooms = [0; MAX_K];
-    let (mut best, mut ties) = (0, 0);
+    // `tied` has bit j set for each position with the most room so far.
+    let (mut best, mut most, mut tied) = (0, 0, 0u32);
     let (mut tokens, mut full_in) = (0, 0);
-    for j in 0..k {
-        tats[j] = tat(j);
-        rooms[j] = Pace::room(pace.capacity(burst(j)), tats[j], now);
-        tokens += pace.tokens(rooms[j]);
-        full_in = full_in.max(tats[j].saturating_sub(now));
-        if j == 0 || rooms[j] > rooms[best] {
-            (best, ties) = (j, 1);
-        } else if rooms[j] == rooms[best] {
-            ties += 1;
+    for (j, read) in tats.iter_mut().enumerate().take(k) {
+        *read = tat(j);
+        let room = Pace::room(pace.capacity(burst(j)), *read, now);
+        tokens += pace.tokens(room);
+        full_in = full_in.max(read.saturating_sub(now));
+        if j == 0 || room > most {
+            (best, most, tied) = (j, room, 1 << j);
+        } else if room == most {
+            tied |= 1 << j;
         }
     }
-    if rooms[best] < ask.cost {
+    if most < ask.cost {
         return None;
     }
-    if ties > 1 {
-        let most = rooms[best];
+    if tied != 1 << best {
+        // The first tied position at or after the start, wrapping.
         let start = start();
-        best = (start..k)
-            .chain(0..start)
-            .find(|&j| rooms[j] == most)
-            .unwrap_or(best);
+        let after = tied >> start;
+        best = if after != 0 {
+            start + after.trailing_zeros() as usize
+        } else {
+            tied.trailing_zeros() as usize
+        };
     }
     Some(grant(best, tats[best], ask, tokens - ask.n, full_in))
 }

@@ -79,10 +79,29 @@ impl<C: Clock> InProcess<C> {
     /// The common case of [`decide`](Self::decide), in registers: the
     /// roomiest own bucket pays alone ([`draw::single`]). `None`, with
     /// nothing drawn, when none can, or when N is no longer `buckets`.
+    /// (Two own buckets, the default, get a loop of their own, where the
+    /// draw's straight-line path is all there is: merged with the general
+    /// one, the decision went through the stack.)
     #[inline(always)]
     fn single(&self, core: &Core, shard: &Shard, buckets: u32, n: u32) -> Option<Single> {
+        match shard.buckets().len() {
+            2 => self.single_of(core, shard, 2, buckets, n),
+            own => self.single_of(core, shard, own, buckets, n),
+        }
+    }
+
+    /// [`single`](Self::single) over the first `own` buckets of `shard`.
+    #[inline(always)]
+    fn single_of(
+        &self,
+        core: &Core,
+        shard: &Shard,
+        own: usize,
+        buckets: u32,
+        n: u32,
+    ) -> Option<Single> {
         let now = self.now();
-        let (ids, own) = (shard.ranked(), shard.buckets().len());
+        let ids = shard.ranked();
         loop {
             let (version, split) = core.split.read();
             if split.buckets != buckets {
