@@ -477,5 +477,36 @@ mod tests {
             );
         }
 
+        /// Any number of own buckets: the one-bucket grant is the roomiest
+        /// that fits, the first of equal rooms at or after the start,
+        /// wrapping (the rule as `draw` states it, written out here the
+        /// plain way), and the draw grants by several or denies exactly
+        /// when no bucket fits alone.
+        #[test]
+        fn the_roomiest_pays_from_the_start_for_any_number_of_buckets(
+            shard in proptest::collection::vec((1..=4u32, 0..=80u64), 1..=super::MAX_K),
+            now in 0..=60u64,
+            n in 0..=5u32,
+            start in 0..super::MAX_K,
+        ) {
+            let k = shard.len();
+            let start = start % k;
+            let (burst, tat) = (|j: usize| shard[j].0, |j: usize| shard[j].1);
+            let cost = u64::from(n) * PACE.interval();
+            let rooms: Vec<u64> = (0..k)
+                .map(|j| Pace::room(PACE.capacity(burst(j)), tat(j), now))
+                .collect();
+            let most = *rooms.iter().max().unwrap();
+            let expected = (most >= cost).then(|| {
+                (start..k).chain(0..start).find(|&j| rooms[j] == most).unwrap()
+            });
+            let single = super::single(PACE, k, burst, tat, now, n, || start);
+            proptest::prop_assert_eq!(single.map(|s| s.index), expected);
+            let outcome = super::draw(PACE, super::Span::own(k), burst, tat, now, n, || start);
+            match single {
+                Some(single) => proptest::prop_assert_eq!(outcome, Outcome::Grant(single)),
+                None => proptest::prop_assert!(!matches!(outcome, Outcome::Grant(_))),
+            }
+        }
     }
 }
