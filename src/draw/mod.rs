@@ -3,7 +3,8 @@
 //!
 //! [`draw`] is a pure function over plain numbers — no atomics, no I/O, no
 //! clock — so every store applies the same rules: the in-process store loads
-//! its atomics, calls it and compare-and-swaps the winner; the Redis store
+//! its atomics, calls it (its two parts, [`single`] then [`rest`], in turn)
+//! and compare-and-swaps the winner; the Redis store
 //! runs `src/redis/draw.lua`, which mirrors it line by line (a differential
 //! test in `src/redis/script/differential.rs` feeds both the same inputs).
 //!
