@@ -13,7 +13,7 @@
 
 use std::hint::black_box;
 use std::num::NonZeroU32;
-use std::sync::Arc;
+use std::sync::{Arc, Barrier};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -104,18 +104,25 @@ fn single(c: &mut Criterion) {
 /// Runs `work` on two threads for `iters` iterations each; the time of the
 /// slower one.
 fn two_threads(iters: u64, work: impl Fn(usize) + Sync) -> Duration {
-    let start = Instant::now();
-    std::thread::scope(|s| {
-        for t in 0..2 {
-            let work = &work;
+    // Timed from a barrier to the slower thread's end: starting a thread
+    // takes longer than many checks, and one started late would otherwise
+    // count as time both spent checking.
+    let start = Barrier::new(2);
+    let times = std::thread::scope(|s| {
+        let threads = [0, 1].map(|t| {
+            let (work, start) = (&work, &start);
             s.spawn(move || {
+                start.wait();
+                let began = Instant::now();
                 for _ in 0..iters {
                     work(t);
                 }
-            });
-        }
+                began.elapsed()
+            })
+        });
+        threads.map(|thread| thread.join().expect("a benchmark thread panicked"))
     });
-    start.elapsed()
+    times[0].max(times[1])
 }
 
 fn contended(c: &mut Criterion) {
