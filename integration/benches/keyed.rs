@@ -46,12 +46,14 @@
 use std::cell::OnceCell;
 use std::hint::black_box;
 use std::num::NonZeroU32;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use criterion::{Bencher, measurement::WallTime};
 use criterion::{BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main};
 use governor::{DefaultKeyedRateLimiter, Quota as GQuota, RateLimiter};
 use shuffle_limiter::{Quota, ShardedLimiter};
+
+mod support;
 
 const SIZES: [(&str, usize); 3] = [("10k", 10_000), ("100k", 100_000), ("1M", 1_000_000)];
 
@@ -294,22 +296,15 @@ fn keyed(c: &mut Criterion) {
     }
 }
 
-/// Runs `work(thread, step)` on two threads for `iters` steps each, thread 1
-/// half an order away from thread 0; the time of the slower thread.
+/// Runs `work(step)` on two threads for `iters` steps each, thread 1 half
+/// an order away from thread 0; the time of the slower thread.
 fn two_threads(iters: u64, base: usize, work: impl Fn(usize) + Sync) -> Duration {
-    let start = Instant::now();
-    std::thread::scope(|s| {
-        for t in 0..2 {
-            let work = &work;
-            s.spawn(move || {
-                let from = base + t * ORDER_LEN / 2;
-                for i in 0..iters as usize {
-                    work((from + i) & (ORDER_LEN - 1));
-                }
-            });
+    support::on_two_threads(|t| {
+        let from = base + t * ORDER_LEN / 2;
+        for i in 0..iters as usize {
+            work((from + i) & (ORDER_LEN - 1));
         }
-    });
-    start.elapsed()
+    })
 }
 
 /// Two threads checking uniform random tenants of one shared limiter. Here

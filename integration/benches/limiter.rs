@@ -13,13 +13,15 @@
 
 use std::hint::black_box;
 use std::num::NonZeroU32;
-use std::sync::{Arc, Barrier};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use governor::{Quota as GQuota, RateLimiter};
 use shuffle_limiter::{Clock, MonotonicClock, Quota, ShardedLimiter};
+
+mod support;
 
 /// A budget so large that every check in the benchmark is granted, so both
 /// libraries do the same work: read the clock, decide, write the state.
@@ -103,26 +105,13 @@ fn single(c: &mut Criterion) {
 
 /// Runs `work` on two threads for `iters` iterations each; the time of the
 /// slower one.
+/// `iters` calls of `work(thread)` on each of two threads at once.
 fn two_threads(iters: u64, work: impl Fn(usize) + Sync) -> Duration {
-    // Timed from a barrier to the slower thread's end: starting a thread
-    // takes longer than many checks, and one started late would otherwise
-    // count as time both spent checking.
-    let start = Barrier::new(2);
-    let times = std::thread::scope(|s| {
-        let threads = [0, 1].map(|t| {
-            let (work, start) = (&work, &start);
-            s.spawn(move || {
-                start.wait();
-                let began = Instant::now();
-                for _ in 0..iters {
-                    work(t);
-                }
-                began.elapsed()
-            })
-        });
-        threads.map(|thread| thread.join().expect("a benchmark thread panicked"))
-    });
-    times[0].max(times[1])
+    support::on_two_threads(|t| {
+        for _ in 0..iters {
+            work(t);
+        }
+    })
 }
 
 fn contended(c: &mut Criterion) {
