@@ -15,8 +15,9 @@ pub(crate) struct Span {
     pub(crate) spill: usize,
     /// The lender's reserve as a fraction of a bucket's capacity, in units
     /// of 2⁻³²: a borrower may take a spill bucket's room above
-    /// ⌈capacity · reserve / 2³²⌉ only.
-    pub(crate) reserve: u32,
+    /// ⌈capacity · reserve / 2³²⌉ only. (Below 2³², but a `u64`: see the
+    /// draw's `Ask`.)
+    pub(crate) reserve: u64,
 }
 
 impl Span {
@@ -235,8 +236,11 @@ mod tests {
         assert_eq!(span(0).reserve_of(40), 0);
         assert_eq!(span(1 << 31).reserve_of(40), 20);
         assert_eq!(span(1 << 31).reserve_of(41), 21); // rounded up: owners keep more
-        assert_eq!(span(u32::MAX).reserve_of(40), 40);
-        assert_eq!(span(u32::MAX).reserve_of(1 << 62), (1 << 62) - (1 << 30));
+        assert_eq!(span(u64::from(u32::MAX)).reserve_of(40), 40);
+        assert_eq!(
+            span(u64::from(u32::MAX)).reserve_of(1 << 62),
+            (1 << 62) - (1 << 30)
+        );
         let full =
             |reserve| super::super::draw(PACE, span(reserve), |_| 4, |j| [200, 0][j], 100, 4, || 0);
         assert!(matches!(

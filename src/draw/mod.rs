@@ -175,9 +175,10 @@ pub(crate) fn single(
 
 /// The rest of [`draw`], where no own bucket can pay alone: the own buckets
 /// together, a spill bucket, or the denial. The buckets are asked for
-/// again, so that the common path hands nothing over to this one.
-#[cold]
-#[inline(never)]
+/// again, so that the common path hands nothing over to this one. (Inlined
+/// into its callers, which are cold themselves: called, its pace and span
+/// were copied through the stack in a way that stalled the loads after.)
+#[inline(always)]
 pub(crate) fn rest(
     pace: Pace,
     span: Span,

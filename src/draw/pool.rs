@@ -60,7 +60,9 @@ impl Pool {
 
 /// The request when the roomiest of the `k` own buckets (`burst` and `tat`
 /// as for the draw, asked once each) has too little room for it alone:
-/// paid by several of them, or denied.
+/// paid by several of them, or denied. (Inlined into [`rest`](super::rest):
+/// called, its pace went through the stack; see there.)
+#[inline(always)]
 pub(super) fn short(
     pace: Pace,
     k: usize,

@@ -407,7 +407,7 @@ impl Core {
         Span {
             own: shard.buckets().len(),
             spill: shard.spill().len(),
-            reserve: self.reserve,
+            reserve: u64::from(self.reserve),
         }
     }
 

@@ -59,34 +59,73 @@ impl<C: Clock> InProcess<C> {
     }
 
     /// The draw applied to the atomics, as the caller's answer: the common
-    /// case by [`single`](Self::single), anything else by
-    /// [`take_again`](Self::take_again). (Inlined where the compiler sees
+    /// case by [`single`](Self::single), the rest of the draw by
+    /// [`take_rest`](Self::take_rest). (Inlined where the compiler sees
     /// fit: always inlining it measured 10–20 % slower in the benchmark's
     /// loop, with the same instructions.)
     #[inline]
     pub(crate) fn take(&self, core: &Core, whom: &impl Resolved, n: u32) -> Result<Grant, Denied> {
-        let shard = whom.shard();
-        match self.single(core, shard, whom.buckets(), n) {
-            Some(single) => {
+        let (shard, now) = (whom.shard(), self.now());
+        match self.single(core, shard, whom.buckets(), n, now) {
+            Ok(single) => {
                 let result = Ok(Grant::single(single, shard, n, 1));
                 core.record(&result);
                 result
             }
-            None => self.take_again(core, whom.whom(), n),
+            Err(declined) => self.take_rest(core, whom, n, now, declined),
         }
     }
 
+    /// [`take`](Self::take) where no own bucket could pay alone: the rest of
+    /// the draw ([`draw::rest`]) under the split the common case read, at the
+    /// same instant, so that a denial (a flood's common case) reads the
+    /// clock once and draws no more than it must; anything else, or a
+    /// change meanwhile, by [`take_again`](Self::take_again).
+    #[cold]
+    #[inline(never)]
+    fn take_rest(
+        &self,
+        core: &Core,
+        whom: &impl Resolved,
+        n: u32,
+        now: u64,
+        declined: Declined,
+    ) -> Result<Grant, Denied> {
+        let (version, split) = core.split.read();
+        if declined == Declined::Short(version) {
+            let shard = whom.shard();
+            let (ids, span) = (shard.ranked(), core.span(shard));
+            let burst = |j: usize| split.burst_of(ids[j]);
+            let tat = |j: usize| self.tat(ids[j]);
+            let start = || tie_break(span.own);
+            let outcome = draw::rest(split.pace, span, burst, tat, now, n, start);
+            if self.apply(&outcome, ids) && core.split.unchanged(version) {
+                let result = answer(outcome, shard, n, now, 1);
+                core.record(&result);
+                return result;
+            }
+        }
+        self.take_again(core, whom.whom(), n, now)
+    }
+
     /// The common case of [`decide`](Self::decide), in registers: the
-    /// roomiest own bucket pays alone ([`draw::single`]). `None`, with
-    /// nothing drawn, when none can, or when N is no longer `buckets`.
+    /// roomiest own bucket pays alone ([`draw::single`]). Nothing is drawn
+    /// when none can, or when N is no longer `buckets` ([`Declined`]).
     /// (Two own buckets, the default, get a loop of their own, where the
     /// draw's straight-line path is all there is: merged with the general
     /// one, the decision went through the stack.)
     #[inline(always)]
-    fn single(&self, core: &Core, shard: &Shard, buckets: u32, n: u32) -> Option<Single> {
+    fn single(
+        &self,
+        core: &Core,
+        shard: &Shard,
+        buckets: u32,
+        n: u32,
+        now: u64,
+    ) -> Result<Single, Declined> {
         match shard.buckets().len() {
-            2 => self.single_of(core, shard, 2, buckets, n),
-            own => self.single_of(core, shard, own, buckets, n),
+            2 => self.single_of(core, shard, 2, buckets, n, now),
+            own => self.single_of(core, shard, own, buckets, n, now),
         }
     }
 
@@ -99,19 +138,22 @@ impl<C: Clock> InProcess<C> {
         own: usize,
         buckets: u32,
         n: u32,
-    ) -> Option<Single> {
-        let now = self.now();
+        now: u64,
+    ) -> Result<Single, Declined> {
         let ids = shard.ranked();
         loop {
             let (version, split) = core.split.read();
             if split.buckets != buckets {
-                return None;
+                return Err(Declined::Moved);
             }
             let burst = |j: usize| split.burst_of(ids[j]);
             let tat = |j: usize| self.tat(ids[j]);
-            let single = draw::single(split.pace, own, burst, tat, now, n, || tie_break(own))?;
+            let start = || tie_break(own);
+            let Some(single) = draw::single(split.pace, own, burst, tat, now, n, start) else {
+                return Err(Declined::Short(version));
+            };
             if self.take_single(&single, ids) && core.split.unchanged(version) {
-                return Some(single);
+                return Ok(single);
             }
         }
     }
@@ -131,17 +173,24 @@ impl<C: Clock> InProcess<C> {
                 .is_ok()
     }
 
-    /// [`take`](Self::take) beyond the common case: the whole draw, with
-    /// the caller's shard resolved again while it was resolved under
-    /// another N than the one in force.
+    /// [`take`](Self::take) beyond the common case: the whole draw at the
+    /// same reading of the clock (a denial, a flood's common case, reads it
+    /// once), with the caller's shard resolved again while it was resolved
+    /// under another N than the one in force.
     #[cold]
     #[inline(never)]
-    fn take_again(&self, core: &Core, mut whom: Whom<'_>, n: u32) -> Result<Grant, Denied> {
+    fn take_again(
+        &self,
+        core: &Core,
+        mut whom: Whom<'_>,
+        n: u32,
+        now: u64,
+    ) -> Result<Grant, Denied> {
         loop {
             let buckets = core.buckets();
             whom.shard = core.resolve_again(&whom, buckets);
             whom.buckets = buckets;
-            if let Some((outcome, now)) = self.decide(core, &whom.shard, buckets, n, 0) {
+            if let Some(outcome) = self.decide(core, &whom.shard, buckets, n, now) {
                 let result = answer(outcome, &whom.shard, n, now, 1);
                 core.record(&result);
                 return result;
@@ -160,9 +209,10 @@ impl<C: Clock> InProcess<C> {
         lead: u64,
     ) -> Result<Reserved, Denied> {
         let mut whom = *whom;
-        let (outcome, now) = loop {
-            if let Some(decided) = self.decide(core, &whom.shard, whom.buckets, n, lead) {
-                break decided;
+        let now = self.now().saturating_add(lead).min(MAX_NOW);
+        let outcome = loop {
+            if let Some(outcome) = self.decide(core, &whom.shard, whom.buckets, n, now) {
+                break outcome;
             }
             let buckets = core.buckets();
             whom.shard = core.resolve_again(&whom, buckets);
@@ -173,21 +223,20 @@ impl<C: Clock> InProcess<C> {
         Ok(Reserved::of(result?, &outcome, Duration::from_nanos(lead)))
     }
 
-    /// The draw applied to the atomics at `lead` ns from now: read the
+    /// The draw applied to the atomics at the instant `now`: read the
     /// split, load the shard's arrival times, draw, and compare-and-swap
     /// the winner's; draw again if another thread changed it in between,
     /// or if the quota changed meanwhile (see `live.rs`). The outcome
-    /// applied and the instant it was drawn at; `None`, with nothing drawn,
-    /// when N is no longer `buckets`, the N the shard was resolved under.
+    /// applied; `None`, with nothing drawn, when N is no longer `buckets`,
+    /// the N the shard was resolved under.
     fn decide(
         &self,
         core: &Core,
         shard: &Shard,
         buckets: u32,
         n: u32,
-        lead: u64,
-    ) -> Option<(Outcome, u64)> {
-        let now = self.now().saturating_add(lead).min(MAX_NOW);
+        now: u64,
+    ) -> Option<Outcome> {
         let ids = shard.ranked();
         let span = core.span(shard);
         loop {
@@ -199,14 +248,20 @@ impl<C: Clock> InProcess<C> {
             let tat = |j: usize| self.tat(ids[j]);
             let start = || tie_break(span.own);
             let outcome = draw(split.pace, span, burst, tat, now, n, start);
-            let applied = match outcome {
-                Outcome::Grant(ref single) => self.take_single(single, ids),
-                Outcome::Pooled(ref pool) => self.take_pooled(pool, ids),
-                Outcome::Deny { .. } => true,
-            };
-            if applied && core.split.unchanged(version) {
-                return Some((outcome, now));
+            if self.apply(&outcome, ids) && core.split.unchanged(version) {
+                return Some(outcome);
             }
+        }
+    }
+
+    /// Applies `outcome` to the atomics of `ids`: whether it took (a denial
+    /// takes nothing and always does).
+    #[inline]
+    fn apply(&self, outcome: &Outcome, ids: &[u32]) -> bool {
+        match outcome {
+            Outcome::Grant(single) => self.take_single(single, ids),
+            Outcome::Pooled(pool) => self.take_pooled(pool, ids),
+            Outcome::Deny { .. } => true,
         }
     }
 
@@ -353,6 +408,17 @@ impl<C> fmt::Debug for InProcess<C> {
             .field("buckets", &self.tats.len())
             .finish_non_exhaustive()
     }
+}
+
+/// Why the common case of a decision drew nothing.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Declined {
+    /// N is no longer the one the shard was resolved under.
+    Moved,
+    /// No own bucket can pay alone under the split read at this version.
+    /// (The split itself is read again rather than handed over: copied
+    /// through the stack, it cost more than reading it.)
+    Short(u64),
 }
 
 /// Where two or more buckets have equal room, a per-thread pseudo-random

@@ -73,7 +73,7 @@ impl DrawScript {
         let span = Span {
             own: shard.buckets().len(),
             spill: shard.spill().len(),
-            reserve,
+            reserve: u64::from(reserve),
         };
         let interval = split.interval() / MICROS;
         let call = Call {

@@ -72,7 +72,7 @@ fn case(rng: &mut XorShift) -> Case {
     let span = Span {
         own: ranked - spill,
         spill,
-        reserve,
+        reserve: u64::from(reserve),
     };
     let k = ranked;
     let interval = [1, 7, 1000, 20_000, 123_457][rng.below(5) as usize];
