@@ -103,6 +103,31 @@ fn single(c: &mut Criterion) {
     g.finish();
 }
 
+/// A flooding tenant's common case: every check denied, by budgets of 8 and
+/// 1 requests a second, drained before the benchmark.
+fn denied(c: &mut Criterion) {
+    let mut g = c.benchmark_group("check/denied");
+    g.throughput(Throughput::Elements(1));
+    let limiter = ShardedLimiter::builder()
+        .quota(Quota::per_second(8))
+        .build()
+        .expect("valid configuration");
+    let tenant = limiter.tenant("tenant-42");
+    while tenant.check().is_ok() {}
+    g.bench_function("shuffle-limiter tenant handle", |b| {
+        b.iter(|| black_box(tenant.check()).is_err())
+    });
+    g.bench_function("shuffle-limiter check(&str)", |b| {
+        b.iter(|| black_box(limiter.check(black_box("tenant-42"))).is_err())
+    });
+    let direct = RateLimiter::direct(GQuota::per_second(NonZeroU32::MIN));
+    while direct.check().is_ok() {}
+    g.bench_function("governor direct check()", |b| {
+        b.iter(|| black_box(direct.check()).is_err())
+    });
+    g.finish();
+}
+
 /// Runs `work` on two threads for `iters` iterations each; the time of the
 /// slower one.
 /// `iters` calls of `work(thread)` on each of two threads at once.
@@ -157,5 +182,5 @@ fn disjoint_pair(limiter: &ShardedLimiter) -> (String, String) {
     ("tenant-0".to_owned(), other)
 }
 
-criterion_group!(benches, single, contended);
+criterion_group!(benches, single, denied, contended);
 criterion_main!(benches);
