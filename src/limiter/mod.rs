@@ -2,12 +2,14 @@
 //!
 //! - `builder.rs`: the settings, checked once.
 //! - `core.rs`: what every limiter is, whatever its store.
-//! - `memory.rs`: the in-process store and its synchronous face.
+//! - `memory.rs`: the in-process store, and the draw applied to its atomics.
+//! - `checks.rs`: the in-process limiter's checks, its synchronous face.
 //! - `tenant.rs`: a handle for one tenant, or one user of a tenant.
 //! - `decision.rs`: what a decision returns.
 
 pub(crate) mod builder;
 mod changing;
+mod checks;
 pub(crate) mod core;
 pub(crate) mod decision;
 pub(crate) mod isolation;
