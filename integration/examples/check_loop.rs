@@ -11,7 +11,9 @@
 //! (`check(&str)` of one cached tenant) or `governor` (governor's direct
 //! `check()`, the baseline); the default limiter (N = 8, k = 2) with a
 //! budget of 10⁹/s, so that every check is granted, as in
-//! `benches/limiter.rs`.
+//! `benches/limiter.rs`. `denied` is a tenant handle's `check()` against a
+//! budget of 8/s, drained first, so that every check is denied (a flooding
+//! tenant's common case).
 
 use std::hint::black_box;
 use std::num::NonZeroU32;
@@ -22,7 +24,7 @@ use shuffle_limiter::{Quota, ShardedLimiter};
 fn main() {
     let mut args = std::env::args().skip(1);
     let (Some(checks), Some(kind)) = (args.next().and_then(|n| n.parse().ok()), args.next()) else {
-        eprintln!("usage: check_loop CHECKS handle|k4|keyed|governor");
+        eprintln!("usage: check_loop CHECKS handle|k4|keyed|denied|governor");
         std::process::exit(2);
     };
     let budget = Quota::per_second(1_000_000_000);
@@ -47,6 +49,17 @@ fn main() {
         "k4" => {
             for _ in 0..checks {
                 granted += u64::from(black_box(&four).check().is_ok());
+            }
+        }
+        "denied" => {
+            let flooded = ShardedLimiter::builder()
+                .quota(Quota::per_second(8))
+                .build()
+                .expect("valid");
+            let tenant = flooded.tenant("tenant-a");
+            while tenant.check().is_ok() {}
+            for _ in 0..checks {
+                granted += u64::from(black_box(&tenant).check().is_ok());
             }
         }
         "governor" => {
