@@ -3,8 +3,8 @@
 //!
 //! [`draw`] is a pure function over plain numbers — no atomics, no I/O, no
 //! clock — so every store applies the same rules: the in-process store loads
-//! its atomics, calls it (its two parts, [`single`] then [`rest`], in turn)
-//! and compare-and-swaps the winner; the Redis store
+//! its atomics and calls its two parts, [`single`] then, when that declines,
+//! [`rest`], compare-and-swapping what each drew; the Redis store
 //! runs `src/redis/draw.lua`, which mirrors it line by line (a differential
 //! test in `src/redis/script/differential.rs` feeds both the same inputs).
 //!
@@ -133,9 +133,12 @@ impl Ask {
 /// same results as the general one.
 ///
 /// The draw is [`single`], the common case alone, and [`rest`] when that
-/// finds no own bucket with room for the whole request; a store on a hot
-/// path calls the two in turn itself, so that the common case never holds
-/// the larger outcome.
+/// finds no own bucket with room for the whole request. The in-process store
+/// calls the two in turn itself, applying the first before it draws the
+/// second, so that the common case never holds the larger outcome; this is
+/// their composition as the Lua script runs it, which the differential and
+/// property tests hold both to.
+#[cfg_attr(not(test), allow(dead_code))] // called by the tests alone
 #[inline]
 pub(crate) fn draw(
     pace: Pace,

@@ -10,9 +10,7 @@ use crossbeam_utils::CachePadded;
 
 use crate::Shard;
 use crate::clock::{Clock, MonotonicClock};
-use crate::draw::{
-    self, Outcome, Pace, Pool, Single, Step, draw, give_back, refund, rescale, resize,
-};
+use crate::draw::{self, Outcome, Pace, Pool, Single, Step, give_back, refund, rescale, resize};
 use crate::store::sealed::Apply;
 use crate::sync::{AtomicU64, Ordering};
 
@@ -89,21 +87,33 @@ impl<C: Clock> InProcess<C> {
         now: u64,
         declined: Declined,
     ) -> Result<Grant, Denied> {
-        let (version, split) = core.split.read();
-        if declined == Declined::Short(version) {
-            let shard = whom.shard();
-            let (ids, span) = (shard.ranked(), core.span(shard));
-            let burst = |j: usize| split.burst_of(ids[j]);
-            let tat = |j: usize| self.tat(ids[j]);
-            let start = || tie_break(span.own);
-            let outcome = draw::rest(split.pace, span, burst, tat, now, n, start);
-            if self.apply(&outcome, ids) && core.split.unchanged(version) {
-                let result = answer(outcome, shard, n, now, 1);
-                core.record(&result);
-                return result;
-            }
+        if let Declined::Short(version) = declined
+            && let Some(outcome) = self.rest(core, whom.shard(), n, now, version)
+        {
+            let result = answer(outcome, whom.shard(), n, now, 1);
+            core.record(&result);
+            return result;
         }
         self.take_again(core, whom.whom(), n, now)
+    }
+
+    /// The rest of the draw ([`draw::rest`]) at `now`, applied under the
+    /// split of `version`, which the common case declined under: the
+    /// outcome, or `None` when the split moved on since or another thread
+    /// took first (the caller decides again). The split is read again
+    /// rather than handed over: copied through the stack, it cost more.
+    #[inline(always)]
+    fn rest(&self, core: &Core, shard: &Shard, n: u32, now: u64, version: u64) -> Option<Outcome> {
+        let (seen, split) = core.split.read();
+        if seen != version {
+            return None;
+        }
+        let (ids, span) = (shard.ranked(), core.span(shard));
+        let burst = |j: usize| split.burst_of(ids[j]);
+        let tat = |j: usize| self.tat(ids[j]);
+        let start = || tie_break(span.own);
+        let outcome = draw::rest(split.pace, span, burst, tat, now, n, start);
+        (self.apply(&outcome, ids) && core.split.unchanged(version)).then_some(outcome)
     }
 
     /// The common case of [`decide`](Self::decide), in registers: the
@@ -221,12 +231,11 @@ impl<C: Clock> InProcess<C> {
         Ok(Reserved::of(result?, &outcome, Duration::from_nanos(lead)))
     }
 
-    /// The draw applied to the atomics at the instant `now`: read the
-    /// split, load the shard's arrival times, draw, and compare-and-swap
-    /// the winner's; draw again if another thread changed it in between,
-    /// or if the quota changed meanwhile (see `live.rs`). The outcome
-    /// applied; `None`, with nothing drawn, when N is no longer `buckets`,
-    /// the N the shard was resolved under.
+    /// The whole draw ([`draw`](crate::draw::draw): its common case, then
+    /// the rest) applied to the atomics at the instant `now`, drawn again
+    /// until it applies with no other thread or change of the split in
+    /// between (see `live.rs`). `None`, with nothing drawn, when N is no
+    /// longer `buckets`, the N the shard was resolved under.
     fn decide(
         &self,
         core: &Core,
@@ -235,19 +244,15 @@ impl<C: Clock> InProcess<C> {
         n: u32,
         now: u64,
     ) -> Option<Outcome> {
-        let ids = shard.ranked();
-        let span = core.span(shard);
         loop {
-            let (version, split) = core.split.read();
-            if split.buckets != buckets {
-                return None;
-            }
-            let burst = |j: usize| split.burst_of(ids[j]);
-            let tat = |j: usize| self.tat(ids[j]);
-            let start = || tie_break(span.own);
-            let outcome = draw(split.pace, span, burst, tat, now, n, start);
-            if self.apply(&outcome, ids) && core.split.unchanged(version) {
-                return Some(outcome);
+            match self.single(core, shard, buckets, n, now) {
+                Ok(single) => return Some(Outcome::Grant(single)),
+                Err(Declined::Moved) => return None,
+                Err(Declined::Short(version)) => {
+                    if let Some(outcome) = self.rest(core, shard, n, now, version) {
+                        return Some(outcome);
+                    }
+                }
             }
         }
     }
@@ -414,8 +419,6 @@ enum Declined {
     /// N is no longer the one the shard was resolved under.
     Moved,
     /// No own bucket can pay alone under the split read at this version.
-    /// (The split itself is read again rather than handed over: copied
-    /// through the stack, it cost more than reading it.)
     Short(u64),
 }
 
