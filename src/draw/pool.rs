@@ -71,6 +71,17 @@ pub(super) fn short(
     ask: Ask,
     start: impl FnOnce() -> usize,
 ) -> Outcome {
+    // Whole tokens add up to a single token only where one bucket holds it
+    // whole, and could pay alone: unless one has room by now (a store reads
+    // the buckets again, and another request may have given some back), the
+    // request is denied, naming the bucket with room first (`soonest` for
+    // one token), in one pass and with no arrays.
+    if ask.n == 1 {
+        let capacity = |j| pace.capacity(burst(j));
+        if let (index, at, false) = alone(k, capacity, &tat, ask) {
+            return Outcome::Deny { index, at };
+        }
+    }
     let (mut capacities, mut read) = ([0; MAX_K], [0; MAX_K]);
     for j in 0..k {
         (capacities[j], read[j]) = (pace.capacity(burst(j)), tat(j));
@@ -131,17 +142,10 @@ pub(super) fn short(
 /// lowest position where several arrive at once); `u64::MAX` when they never
 /// can. The time is `now` if they already do.
 pub(super) fn soonest(pace: Pace, capacities: &[u64], tats: &[u64], ask: Ask) -> (usize, u64) {
-    let (now, cost) = (ask.now, ask.cost);
+    let now = ask.now;
     // One bucket that holds the whole request is an upper bound (and, for a
     // single token, the answer).
-    let (mut index, mut at) = (0, u64::MAX);
-    for (j, (&capacity, &tat)) in capacities.iter().zip(tats).enumerate() {
-        if let Some(at_j) = room_at(capacity, tat, now, cost)
-            && at_j < at
-        {
-            (index, at) = (j, at_j);
-        }
-    }
+    let (index, at, _) = alone(capacities.len(), |j| capacities[j], |j| tats[j], ask);
     let together = |t: u64| -> u64 {
         let rooms = capacities.iter().zip(tats);
         rooms
@@ -187,6 +191,30 @@ pub(super) fn soonest(pace: Pace, capacities: &[u64], tats: &[u64], ask: Ask) ->
     (index.unwrap_or(0), high)
 }
 
+/// The first of `k` buckets (`capacity` and `tat` by position, each asked
+/// once) to have room for the whole request alone, and when (the lowest
+/// position where several do at once; `u64::MAX` when none ever can), and
+/// whether one has it already.
+#[inline(always)]
+fn alone(
+    k: usize,
+    capacity: impl Fn(usize) -> u64,
+    tat: impl Fn(usize) -> u64,
+    ask: Ask,
+) -> (usize, u64, bool) {
+    let (mut index, mut at, mut has_room) = (0, u64::MAX, false);
+    for j in 0..k {
+        let (capacity, tat) = (capacity(j), tat(j));
+        has_room |= Pace::room(capacity, tat, ask.now) >= ask.cost;
+        if let Some(at_j) = room_at(capacity, tat, ask.now, ask.cost)
+            && at_j < at
+        {
+            (index, at) = (j, at_j);
+        }
+    }
+    (index, at, has_room)
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::tests::PACE;
@@ -219,6 +247,22 @@ mod tests {
             take(&[3, 3, 3], &tats, 100, 4, 0),
             Outcome::Deny { .. }
         ));
+    }
+
+    #[test]
+    fn one_token_short_everywhere_is_denied_but_found_room_is_paid() {
+        // The rest of the draw, as a store calls it with the buckets read
+        // again after no own bucket could pay alone. Rooms at now = 100 of
+        // 5 and 2: no whole token; bucket 0 has room first, at 105.
+        let rest = |tats: [u64; 2]| {
+            let (bursts, span) = ([3, 3], Span::own(2));
+            super::super::rest(PACE, span, |j| bursts[j], |j| tats[j], 100, 1, || 0)
+        };
+        assert_eq!(rest([125, 128]), Outcome::Deny { index: 0, at: 105 });
+        // Read again, bucket 1 is full (another request gave its tokens
+        // back meanwhile): it pays, as the pooling rule has it.
+        let paid = pool(rest([125, 90]));
+        assert_eq!(paid.payments().collect::<Vec<_>>(), [(1, 90, 110, 1)]);
     }
 
     #[test]
