@@ -61,7 +61,8 @@ impl Pool {
 /// The request when the roomiest of the `k` own buckets (`burst` and `tat`
 /// as for the draw, asked once each) has too little room for it alone:
 /// paid by several of them, or denied. (Inlined into [`rest`](super::rest):
-/// called, its pace went through the stack; see there.)
+/// called, its pace went through the stack; see there. Its pooling is out
+/// of line, in [`together`].)
 #[inline(always)]
 pub(super) fn short(
     pace: Pace,
@@ -82,6 +83,21 @@ pub(super) fn short(
             return Outcome::Deny { index, at };
         }
     }
+    together(pace, k, burst, tat, ask, start)
+}
+
+/// [`short`] beyond a single token: the own buckets' whole tokens, pooled
+/// or denied. (Apart from `short`, so that a denial of one token does not
+/// set up its arrays.)
+#[inline(never)]
+fn together(
+    pace: Pace,
+    k: usize,
+    burst: impl Fn(usize) -> u32,
+    tat: impl Fn(usize) -> u64,
+    ask: Ask,
+    start: impl FnOnce() -> usize,
+) -> Outcome {
     let (mut capacities, mut read) = ([0; MAX_K], [0; MAX_K]);
     for j in 0..k {
         (capacities[j], read[j]) = (pace.capacity(burst(j)), tat(j));
