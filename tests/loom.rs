@@ -106,6 +106,29 @@ fn a_check_racing_a_quota_change_is_decided_under_one_quota() {
 }
 
 #[test]
+fn a_denial_racing_a_quota_change_names_a_wait_under_one_quota() {
+    model(|| {
+        // One bucket of two tokens, drained at 0: under 2 per second it has
+        // room for one token at 0.5 s; under 2 per 4 s, which keeps it
+        // empty, at 2 s. A denial that read the old split and the bucket
+        // as the change left it would name 3.5 s.
+        let limiter = loom::sync::Arc::new(limiter(Quota::per_second(2), 1, 1, 0));
+        while limiter.check("a").is_ok() {}
+        let other = limiter.clone();
+        let t = thread::spawn(move || other.check("a").map(|_| ()).unwrap_err());
+        limiter
+            .set_quota(Quota::new(2, std::time::Duration::from_secs(4)))
+            .unwrap();
+        let wait = t.join().unwrap().retry_after();
+        let (old, new) = (
+            std::time::Duration::from_millis(500),
+            std::time::Duration::from_secs(2),
+        );
+        assert!(wait == old || wait == new, "waits {wait:?}");
+    });
+}
+
+#[test]
 fn a_check_racing_a_change_of_n_never_takes_a_token_twice() {
     model(|| {
         // Two buckets of one token, a tenant's handle on bucket 1, and N cut

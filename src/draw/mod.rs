@@ -34,8 +34,8 @@ mod rescale;
 pub(crate) use borrow::Span;
 use borrow::borrow;
 pub(crate) use pace::Pace;
-pub(crate) use pool::Pool;
-use pool::short;
+pub(crate) use pool::{Pool, Short};
+use pool::{declined, short};
 pub(crate) use rescale::{Step, give_back, refund, rescale, resize};
 
 /// What [`draw`] decided.
@@ -151,14 +151,15 @@ pub(crate) fn draw(
     start: impl FnOnce() -> usize + Copy,
 ) -> Outcome {
     match single(pace, span.own, burst, tat, now, n, start) {
-        Some(single) => Outcome::Grant(single),
-        None => rest(pace, span, burst, tat, now, n, start),
+        Ok(single) => Outcome::Grant(single),
+        Err(Short::Deny { index, at }) if span.spill == 0 => Outcome::Deny { index, at },
+        Err(_) => rest(pace, span, burst, tat, now, n, start),
     }
 }
 
 /// The grant by the roomiest of the `k` own buckets, if its room fits the
-/// request (the first rule of [`draw`]); `None` when no own bucket can pay
-/// alone.
+/// request (the first rule of [`draw`]); when no own bucket can pay alone,
+/// what follows from the same reading ([`Short`]).
 #[inline(always)]
 pub(crate) fn single(
     pace: Pace,
@@ -168,7 +169,7 @@ pub(crate) fn single(
     now: u64,
     n: u32,
     start: impl FnOnce() -> usize,
-) -> Option<Single> {
+) -> Result<Single, Short> {
     let ask = Ask::of(pace, now, n);
     if k == 2 {
         pair(pace, burst, tat, ask, start)
@@ -209,14 +210,15 @@ fn pair(
     tat: impl Fn(usize) -> u64,
     ask: Ask,
     start: impl FnOnce() -> usize,
-) -> Option<Single> {
+) -> Result<Single, Short> {
     let now = ask.now;
     let (capacity0, capacity1) = (pace.capacity(burst(0)), pace.capacity(burst(1)));
     let (tat0, tat1) = (tat(0), tat(1));
     let room0 = Pace::room(capacity0, tat0, now);
     let room1 = Pace::room(capacity1, tat1, now);
     if room0.max(room1) < ask.cost {
-        return None;
+        let (capacities, tats) = ([capacity0, capacity1], [tat0, tat1]);
+        return Err(declined(2, |j| capacities[j], |j| tats[j], ask));
     }
     let best = if room0 == room1 {
         start()
@@ -226,7 +228,7 @@ fn pair(
     let seen = if best == 0 { tat0 } else { tat1 };
     let tokens = pace.tokens(room0) + pace.tokens(room1);
     let full_in = tat0.max(tat1).saturating_sub(now);
-    Some(grant(best, seen, ask, tokens - ask.n, full_in))
+    Ok(grant(best, seen, ask, tokens - ask.n, full_in))
 }
 
 /// [`single`] for any number of own buckets: one pass that keeps the most
@@ -239,7 +241,7 @@ fn any(
     tat: impl Fn(usize) -> u64,
     ask: Ask,
     start: impl FnOnce() -> usize,
-) -> Option<Single> {
+) -> Result<Single, Short> {
     let now = ask.now;
     let mut tats = [0; MAX_K];
     // `tied` has bit j set for each position with the most room so far.
@@ -257,7 +259,7 @@ fn any(
         }
     }
     if most < ask.cost {
-        return None;
+        return Err(declined(k, |j| pace.capacity(burst(j)), |j| tats[j], ask));
     }
     if tied != 1 << best {
         // The first tied position at or after the start, wrapping.
@@ -269,7 +271,7 @@ fn any(
             tied.trailing_zeros() as usize
         };
     }
-    Some(grant(best, tats[best], ask, tokens - ask.n, full_in))
+    Ok(grant(best, tats[best], ask, tokens - ask.n, full_in))
 }
 
 /// The most buckets a shard may have, as the draw's arrays hold them.
@@ -304,215 +306,4 @@ fn room_at(capacity: u64, tat: u64, now: u64, cost: u64) -> Option<u64> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::{Outcome, Pace, Single};
-
-    pub(super) const PACE: Pace = Pace::every(10);
-
-    /// The draw over slices, as the tests write it.
-    fn draw(pace: Pace, bursts: &[u32], tats: &[u64], now: u64, n: u32, start: usize) -> Outcome {
-        super::draw(
-            pace,
-            super::Span::own(tats.len()),
-            |j| bursts[j],
-            |j| tats[j],
-            now,
-            n,
-            || start,
-        )
-    }
-
-    fn grant_tat(outcome: Outcome) -> u64 {
-        match outcome {
-            Outcome::Grant(Single { tat, .. }) => tat,
-            _ => panic!("not one bucket's grant: {outcome:?}"),
-        }
-    }
-
-    #[test]
-    fn a_fresh_bucket_grants_its_burst_then_refills_one_token_per_interval() {
-        let mut tat = 0;
-        for _ in 0..3 {
-            tat = grant_tat(draw(PACE, &[3], &[tat], 0, 1, 0));
-        }
-        assert_eq!(tat, 30);
-        assert_eq!(
-            draw(PACE, &[3], &[tat], 0, 1, 0),
-            Outcome::Deny { index: 0, at: 10 }
-        );
-        assert_eq!(
-            draw(PACE, &[3], &[tat], 9, 1, 0),
-            Outcome::Deny { index: 0, at: 10 }
-        );
-        assert_eq!(
-            draw(PACE, &[3], &[tat], 10, 1, 0),
-            Outcome::Grant(Single {
-                index: 0,
-                seen: 30,
-                tat: 40,
-                remaining: 0,
-                full_in: 30
-            })
-        );
-    }
-
-    #[test]
-    fn an_earlier_reading_of_the_clock_only_shrinks_the_room() {
-        let tat = grant_tat(draw(PACE, &[3], &[0], 100, 3, 0));
-        assert_eq!(tat, 130);
-        assert_eq!(
-            draw(PACE, &[3], &[tat], 105, 1, 0),
-            Outcome::Deny { index: 0, at: 110 }
-        );
-        assert!(Pace::room(30, tat, 50) < Pace::room(30, tat, 110));
-    }
-
-    #[test]
-    fn the_roomiest_bucket_pays_and_ties_go_to_the_first_visited() {
-        // Rooms at now = 100: 10, 30, 30 (capacities 30, 30, 30).
-        let tats = [120, 0, 50];
-        let index = |start| match draw(PACE, &[3, 3, 3], &tats, 100, 1, start) {
-            Outcome::Grant(Single { index, .. }) => index,
-            denied => panic!("{denied:?}"),
-        };
-        assert_eq!(index(0), 1);
-        assert_eq!(index(1), 1);
-        assert_eq!(index(2), 2);
-        match draw(PACE, &[3, 3, 3], &tats, 100, 1, 0) {
-            Outcome::Grant(Single {
-                tat,
-                remaining,
-                full_in,
-                ..
-            }) => assert_eq!((tat, remaining, full_in), (110, 1 + 3 + 3 - 1, 20)),
-            denied => panic!("{denied:?}"),
-        }
-    }
-
-    #[test]
-    fn a_denial_prefers_the_sooner_bucket_wherever_the_pass_starts() {
-        // Rooms at now = 100: 0 and 5; a token costs 10. Bucket 1 can pay
-        // at 105, bucket 0 only at 115, even when bucket 0 is visited last.
-        // (Several tokens: see pool.rs.)
-        for start in 0..2 {
-            assert_eq!(
-                draw(PACE, &[3, 3], &[135, 125], 100, 1, start),
-                Outcome::Deny { index: 1, at: 105 },
-                "start {start}"
-            );
-        }
-    }
-
-    #[test]
-    fn every_bucket_is_visited_once_from_any_start() {
-        // Rooms 10, 20, 30, 0: the third pays whatever the start, and the
-        // remaining tokens count every bucket once.
-        for start in 0..4 {
-            assert_eq!(
-                draw(PACE, &[3; 4], &[120, 110, 100, 130], 100, 1, start),
-                Outcome::Grant(Single {
-                    index: 2,
-                    seen: 100,
-                    tat: 110,
-                    remaining: 1 + 2 + 3 - 1,
-                    full_in: 30
-                }),
-                "start {start}"
-            );
-        }
-    }
-
-    #[test]
-    fn a_request_of_zero_tokens_moves_nothing_even_after_a_clock_jump_back() {
-        // tat far beyond now + capacity: the clock went backwards.
-        let outcome = draw(PACE, &[3, 3], &[500, 0], 10, 0, 0);
-        assert_eq!(
-            outcome,
-            Outcome::Grant(Single {
-                index: 1,
-                seen: 0,
-                tat: 0,
-                remaining: 3,
-                full_in: 490
-            })
-        );
-        assert_eq!(
-            draw(PACE, &[3], &[500], 10, 0, 0),
-            Outcome::Grant(Single {
-                index: 0,
-                seen: 500,
-                tat: 500,
-                remaining: 0,
-                full_in: 490
-            })
-        );
-    }
-
-    #[test]
-    fn a_cost_larger_than_every_capacity_together_is_never_granted() {
-        assert_eq!(
-            draw(PACE, &[3, 2], &[0, 0], u64::MAX / 2, 6, 1),
-            Outcome::Deny {
-                index: 0,
-                at: u64::MAX
-            }
-        );
-        assert!(matches!(
-            draw(PACE, &[3], &[0], 0, 3, 0),
-            Outcome::Grant(Single { tat: 30, .. })
-        ));
-    }
-
-    proptest::proptest! {
-        /// The straight-line path for two buckets decides as the general
-        /// one: same winner, tie, denial and counts, on nearby times so that
-        /// ties, empty and full buckets all come up.
-        #[test]
-        fn two_buckets_draw_as_any_number_do(
-            bursts in proptest::array::uniform2(1..=4u32),
-            tats in proptest::array::uniform2(0..=80u64),
-            now in 0..=60u64,
-            n in 0..=5u32,
-            start in 0..2usize,
-        ) {
-            let ask = super::Ask { now, n: u64::from(n), cost: u64::from(n) * PACE.interval() };
-            let (burst, tat) = (|j: usize| bursts[j], |j: usize| tats[j]);
-            proptest::prop_assert_eq!(
-                super::pair(PACE, burst, tat, ask, || start),
-                super::any(PACE, 2, burst, tat, ask, || start)
-            );
-        }
-
-        /// Any number of own buckets: the one-bucket grant is the roomiest
-        /// that fits, the first of equal rooms at or after the start,
-        /// wrapping (the rule as `draw` states it, written out here the
-        /// plain way), and the draw grants by several or denies exactly
-        /// when no bucket fits alone.
-        #[test]
-        fn the_roomiest_pays_from_the_start_for_any_number_of_buckets(
-            shard in proptest::collection::vec((1..=4u32, 0..=80u64), 1..=super::MAX_K),
-            now in 0..=60u64,
-            n in 0..=5u32,
-            start in 0..super::MAX_K,
-        ) {
-            let k = shard.len();
-            let start = start % k;
-            let (burst, tat) = (|j: usize| shard[j].0, |j: usize| shard[j].1);
-            let cost = u64::from(n) * PACE.interval();
-            let rooms: Vec<u64> = (0..k)
-                .map(|j| Pace::room(PACE.capacity(burst(j)), tat(j), now))
-                .collect();
-            let most = *rooms.iter().max().unwrap();
-            let expected = (most >= cost).then(|| {
-                (start..k).chain(0..start).find(|&j| rooms[j] == most).unwrap()
-            });
-            let single = super::single(PACE, k, burst, tat, now, n, || start);
-            proptest::prop_assert_eq!(single.map(|s| s.index), expected);
-            let outcome = super::draw(PACE, super::Span::own(k), burst, tat, now, n, || start);
-            match single {
-                Some(single) => proptest::prop_assert_eq!(outcome, Outcome::Grant(single)),
-                None => proptest::prop_assert!(!matches!(outcome, Outcome::Grant(_))),
-            }
-        }
-    }
-}
+mod tests;

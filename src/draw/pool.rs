@@ -58,6 +58,39 @@ impl Pool {
     }
 }
 
+/// Why [`single`](super::single) found no own bucket to pay alone, and
+/// what follows from that one reading of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Short {
+    /// A single token, which no pooling can pay ([`short`]): denied,
+    /// unless a spill bucket lends it, naming the own bucket with room
+    /// first, at `at`.
+    Deny {
+        /// Its position in the shard.
+        index: usize,
+        /// When it has room.
+        at: u64,
+    },
+    /// Several tokens, which the own buckets may pay together.
+    Several,
+}
+
+/// [`Short`] of a request that none of the `k` own buckets (`capacity` and
+/// `tat` by position, as read) can pay alone.
+#[inline(always)]
+pub(super) fn declined(
+    k: usize,
+    capacity: impl Fn(usize) -> u64,
+    tat: impl Fn(usize) -> u64,
+    ask: Ask,
+) -> Short {
+    if ask.n != 1 {
+        return Short::Several;
+    }
+    let (index, at, _) = alone(k, capacity, tat, ask);
+    Short::Deny { index, at }
+}
+
 /// The request when the roomiest of the `k` own buckets (`burst` and `tat`
 /// as for the draw, asked once each) has too little room for it alone:
 /// paid by several of them, or denied. (Inlined into [`rest`](super::rest):

@@ -10,7 +10,9 @@ use crossbeam_utils::CachePadded;
 
 use crate::Shard;
 use crate::clock::{Clock, MonotonicClock};
-use crate::draw::{self, Outcome, Pace, Pool, Single, Step, give_back, refund, rescale, resize};
+use crate::draw::{
+    self, Outcome, Pace, Pool, Short, Single, Step, give_back, refund, rescale, resize,
+};
 use crate::store::sealed::Apply;
 use crate::sync::{AtomicU64, Ordering};
 
@@ -72,11 +74,12 @@ impl<C: Clock> InProcess<C> {
         }
     }
 
-    /// [`take`](Self::take) where no own bucket could pay alone: the rest of
-    /// the draw ([`draw::rest`]) under the split the common case read, at the
-    /// same instant, so that a denial (a flood's common case) reads the
-    /// clock once and draws no more than it must; anything else, or a
-    /// change meanwhile, by [`take_again`](Self::take_again).
+    /// [`take`](Self::take) where no own bucket could pay alone: the denial
+    /// the common case found, or the rest of the draw ([`draw::rest`]),
+    /// under the split the common case read, at the same instant
+    /// ([`after`](Self::after)), so that a denial (a flood's common case)
+    /// reads the clock and the buckets once; anything else, or a change
+    /// meanwhile, by [`take_again`](Self::take_again).
     #[cold]
     #[inline(never)]
     fn take_rest(
@@ -87,14 +90,37 @@ impl<C: Clock> InProcess<C> {
         now: u64,
         declined: Declined,
     ) -> Result<Grant, Denied> {
-        if let Declined::Short(version) = declined
-            && let Some(outcome) = self.rest(core, whom.shard(), n, now, version)
+        if let Declined::Short(version, short) = declined
+            && let Some(outcome) = self.after(core, whom.shard(), n, now, (version, short))
         {
             let result = answer(outcome, whom.shard(), n, now, 1);
             core.record(&result);
             return result;
         }
         self.take_again(core, whom.whom(), n, now)
+    }
+
+    /// What follows when no own bucket could pay alone under the split of
+    /// `version` (the common case's [`Short`]): the denial of a single token
+    /// it found, for a tenant with no spill buckets, once the split is
+    /// confirmed unchanged; otherwise the rest of the draw. `None` as for
+    /// [`rest`](Self::rest).
+    #[inline(always)]
+    fn after(
+        &self,
+        core: &Core,
+        shard: &Shard,
+        n: u32,
+        now: u64,
+        (version, short): (u64, Short),
+    ) -> Option<Outcome> {
+        match short {
+            Short::Deny { index, at } if shard.spill().is_empty() => core
+                .split
+                .unchanged(version)
+                .then_some(Outcome::Deny { index, at }),
+            _ => self.rest(core, shard, n, now, version),
+        }
     }
 
     /// The rest of the draw ([`draw::rest`]) at `now`, applied under the
@@ -157,8 +183,9 @@ impl<C: Clock> InProcess<C> {
             let burst = |j: usize| split.burst_of(ids[j]);
             let tat = |j: usize| self.tat(ids[j]);
             let start = || tie_break(own);
-            let Some(single) = draw::single(split.pace, own, burst, tat, now, n, start) else {
-                return Err(Declined::Short(version));
+            let single = match draw::single(split.pace, own, burst, tat, now, n, start) {
+                Ok(single) => single,
+                Err(short) => return Err(Declined::Short(version, short)),
             };
             if self.take_single(&single, ids) && core.split.unchanged(version) {
                 return Ok(single);
@@ -248,8 +275,8 @@ impl<C: Clock> InProcess<C> {
             match self.single(core, shard, buckets, n, now) {
                 Ok(single) => return Some(Outcome::Grant(single)),
                 Err(Declined::Moved) => return None,
-                Err(Declined::Short(version)) => {
-                    if let Some(outcome) = self.rest(core, shard, n, now, version) {
+                Err(Declined::Short(version, short)) => {
+                    if let Some(outcome) = self.after(core, shard, n, now, (version, short)) {
                         return Some(outcome);
                     }
                 }
@@ -418,8 +445,9 @@ impl<C> fmt::Debug for InProcess<C> {
 enum Declined {
     /// N is no longer the one the shard was resolved under.
     Moved,
-    /// No own bucket can pay alone under the split read at this version.
-    Short(u64),
+    /// No own bucket can pay alone under the split read at this version,
+    /// and what follows.
+    Short(u64, Short),
 }
 
 /// Where two or more buckets have equal room, a per-thread pseudo-random
