@@ -183,9 +183,9 @@ impl<C: Clock> ShardedLimiter<C> {
         let refunds = grant.refunds(tokens)?;
         self.core.split.steady(|split| {
             for payment in refunds {
-                let cost = u64::from(payment.tokens) * split.interval();
-                let capacity = split.pace.capacity(split.burst_of(payment.bucket));
-                self.store.refund(payment.bucket, cost, capacity);
+                let cost = u64::from(payment.tokens()) * split.interval();
+                let capacity = split.pace.capacity(split.burst_of(payment.bucket()));
+                self.store.refund(payment.bucket(), cost, capacity);
             }
         });
         Ok(())

@@ -5,17 +5,13 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::Shard;
-use crate::assign::MAX_PER_TENANT;
-use crate::draw::{Outcome, Single};
+use crate::draw::{MAX_K, Outcome, Single};
 use crate::error::RefundTooLarge;
 
 /// A granted request.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Grant {
-    /// The buckets that paid, the first `payers` entries.
-    pub(crate) payments: [Payment; MAX_PER_TENANT as usize],
-    pub(crate) payers: u8,
-    pub(crate) borrowed: bool,
+    pub(crate) paid: Paid,
     pub(crate) remaining: u64,
     /// Nanoseconds; turned into a `Duration` only when asked.
     pub(crate) full_in: u64,
@@ -25,7 +21,10 @@ impl Grant {
     /// The bucket that paid for the request; when several paid together,
     /// the roomiest of them, which paid the most ([`payments`](Self::payments)).
     pub fn bucket(&self) -> u32 {
-        self.payments[0].bucket
+        match &self.paid {
+            Paid::Own(payment) | Paid::Lent(payment) => payment.bucket(),
+            Paid::Pooled(payments, _) => payments[0].bucket(),
+        }
     }
 
     /// Which buckets paid how many tokens, in the order they paid: one
@@ -50,13 +49,16 @@ impl Grant {
     /// # Ok::<(), shuffle_limiter::ConfigError>(())
     /// ```
     pub fn payments(&self) -> &[Payment] {
-        &self.payments[..usize::from(self.payers)]
+        match &self.paid {
+            Paid::Own(payment) | Paid::Lent(payment) => std::slice::from_ref(payment),
+            Paid::Pooled(payments, payers) => &payments[..*payers as usize],
+        }
     }
 
     /// Tokens the grant took, over all the buckets that paid: the weight
     /// asked for, or 0 for a grant no bucket paid.
     pub fn tokens(&self) -> u32 {
-        self.payments().iter().map(|p| p.tokens).sum()
+        self.payments().iter().map(Payment::tokens).sum()
     }
 
     /// What a refund of `tokens` gives back to whom: the last bucket to pay
@@ -72,19 +74,17 @@ impl Grant {
                 granted,
             });
         }
-        let (payments, payers) = (self.payments, usize::from(self.payers));
+        let (mut payments, payers) = ([Payment::default(); MAX_K], self.payments().len());
+        payments[..payers].copy_from_slice(self.payments());
         let mut left = tokens;
         Ok(payments
             .into_iter()
             .take(payers)
             .rev()
             .map_while(move |paid| {
-                let back = paid.tokens.min(left);
+                let back = paid.tokens().min(left);
                 left -= back;
-                (back > 0).then_some(Payment {
-                    bucket: paid.bucket,
-                    tokens: back,
-                })
+                (back > 0).then(|| Payment::new(paid.bucket(), back))
             }))
     }
 
@@ -92,15 +92,13 @@ impl Grant {
     /// whose times are in units of `unit` ns.
     #[inline(always)]
     pub(crate) fn single(single: Single, shard: &Shard, n: u32, unit: u64) -> Grant {
-        let mut payments = [Payment::default(); MAX_PER_TENANT as usize];
-        payments[0] = Payment {
-            bucket: shard.ranked()[single.index],
-            tokens: n,
-        };
+        let payment = Payment::new(shard.ranked()[single.index], n);
         Grant {
-            payments,
-            payers: 1,
-            borrowed: single.index >= shard.buckets().len(),
+            paid: if single.index < shard.buckets().len() {
+                Paid::Own(payment)
+            } else {
+                Paid::Lent(payment)
+            },
             remaining: single.remaining,
             full_in: single.full_in.saturating_mul(unit),
         }
@@ -109,12 +107,10 @@ impl Grant {
     /// A grant no bucket paid for (a failure policy's), naming `bucket`.
     #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub(crate) fn unpaid(bucket: u32) -> Grant {
-        let mut payments = [Payment::default(); MAX_PER_TENANT as usize];
-        payments[0].bucket = bucket;
+        let mut payments = [Payment::default(); MAX_K];
+        payments[0] = Payment::new(bucket, 0);
         Grant {
-            payments,
-            payers: 0,
-            borrowed: false,
+            paid: Paid::Pooled(payments, 0),
             remaining: 0,
             full_in: 0,
         }
@@ -124,7 +120,7 @@ impl Grant {
     /// reserve because none of the tenant's own buckets could
     /// ([`Builder::borrow_from`](crate::Builder::borrow_from)).
     pub fn borrowed(&self) -> bool {
-        self.borrowed
+        matches!(self.paid, Paid::Lent(_))
     }
 
     /// Tokens the tenant could still take right after this grant, over all
@@ -140,6 +136,39 @@ impl Grant {
     }
 }
 
+impl fmt::Debug for Grant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Grant")
+            .field("payments", &self.payments())
+            .field("borrowed", &self.borrowed())
+            .field("remaining", &self.remaining)
+            .field("full_in", &self.full_in())
+            .finish()
+    }
+}
+
+/// Who paid for a [`Grant`].
+///
+/// Every part of a grant is a whole word, written by one store. A grant is
+/// often copied as soon as it is made (into the caller's slot, or a
+/// benchmark's `black_box`), with 8- and 16-byte moves; a field written by
+/// a narrower store and read back inside a wider move stalls the copy
+/// (store-to-load forwarding fails), which cost the handle's check about a
+/// sixth of its time (BENCHMARKS.md, "Hot paths, third pass"). Hence the
+/// word-sized tag, which `Result<Grant, Denied>` also uses for its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[repr(u64)]
+pub(crate) enum Paid {
+    /// One of the tenant's own buckets.
+    Own(Payment),
+    /// A spill bucket, lending above its owners' reserve.
+    Lent(Payment),
+    /// The first entries, as many as the count, in the order they paid:
+    /// several own buckets together, or none (a failure policy's grant,
+    /// which names its bucket in the first entry).
+    Pooled([Payment; MAX_K], u64),
+}
+
 /// A grant made ahead of time for a waiter (`reserve` of the stores), with
 /// the arrival time each paying bucket was left at, to give it back if the
 /// waiter gives up.
@@ -151,7 +180,7 @@ impl Grant {
 pub struct Reserved {
     pub(crate) grant: Grant,
     /// Per payment, in the grant's order, in the store's unit of time.
-    pub(crate) written: [u64; MAX_PER_TENANT as usize],
+    pub(crate) written: [u64; MAX_K],
     /// How long from when the store drew until the grant may be used.
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))] // the waits'
     pub(crate) ready_in: Duration,
@@ -164,7 +193,7 @@ impl Reserved {
     pub(crate) fn now(grant: Grant) -> Reserved {
         Reserved {
             grant,
-            written: [0; MAX_PER_TENANT as usize],
+            written: [0; MAX_K],
             ready_in: Duration::ZERO,
         }
     }
@@ -172,7 +201,7 @@ impl Reserved {
     /// The reservation of `grant`, whose arrival times `outcome` wrote,
     /// usable `ready_in` from when it was drawn.
     pub(crate) fn of(grant: Grant, outcome: &Outcome, ready_in: Duration) -> Reserved {
-        let mut written = [0; MAX_PER_TENANT as usize];
+        let mut written = [0; MAX_K];
         match outcome {
             Outcome::Grant(Single { tat, .. }) => written[0] = *tat,
             Outcome::Pooled(pool) => {
@@ -191,21 +220,35 @@ impl Reserved {
 }
 
 /// One bucket's part of a [`Grant`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Payment {
-    pub(crate) bucket: u32,
-    pub(crate) tokens: u32,
-}
+///
+/// (One word, the bucket in its low half and the tokens in its high half,
+/// written by one store: see [`Paid`].)
+#[derive(Clone, Copy, PartialEq, Eq, Default)]
+pub struct Payment(u64);
 
 impl Payment {
+    #[inline(always)]
+    pub(crate) fn new(bucket: u32, tokens: u32) -> Payment {
+        Payment(u64::from(bucket) | u64::from(tokens) << 32)
+    }
+
     /// The bucket that paid.
     pub fn bucket(&self) -> u32 {
-        self.bucket
+        self.0 as u32
     }
 
     /// How many tokens it paid.
     pub fn tokens(&self) -> u32 {
-        self.tokens
+        (self.0 >> 32) as u32
+    }
+}
+
+impl fmt::Debug for Payment {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Payment")
+            .field("bucket", &self.bucket())
+            .field("tokens", &self.tokens())
+            .finish()
     }
 }
 
@@ -270,20 +313,15 @@ pub(crate) fn answer(
 ) -> Result<Grant, Denied> {
     let ids = shard.ranked();
     let duration = |units: u64| Duration::from_nanos(units.saturating_mul(unit));
-    let mut payments = [Payment::default(); MAX_PER_TENANT as usize];
+    let mut payments = [Payment::default(); MAX_K];
     match outcome {
         Outcome::Grant(single) => Ok(Grant::single(single, shard, n, unit)),
         Outcome::Pooled(pool) => {
             for (payment, (index, .., tokens)) in payments.iter_mut().zip(pool.payments()) {
-                *payment = Payment {
-                    bucket: ids[index],
-                    tokens,
-                };
+                *payment = Payment::new(ids[index], tokens);
             }
             Ok(Grant {
-                payments,
-                payers: pool.payers as u8,
-                borrowed: false,
+                paid: Paid::Pooled(payments, pool.payers as u64),
                 remaining: pool.remaining,
                 full_in: pool.full_in.saturating_mul(unit),
             })
@@ -323,5 +361,45 @@ impl BucketState {
     /// How long until the bucket is full again if nothing is taken.
     pub fn full_in(&self) -> Duration {
         self.full_in
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Grant, Paid, Payment};
+
+    #[test]
+    fn a_payment_keeps_its_bucket_and_tokens_apart_in_one_word() {
+        let payment = Payment::new(u32::MAX, 7);
+        assert_eq!((payment.bucket(), payment.tokens()), (u32::MAX, 7));
+        let payment = Payment::new(3, u32::MAX);
+        assert_eq!((payment.bucket(), payment.tokens()), (3, u32::MAX));
+        assert_eq!(
+            format!("{payment:?}"),
+            "Payment { bucket: 3, tokens: 4294967295 }"
+        );
+    }
+
+    #[test]
+    fn a_grant_shows_its_payments_and_who_lent() {
+        let lent = Grant {
+            paid: Paid::Lent(Payment::new(5, 1)),
+            remaining: 2,
+            full_in: 1_000,
+        };
+        assert_eq!(
+            (lent.bucket(), lent.tokens(), lent.borrowed()),
+            (5, 1, true)
+        );
+        assert_eq!(
+            format!("{lent:?}"),
+            "Grant { payments: [Payment { bucket: 5, tokens: 1 }], borrowed: true, \
+             remaining: 2, full_in: 1µs }"
+        );
+        let unpaid = Grant::unpaid(4);
+        assert_eq!(
+            (unpaid.bucket(), unpaid.payments(), unpaid.tokens()),
+            (4, &[][..], 0)
+        );
     }
 }
