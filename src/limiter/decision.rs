@@ -222,7 +222,7 @@ impl Reserved {
 /// One bucket's part of a [`Grant`].
 ///
 /// (One word, the bucket in its low half and the tokens in its high half,
-/// written by one store: see [`Paid`].)
+/// written by one store, so that a copy of a grant never stalls on it.)
 #[derive(Clone, Copy, PartialEq, Eq, Default)]
 pub struct Payment(u64);
 
