@@ -152,8 +152,9 @@ pub(crate) fn draw(
 ) -> Outcome {
     match single(pace, span.own, burst, tat, now, n, start) {
         Ok(single) => Outcome::Grant(single),
-        Err(Short::Deny { index, at }) if span.spill == 0 => Outcome::Deny { index, at },
-        Err(_) => rest(pace, span, burst, tat, now, n, start),
+        Err(short) => short
+            .settled(span.spill)
+            .unwrap_or_else(|| rest(pace, span, burst, tat, now, n, start)),
     }
 }
 

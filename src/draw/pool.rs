@@ -75,6 +75,20 @@ pub(crate) enum Short {
     Several,
 }
 
+impl Short {
+    /// The outcome this reading already decides for a tenant with `spill`
+    /// spill buckets: the denial of a single token when none could lend
+    /// it; `None` where the rest of the draw must decide
+    /// ([`rest`](super::rest)).
+    #[inline(always)]
+    pub(crate) fn settled(self, spill: usize) -> Option<Outcome> {
+        match self {
+            Short::Deny { index, at } if spill == 0 => Some(Outcome::Deny { index, at }),
+            _ => None,
+        }
+    }
+}
+
 /// [`Short`] of a request that none of the `k` own buckets (`capacity` and
 /// `tat` by position, as read) can pay alone.
 #[inline(always)]

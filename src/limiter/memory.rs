@@ -103,10 +103,9 @@ impl<C: Clock> InProcess<C> {
     }
 
     /// What follows when no own bucket could pay alone under the split of
-    /// `version` (the common case's [`Short`]): the denial of a single token
-    /// it found, for a tenant with no spill buckets, once the split is
-    /// confirmed unchanged; otherwise the rest of the draw. `None` as for
-    /// [`rest`](Self::rest).
+    /// `version` (the common case's [`Short`]): what that reading settles
+    /// ([`Short::settled`]), once the split is confirmed unchanged;
+    /// otherwise the rest of the draw. `None` as for [`rest`](Self::rest).
     #[inline(always)]
     fn after(
         &self,
@@ -116,12 +115,9 @@ impl<C: Clock> InProcess<C> {
         now: u64,
         (version, short): (u64, Short),
     ) -> Option<Outcome> {
-        match short {
-            Short::Deny { index, at } if shard.spill().is_empty() => core
-                .split
-                .unchanged(version)
-                .then_some(Outcome::Deny { index, at }),
-            _ => self.rest(core, shard, n, now, version),
+        match short.settled(shard.spill().len()) {
+            Some(outcome) => core.split.unchanged(version).then_some(outcome),
+            None => self.rest(core, shard, n, now, version),
         }
     }
 
