@@ -257,6 +257,26 @@ impl fmt::Debug for Payment {
 pub struct Denied {
     pub(crate) retry_after: Duration,
     pub(crate) bucket: u32,
+    pub(crate) reason: Reason,
+}
+
+/// Why a request was denied: the tenant's buckets are short, or the store
+/// could not decide and its failure policy denied.
+///
+/// A service answering its clients tells the two apart: `429 Too Many
+/// Requests` is the client's to fix by slowing down, an unavailable store is
+/// the service's own fault (the tower layer answers `503 Service
+/// Unavailable` for it by default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Reason {
+    /// The tenant's buckets hold too little; [`Denied::retry_after`] is
+    /// when they will hold enough.
+    Limited,
+    /// The store could not decide (Redis unreachable, too slow, or holding
+    /// a value that is not the limiter's) and the failure policy denied;
+    /// [`Denied::retry_after`] is when the store is next tried.
+    StoreUnavailable,
 }
 
 impl Denied {
@@ -289,11 +309,34 @@ impl Denied {
     pub fn bucket(&self) -> u32 {
         self.bucket
     }
+
+    /// Why the request was denied: [`Reason::Limited`] when the tenant's
+    /// buckets are short, [`Reason::StoreUnavailable`] when the failure
+    /// policy denied because the store could not decide.
+    pub fn reason(&self) -> Reason {
+        self.reason
+    }
+
+    /// A denial by the tenant's buckets.
+    pub(crate) fn limited(retry_after: Duration, bucket: u32) -> Denied {
+        Denied {
+            retry_after,
+            bucket,
+            reason: Reason::Limited,
+        }
+    }
 }
 
 impl fmt::Display for Denied {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "rate limited: retry in {:?}", self.retry_after)
+        match self.reason {
+            Reason::Limited => write!(f, "rate limited: retry in {:?}", self.retry_after),
+            Reason::StoreUnavailable => write!(
+                f,
+                "the limiter's store could not decide and its failure policy denied: retry in {:?}",
+                self.retry_after
+            ),
+        }
     }
 }
 
@@ -326,10 +369,10 @@ pub(crate) fn answer(
                 full_in: pool.full_in.saturating_mul(unit),
             })
         }
-        Outcome::Deny { index, at } => Err(Denied {
-            retry_after: duration(at.saturating_sub(now).max(1)),
-            bucket: ids[index],
-        }),
+        Outcome::Deny { index, at } => Err(Denied::limited(
+            duration(at.saturating_sub(now).max(1)),
+            ids[index],
+        )),
     }
 }
 

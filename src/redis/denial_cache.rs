@@ -76,10 +76,8 @@ impl DenialCache {
                 return None;
             }
         }
-        (soonest.0 != u64::MAX).then(|| Denied {
-            retry_after: Duration::from_micros(soonest.0 - now),
-            bucket: soonest.1,
-        })
+        (soonest.0 != u64::MAX)
+            .then(|| Denied::limited(Duration::from_micros(soonest.0 - now), soonest.1))
     }
 
     /// Remembers a denial asked for at local time `sent`, with what each of

@@ -200,10 +200,10 @@ where
         let (at, bucket) = tries.soonest.unwrap_or((u64::MAX, own[0]));
         // From the instant drawn at, as every store's denial.
         let drawn_at = self.breaker.micros().saturating_add(lead);
-        let denied = Denied {
-            retry_after: Duration::from_micros(at.saturating_sub(drawn_at).max(1)),
+        let denied = Denied::limited(
+            Duration::from_micros(at.saturating_sub(drawn_at).max(1)),
             bucket,
-        };
+        );
         (self.decided(Err(denied), source, None), None)
     }
 
