@@ -9,7 +9,7 @@
 //! | name | kind | labels | when |
 //! | --- | --- | --- | --- |
 //! | [`GRANTS`] | counter | `limiter`, `bucket` | a request is granted; `bucket` paid for it ([`Grant::bucket`](crate::Grant::bucket): the one that paid most, when several paid together) |
-//! | [`DENIALS`] | counter | `limiter`, `bucket` | a request is denied; `bucket` is the one that will have room first |
+//! | [`DENIALS`] | counter | `limiter`, `bucket` | a request is denied by its buckets ([`DenialReason::Limited`](crate::DenialReason::Limited)); `bucket` is the one that will have room first |
 //! | [`AVAILABLE`] | gauge | `limiter`, `bucket` | [`ShardedLimiter::snapshot`](crate::ShardedLimiter::snapshot): tokens the bucket holds now |
 //! | `REDIS_DECISIONS` (feature `redis`) | counter | `limiter`, `source` | a `RedisLimiter` decided; `source` is `redis` (the script), `cached_denial` (a denial remembered from Redis) or `policy` (the failure policy: Redis failed, missed the deadline, or the shard is paused) |
 //! | `REDIS_ERRORS` (feature `redis`) | counter | `limiter` | a request to Redis failed or missed the deadline |
@@ -17,8 +17,11 @@
 //! A Redis limiter counts its grants and denials in [`GRANTS`] and
 //! [`DENIALS`] as well, whichever way they were decided (with
 //! `LocalFallback`, the fallback limiter counts the policy's under the same
-//! name); the two Redis counters are the same numbers as its `stats()`, so an
-//! alert on `source="policy"` sees every request the policy answered.
+//! name), except the policy's denials while the store cannot decide
+//! ([`DenialReason::StoreUnavailable`](crate::DenialReason::StoreUnavailable)):
+//! no bucket is short then. The two Redis counters are the same numbers as
+//! its `stats()`, one per decision, so an alert on `source="policy"` sees
+//! every request the policy answered, once.
 //!
 //! Cardinality is bounded by the configuration: three series per bucket per
 //! limiter, and four more per Redis limiter. Nothing is ever labelled with a tenant id, whose values are
@@ -164,6 +167,11 @@ impl Metrics {
 
     #[cold]
     fn denied(&self, denied: &Denied) {
+        // No bucket is short when the store could not decide: the Redis
+        // limiter counts those once, by source.
+        if denied.reason() == crate::DenialReason::StoreUnavailable {
+            return;
+        }
         self.denials[denied.bucket() as usize].increment(1);
         tracing::trace!(
             limiter = self.limiter.as_str(),

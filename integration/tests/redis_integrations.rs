@@ -123,3 +123,34 @@ async fn the_readme_walk_through_runs_as_written() {
     let server = RedisServer::start();
     quickstart::run(&server.url()).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_outage_is_a_503_with_retry_after_not_a_rate_limit() {
+    let mut server = RedisServer::start();
+    let addr = serve(limiter(&server, Quota::per_second(10), "outage-http").await).await;
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let get = || {
+        client
+            .get(format!("http://{addr}/"))
+            .header("x-tenant", "acme")
+            .send()
+    };
+    assert_eq!(get().await.unwrap().status(), 200);
+    server.kill();
+    for _ in 0..3 {
+        let reply = get().await.unwrap();
+        assert_eq!(reply.status(), 503, "{:?}", reply.headers());
+        let retry: u64 = reply.headers()["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!((1..=60).contains(&retry), "{retry}");
+        // Nothing is known of the tenant's share while Redis is gone.
+        assert!(!reply.headers().contains_key("ratelimit"));
+    }
+}

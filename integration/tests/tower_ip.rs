@@ -9,7 +9,7 @@ use axum::Router;
 use axum::extract::ConnectInfo;
 use axum::http::StatusCode;
 use axum::routing::get;
-use shuffle_limiter::tower::{ClientIp, RateLimitLayer, TenantKey};
+use shuffle_limiter::tower::{ClientIp, ProxyHeader, RateLimitLayer, TenantKey};
 
 #[path = "support/http.rs"]
 mod http;
@@ -63,7 +63,8 @@ async fn without_connect_info_the_answer_is_a_500_not_a_400() {
 async fn a_spoofed_forwarded_for_from_an_untrusted_peer_is_ignored() {
     // No proxy trusted, then one that is not our peer: either way the
     // headers are the client's word, and it is charged as 127.0.0.1.
-    let untrusted = peer().trust_proxies(["10.0.0.0/8".parse().unwrap()]);
+    let untrusted =
+        peer().trust_proxies(ProxyHeader::XForwardedFor, ["10.0.0.0/8".parse().unwrap()]);
     for ip in [peer(), untrusted] {
         let limiter = limiter();
         let url = app_url(&limiter, ip).await;
@@ -102,47 +103,58 @@ async fn charged(limiter: &Limiter, url: &str, name: &str, value: &str, key: &[u
     );
 }
 
+/// Trusts our peer (127.0.0.1) and 10.0.0.0/8, and reads `header`.
+fn behind_proxies(header: ProxyHeader) -> ClientIp {
+    peer().trust_proxies(
+        header,
+        ["127.0.0.1".parse().unwrap(), "10.0.0.0/8".parse().unwrap()],
+    )
+}
+
 #[tokio::test]
 async fn behind_trusted_proxies_the_client_is_found_from_the_right() {
     let limiter = limiter();
-    // Our peer (127.0.0.1) is the trusted proxy, and so is 10.0.0.0/8.
-    let ip = peer().trust_proxies(["127.0.0.1".parse().unwrap(), "10.0.0.0/8".parse().unwrap()]);
-    let url = app_url(&limiter, ip).await;
-
+    let url = app_url(&limiter, behind_proxies(ProxyHeader::XForwardedFor)).await;
     // The leftmost entry is whatever the client sent: it is not believed.
     let xff = "6.6.6.6, 198.51.100.7, 10.0.0.3";
     charged(&limiter, &url, "x-forwarded-for", xff, &[198, 51, 100, 7]).await;
     // A hop that does not parse stops the walk at the proxy that wrote it.
-    charged(
-        &limiter,
-        &url,
-        "x-forwarded-for",
-        "unknown, 10.0.0.3",
-        &[10, 0, 0, 3],
-    )
-    .await;
-    // X-Real-IP, when it is the only one.
-    charged(
-        &limiter,
-        &url,
-        "x-real-ip",
-        "203.0.113.5",
-        &[203, 0, 113, 5],
-    )
-    .await;
+    let unknown = "unknown, 10.0.0.3";
+    charged(&limiter, &url, "x-forwarded-for", unknown, &[10, 0, 0, 3]).await;
+    // Without the header, the trusted peer is the client.
+    charged(&limiter, &url, "x-real-ip", "203.0.113.5", &LOCALHOST).await;
+
+    let url = app_url(&limiter, behind_proxies(ProxyHeader::XRealIp)).await;
+    let real_ip = "203.0.113.5";
+    charged(&limiter, &url, "x-real-ip", real_ip, &[203, 0, 113, 5]).await;
+
     // Forwarded (RFC 7239), IPv6 with a port, grouped by /64.
+    let url = app_url(&limiter, behind_proxies(ProxyHeader::Forwarded)).await;
     let net: Ipv6Addr = "2001:db8:cafe:1::".parse().unwrap();
     let forwarded = r#"for=192.0.2.60;proto=http, for="[2001:db8:cafe:1::17]:4711""#;
     charged(&limiter, &url, "forwarded", forwarded, &net.octets()).await;
     let same_net = r#"for="[2001:db8:cafe:1:ffff::9]""#;
     charged(&limiter, &url, "forwarded", same_net, &net.octets()).await;
+
+    // A header of the proxy's own.
+    let cdn = ProxyHeader::Other(axum::http::HeaderName::from_static("cf-connecting-ip"));
+    let url = app_url(&limiter, behind_proxies(cdn)).await;
+    let client = "198.51.100.8";
+    charged(
+        &limiter,
+        &url,
+        "cf-connecting-ip",
+        client,
+        &[198, 51, 100, 8],
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn prefixes_group_addresses_and_are_checked() {
     let limiter = limiter();
     let ip = peer()
-        .trust_proxies(["127.0.0.1".parse().unwrap()])
+        .trust_proxies(ProxyHeader::XRealIp, ["127.0.0.1".parse().unwrap()])
         .ipv4_prefix(24)
         .unwrap()
         .ipv6_prefix(48)
@@ -178,4 +190,45 @@ async fn prefixes_group_addresses_and_are_checked() {
         "{err}"
     );
     let _: IpAddr = "::1".parse().unwrap();
+}
+
+/// A proxy at 127.0.0.1 that writes `written` for the client 198.51.100.7;
+/// the client adds each of `forged` with an address of its own choosing.
+/// Only the proxy's header counts: the client pays for every request, and
+/// its 4 tokens are all it gets.
+async fn forged_headers_are_ignored(ip: ClientIp, written: &str, forged: &[&str]) {
+    let limiter = limiter();
+    let url = app_url(&limiter, ip).await;
+    let client = client();
+    let mut granted = 0;
+    let value = |name: &str, addr: String| match name {
+        "forwarded" => format!("for={addr}"),
+        _ => addr,
+    };
+    for i in 0..40 {
+        let proxy = value(written, "198.51.100.7".to_owned());
+        let mut request = client.get(&url).header(written, proxy);
+        for &name in forged {
+            request = request.header(name, value(name, format!("203.0.113.{i}")));
+        }
+        if request.send().await.unwrap().status() == StatusCode::OK {
+            granted += 1;
+        }
+    }
+    assert_eq!(
+        granted, 4,
+        "{written} written by the proxy, {forged:?} forged"
+    );
+    assert_eq!(limiter.remaining([198, 51, 100, 7]), 0);
+}
+
+#[tokio::test]
+async fn a_client_behind_a_trusted_proxy_cannot_choose_its_key_with_another_header() {
+    let proxy = || ["127.0.0.1/32".parse().unwrap()];
+    let xff = peer().trust_proxies(ProxyHeader::XForwardedFor, proxy());
+    forged_headers_are_ignored(xff, "x-forwarded-for", &["forwarded", "x-real-ip"]).await;
+    let real_ip = peer().trust_proxies(ProxyHeader::XRealIp, proxy());
+    forged_headers_are_ignored(real_ip, "x-real-ip", &["x-forwarded-for", "forwarded"]).await;
+    let forwarded = peer().trust_proxies(ProxyHeader::Forwarded, proxy());
+    forged_headers_are_ignored(forwarded, "forwarded", &["x-forwarded-for", "x-real-ip"]).await;
 }

@@ -257,7 +257,7 @@ impl fmt::Debug for Payment {
 pub struct Denied {
     pub(crate) retry_after: Duration,
     pub(crate) bucket: u32,
-    pub(crate) reason: Reason,
+    pub(crate) reason: DenialReason,
 }
 
 /// Why a request was denied: the tenant's buckets are short, or the store
@@ -269,7 +269,7 @@ pub struct Denied {
 /// Unavailable` for it by default).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum Reason {
+pub enum DenialReason {
     /// The tenant's buckets hold too little; [`Denied::retry_after`] is
     /// when they will hold enough.
     Limited,
@@ -310,10 +310,10 @@ impl Denied {
         self.bucket
     }
 
-    /// Why the request was denied: [`Reason::Limited`] when the tenant's
-    /// buckets are short, [`Reason::StoreUnavailable`] when the failure
+    /// Why the request was denied: [`DenialReason::Limited`] when the tenant's
+    /// buckets are short, [`DenialReason::StoreUnavailable`] when the failure
     /// policy denied because the store could not decide.
-    pub fn reason(&self) -> Reason {
+    pub fn reason(&self) -> DenialReason {
         self.reason
     }
 
@@ -322,7 +322,7 @@ impl Denied {
         Denied {
             retry_after,
             bucket,
-            reason: Reason::Limited,
+            reason: DenialReason::Limited,
         }
     }
 }
@@ -330,8 +330,8 @@ impl Denied {
 impl fmt::Display for Denied {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.reason {
-            Reason::Limited => write!(f, "rate limited: retry in {:?}", self.retry_after),
-            Reason::StoreUnavailable => write!(
+            DenialReason::Limited => write!(f, "rate limited: retry in {:?}", self.retry_after),
+            DenialReason::StoreUnavailable => write!(
                 f,
                 "the limiter's store could not decide and its failure policy denied: retry in {:?}",
                 self.retry_after

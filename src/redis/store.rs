@@ -25,7 +25,7 @@ use crate::clock::{Clock, MonotonicClock};
 use crate::draw::Outcome;
 use crate::error::InsufficientCapacity;
 use crate::limiter::core::{Core, Id, Shards, Split, Whom};
-use crate::limiter::decision::{Reason, Reserved};
+use crate::limiter::decision::{DenialReason, Reserved};
 use crate::limiter::live::LiveSplit;
 use crate::limiter::memory::tie_break;
 use crate::limiter::tenant::Owned;
@@ -267,7 +267,7 @@ where
         let deny = || Denied {
             retry_after: self.breaker.until_probe(shard.buckets()),
             bucket: first,
-            reason: Reason::StoreUnavailable,
+            reason: DenialReason::StoreUnavailable,
         };
         let outage = error.as_deref().is_none_or(Error::is_outage);
         let result = match (&self.fallback, self.options.policy) {

@@ -16,8 +16,8 @@ use super::layer::Config;
 use super::respond::{Reason, Rejection, Respond};
 use super::service::ceil_secs;
 use super::{RATELIMIT, RATELIMIT_POLICY};
-use crate::Shard;
 use crate::store::Store;
+use crate::{DenialReason, Shard};
 
 /// The `RateLimit-Policy` and `RateLimit` values of one decision.
 struct Fields {
@@ -159,15 +159,22 @@ where
                             let retry = ceil_secs(denied.retry_after()).max(1);
                             let mut headers = HeaderMap::new();
                             headers.insert(RETRY_AFTER, HeaderValue::from(retry));
-                            let fields = Fields {
-                                policy,
-                                limit: config.limit_field(0, retry),
+                            let retry_after = denied.retry_after();
+                            let (reason, status) = match denied.reason() {
+                                DenialReason::StoreUnavailable => (
+                                    Reason::StoreUnavailable { retry_after },
+                                    StatusCode::SERVICE_UNAVAILABLE,
+                                ),
+                                _ => {
+                                    let fields = Fields {
+                                        policy,
+                                        limit: config.limit_field(0, retry),
+                                    };
+                                    fields.append_to(&mut headers);
+                                    let reason = Reason::TooManyRequests { retry_after };
+                                    (reason, StatusCode::TOO_MANY_REQUESTS)
+                                }
                             };
-                            fields.append_to(&mut headers);
-                            let reason = Reason::TooManyRequests {
-                                retry_after: denied.retry_after(),
-                            };
-                            let status = StatusCode::TOO_MANY_REQUESTS;
                             let rejection = Rejection::new(reason, status, headers);
                             return Poll::Ready(Ok(config.respond.respond(rejection)));
                         }

@@ -1,5 +1,5 @@
 //! The client's IP address: the peer of the connection, or the client that
-//! trusted proxies name in `Forwarded`, `X-Forwarded-For` or `X-Real-IP`.
+//! trusted proxies name in the one header they write.
 
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
@@ -10,9 +10,9 @@ use http::{Extensions, HeaderName, HeaderValue};
 
 use super::cidr::{Cidr, mask, max_len};
 
-const FORWARDED: HeaderName = HeaderName::from_static("forwarded");
-const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
-const X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
+static FORWARDED: HeaderName = HeaderName::from_static("forwarded");
+static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+static X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
 
 type PeerFn = dyn Fn(&Extensions) -> Option<SocketAddr> + Send + Sync;
 
@@ -28,13 +28,15 @@ type PeerFn = dyn Fn(&Extensions) -> Option<SocketAddr> + Send + Sync;
 /// wrong.
 ///
 /// Proxy headers are believed only from [trusted](ClientIp::trust_proxies)
-/// peers. From a trusted peer, `Forwarded` (RFC 7239) is read if present,
-/// else `X-Forwarded-For`, else `X-Real-IP`, walking the list of hops from
-/// the right and skipping trusted proxies: the first untrusted address is
-/// the client. A hop that does not parse (`unknown`, an obfuscated name)
-/// stops the walk at the trusted proxy that reported it, so a client can
-/// never choose its own key. A trusted peer that sends none of the three
-/// headers is itself the client.
+/// peers, and only the one header you name there: the [`ProxyHeader`] your
+/// proxy writes. Every other proxy header is ignored, since a proxy passes
+/// on the headers it does not write, so those are the client's to set. From
+/// a trusted peer, the named header's list of hops is walked from the
+/// right, skipping trusted proxies: the first untrusted address is the
+/// client. A hop that does not parse (`unknown`, an obfuscated name) stops
+/// the walk at the trusted proxy that reported it, so a client can never
+/// choose its own key. A trusted peer that does not send the header is
+/// itself the client.
 ///
 /// Addresses are grouped before they become keys: IPv4 by `/32` (each
 /// address alone) and IPv6 by `/64` (one key per customer network, which
@@ -44,11 +46,11 @@ type PeerFn = dyn Fn(&Extensions) -> Option<SocketAddr> + Send + Sync;
 /// ```
 /// use std::net::SocketAddr;
 /// use axum::extract::ConnectInfo;
-/// use shuffle_limiter::tower::{ClientIp, TenantKey};
+/// use shuffle_limiter::tower::{ClientIp, ProxyHeader, TenantKey};
 ///
 /// // Behind a load balancer at 10.0.0.0/8: the client it names.
 /// let ip = ClientIp::peer(|c: &ConnectInfo<SocketAddr>| c.0)
-///     .trust_proxies(["10.0.0.0/8".parse()?, "::1".parse()?])
+///     .trust_proxies(ProxyHeader::XForwardedFor, ["10.0.0.0/8".parse()?, "::1".parse()?])
 ///     .ipv6_prefix(56)?;
 /// let key = TenantKey::client_ip(ip);
 /// // Serve with app.into_make_service_with_connect_info::<SocketAddr>().
@@ -60,8 +62,46 @@ pub struct ClientIp {
     peer: Arc<PeerFn>,
     peer_type: &'static str,
     trusted: Arc<[Cidr]>,
+    header: ProxyHeader,
     ipv4_prefix: u8,
     ipv6_prefix: u8,
+}
+
+/// The one header a trusted proxy writes the client's address into, named
+/// with [`ClientIp::trust_proxies`]: the one that proxy's configuration
+/// sets (nginx: `proxy_set_header X-Real-IP $remote_addr` or `X-Forwarded-For
+/// $proxy_add_x_forwarded_for`; most cloud load balancers: `X-Forwarded-For`;
+/// Envoy: `X-Forwarded-For`; a CDN's own header with [`Other`](Self::Other)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ProxyHeader {
+    /// `Forwarded` (RFC 7239): the `for=` node of each element.
+    Forwarded,
+    /// `X-Forwarded-For`: a comma-separated list of addresses.
+    XForwardedFor,
+    /// `X-Real-IP`: one address (a list is walked as `X-Forwarded-For`).
+    XRealIp,
+    /// Another header holding an address or a comma-separated list of them,
+    /// such as `CF-Connecting-IP` or `Fly-Client-IP`.
+    Other(HeaderName),
+}
+
+impl ProxyHeader {
+    fn name(&self) -> &HeaderName {
+        match self {
+            ProxyHeader::Forwarded => &FORWARDED,
+            ProxyHeader::XForwardedFor => &X_FORWARDED_FOR,
+            ProxyHeader::XRealIp => &X_REAL_IP,
+            ProxyHeader::Other(name) => name,
+        }
+    }
+
+    fn parser(&self) -> fn(&str) -> Option<IpAddr> {
+        match self {
+            ProxyHeader::Forwarded => forwarded_for,
+            _ => node,
+        }
+    }
 }
 
 /// The request carried no peer address: the server was not set up to put
@@ -121,15 +161,23 @@ impl ClientIp {
             peer: Arc::new(move |ext: &Extensions| ext.get::<T>().map(&addr)),
             peer_type: std::any::type_name::<T>(),
             trusted: Arc::new([]),
+            header: ProxyHeader::XForwardedFor,
             ipv4_prefix: 32,
             ipv6_prefix: 64,
         }
     }
 
-    /// Believes the proxy headers of peers in these ranges, and skips these
-    /// addresses when walking the list of hops (replacing any set before).
-    pub fn trust_proxies(mut self, proxies: impl IntoIterator<Item = Cidr>) -> Self {
+    /// Believes `header`, the one your proxies write, from peers in these
+    /// ranges, and skips these addresses when walking its list of hops
+    /// (replacing the header and ranges set before). Every other proxy
+    /// header is ignored: the client could have set it.
+    pub fn trust_proxies(
+        mut self,
+        header: ProxyHeader,
+        proxies: impl IntoIterator<Item = Cidr>,
+    ) -> Self {
         self.trusted = proxies.into_iter().collect();
+        self.header = header;
         self
     }
 
@@ -179,9 +227,10 @@ impl ClientIp {
     /// ```
     /// use std::net::{IpAddr, SocketAddr};
     /// use axum::{extract::ConnectInfo, http::Request};
-    /// use shuffle_limiter::tower::ClientIp;
+    /// use shuffle_limiter::tower::{ClientIp, ProxyHeader};
     ///
-    /// let ip = ClientIp::peer(|c: &ConnectInfo<SocketAddr>| c.0).trust_proxies(["10.0.0.0/8".parse()?]);
+    /// let ip = ClientIp::peer(|c: &ConnectInfo<SocketAddr>| c.0)
+    ///     .trust_proxies(ProxyHeader::XForwardedFor, ["10.0.0.0/8".parse()?]);
     /// let proxy: SocketAddr = "10.0.0.2:443".parse()?;
     /// let (mut parts, ()) = Request::get("/")
     ///     .header("x-forwarded-for", "198.51.100.1, 203.0.113.9, 10.0.0.1")
@@ -190,6 +239,9 @@ impl ClientIp {
     /// assert!(ip.resolve(&parts).is_err()); // no ConnectInfo yet
     /// parts.extensions.insert(ConnectInfo(proxy));
     /// // From the right: 10.0.0.1 is trusted, 203.0.113.9 is the client.
+    /// assert_eq!(ip.resolve(&parts)?, "203.0.113.9".parse::<IpAddr>()?);
+    /// // A header the proxy does not write is the client's: ignored.
+    /// parts.headers.insert("forwarded", "for=192.0.2.1".parse()?);
     /// assert_eq!(ip.resolve(&parts)?, "203.0.113.9".parse::<IpAddr>()?);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -201,16 +253,9 @@ impl ClientIp {
         if !self.trusts(peer) {
             return Ok(peer);
         }
-        let headers = &parts.headers;
-        let (name, parse): (_, fn(&str) -> Option<IpAddr>) = if headers.contains_key(FORWARDED) {
-            (FORWARDED, forwarded_for)
-        } else if headers.contains_key(X_FORWARDED_FOR) {
-            (X_FORWARDED_FOR, node)
-        } else {
-            (X_REAL_IP, node)
-        };
+        let lines = parts.headers.get_all(self.header.name()).iter();
         let mut client = peer;
-        for hop in hops(headers.get_all(name).iter(), parse) {
+        for hop in hops(lines, self.header.parser()) {
             match hop {
                 // A hop we cannot read: the trusted proxy that wrote it is
                 // the best we know.
@@ -250,6 +295,7 @@ impl fmt::Debug for ClientIp {
         f.debug_struct("ClientIp")
             .field("peer", &self.peer_type)
             .field("trusted", &self.trusted)
+            .field("header", &self.header)
             .field("ipv4_prefix", &self.ipv4_prefix)
             .field("ipv6_prefix", &self.ipv6_prefix)
             .finish()

@@ -1,5 +1,6 @@
 //! A tower layer for servers (feature `tower`): one limiter for every
-//! request, keyed by tenant, answering 429 with the standard fields.
+//! request, keyed by tenant, answering 429 with the standard fields (and
+//! 503 when the limiter's store cannot decide).
 //!
 //! [`RateLimitLayer`] takes the tenant of each request from a
 //! [`TenantKey`] (a header, a request extension set by an authentication
@@ -31,7 +32,8 @@
 //!   [exempt](RequestKey::Exempt), or missing);
 //! - [`TenantKey::client_ip`] with a [`ClientIp`]: the peer address (axum's
 //!   `ConnectInfo<SocketAddr>`), or the client behind [trusted
-//!   proxies](ClientIp::trust_proxies), IPv6 grouped by /64;
+//!   proxies](ClientIp::trust_proxies) in the one [`ProxyHeader`] they
+//!   write (any other is the client's and ignored), IPv6 grouped by /64;
 //! - [`TenantKey::exempt_if`] adds an allow-list to any of them, and
 //!   [`RateLimitLayer::methods`] limits only some methods.
 //!
@@ -39,9 +41,12 @@
 //! service untouched: nothing is taken, no `RateLimit` field is sent.
 //!
 //! # The layer's own answers
-//! 400, 401, 429, and 500 when a [`ClientIp`] key finds no peer address
+//! 400, 401, 429, 500 when a [`ClientIp`] key finds no peer address
 //! ([`NoPeerAddress`], which says to serve with
-//! `into_make_service_with_connect_info`), have an empty body unless
+//! `into_make_service_with_connect_info`), and 503 with `Retry-After` when
+//! the limiter's store could not decide and its failure policy denied (a
+//! Redis outage is the service's fault, not a rate limit the client should
+//! read as its own), have an empty body unless
 //! [`RateLimitLayer::respond_with`] gives a [`Respond`] hook: any
 //! `Fn(Rejection) -> Response<B>`, such as a JSON body or a gRPC
 //! `RESOURCE_EXHAUSTED` (both shown at [`Respond`]).
@@ -55,27 +60,27 @@
 //! the other layer's field.
 //!
 //! When the inner layer denies a request, the outer layer's token for it is
-//! **not** given back, and its field on the 429 shows it spent. The outer
-//! decision has been applied to the store (in process, the buckets'
-//! arrival times moved; over Redis, by the script) before the inner layer is
-//! asked, and this crate has no refund: returning a token would be a new
-//! store operation (a second script call per denial over Redis) that the
-//! draw, both stores and the bound "grants ≤ R·t + B" would have to cover.
-//! Until then, put outside the layer whose spending on a request the inner
+//! **not** given back, and its field on the 429 shows it spent: the outer
+//! layer counts the attempt, as it counts any request its inner service
+//! answers. So put outside the layer whose spending on a request the inner
 //! one denies is acceptable: per IP outside per key counts a client's
 //! attempts with a spent key against its address, which is usually wanted.
+//! A handler that wants to give a token back for a request that did no work
+//! takes the [`Grant`](crate::Grant) from the request extensions and
+//! refunds it to the limiter that granted it.
 //!
 //! ```
 //! use std::{net::SocketAddr, sync::Arc};
 //! use axum::{Router, extract::ConnectInfo, routing::get};
 //! use shuffle_limiter::{Quota, ShardedLimiter};
-//! use shuffle_limiter::tower::{ClientIp, RateLimitLayer, TenantKey};
+//! use shuffle_limiter::tower::{ClientIp, ProxyHeader, RateLimitLayer, TenantKey};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let per_ip = Arc::new(ShardedLimiter::builder().quota(Quota::per_second(100)).build()?);
 //! let per_key = Arc::new(ShardedLimiter::builder().quota(Quota::per_second(1000)).build()?);
 //! // Behind a load balancer in 10.0.0.0/8; allow-list the office.
-//! let ip = ClientIp::peer(|c: &ConnectInfo<SocketAddr>| c.0).trust_proxies(["10.0.0.0/8".parse()?]);
+//! let ip = ClientIp::peer(|c: &ConnectInfo<SocketAddr>| c.0)
+//!     .trust_proxies(ProxyHeader::XForwardedFor, ["10.0.0.0/8".parse()?]);
 //! let office = "203.0.113.0/24".parse::<shuffle_limiter::tower::Cidr>()?;
 //! let by_ip = TenantKey::client_ip(ip.clone())
 //!     .exempt_if(move |parts| ip.resolve(parts).is_ok_and(|addr| office.contains(addr)));
@@ -154,7 +159,7 @@ mod service;
 
 pub use cidr::{Cidr, InvalidCidr};
 pub use future::ResponseFuture;
-pub use ip::{ClientIp, InvalidPrefix, NoPeerAddress};
+pub use ip::{ClientIp, InvalidPrefix, NoPeerAddress, ProxyHeader};
 pub use key::{MissingTenant, RequestKey, TenantKey};
 pub use layer::{InvalidPolicyName, RateLimitLayer};
 pub use respond::{EmptyBody, Reason, Rejection, Respond};

@@ -1,5 +1,5 @@
-//! The answers the layer gives itself (400, 401, 429, 500), and the hook
-//! that builds them.
+//! The answers the layer gives itself (400, 401, 429, 500, 503), and the
+//! hook that builds them.
 
 use std::fmt;
 use std::time::Duration;
@@ -24,6 +24,15 @@ pub enum Reason {
     /// The key needs the peer address and the server did not provide it:
     /// 500.
     NoPeerAddress(NoPeerAddress),
+    /// The limiter's store could not decide (Redis unreachable or too
+    /// slow) and its failure policy denied: 503 with `Retry-After`, and no
+    /// `RateLimit` fields, since nothing is known of the tenant's share.
+    /// It is the service's fault, not the client's; a [`Respond`] hook that
+    /// prefers a 429 can say so.
+    StoreUnavailable {
+        /// When the store is next tried (`Retry-After` is this, rounded up).
+        retry_after: Duration,
+    },
 }
 
 /// An answer the layer is about to give: its reason, and the status and
@@ -50,13 +59,13 @@ impl Rejection {
         &self.reason
     }
 
-    /// The status it gets by default: 400, 401, 429 or 500.
+    /// The status it gets by default: 400, 401, 429, 500 or 503.
     pub fn status(&self) -> StatusCode {
         self.status
     }
 
     /// The headers it gets by default: `Retry-After` and the `RateLimit`
-    /// fields on a 429, `WWW-Authenticate` on a 401.
+    /// fields on a 429, `Retry-After` on a 503, `WWW-Authenticate` on a 401.
     pub fn headers(&self) -> &HeaderMap {
         &self.headers
     }
@@ -81,6 +90,11 @@ impl fmt::Display for Rejection {
                 retry_after.as_secs_f64()
             ),
             Reason::NoPeerAddress(err) => fmt::Display::fmt(err, f),
+            Reason::StoreUnavailable { retry_after } => write!(
+                f,
+                "the rate limiter cannot reach its store: retry in {:.3} s",
+                retry_after.as_secs_f64()
+            ),
         }
     }
 }
