@@ -127,7 +127,7 @@ pub use error::{ConfigError, InsufficientCapacity, RefundTooLarge};
 pub use limiter::builder::{
     Builder, DEFAULT_BUCKETS, DEFAULT_LENDER_RESERVE, DEFAULT_PER_TENANT, DEFAULT_TENANT_CACHE,
 };
-pub use limiter::decision::{BucketState, DenialReason, Denied, Grant, Payment};
+pub use limiter::decision::{BucketState, DenialReason, Denied, Grant, Payment, Refunded};
 pub use limiter::isolation::{Isolation, WEAK_ISOLATION_SHARDS};
 pub use limiter::tenant::Tenant;
 pub use limiter::tiers::MAX_TIERED_TENANTS;

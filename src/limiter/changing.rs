@@ -3,7 +3,7 @@
 use crate::clock::Clock;
 use crate::error::{ConfigError, RefundTooLarge};
 use crate::quota::Quota;
-use crate::{Grant, ShardedLimiter};
+use crate::{Grant, Refunded, ShardedLimiter};
 
 use super::core::Split;
 
@@ -57,7 +57,7 @@ impl<C: Clock> ShardedLimiter<C> {
     pub fn set_quota(&self, quota: Quota) -> Result<(), ConfigError> {
         self.core.split.change(
             |_, split| Ok((quota, Split::of(quota, split.buckets)?)),
-            |from, to| self.store.rescale(from, to),
+            |from, to, version| self.store.rescale(from, to, version),
         )
     }
 
@@ -119,7 +119,7 @@ impl<C: Clock> ShardedLimiter<C> {
     pub fn set_buckets(&self, buckets: u32) -> Result<(), ConfigError> {
         self.core.split.change(
             |quota, _| Ok((quota, self.core.split_over(quota, buckets)?)),
-            |from, to| self.store.resize(from, to),
+            |from, to, version| self.store.resize(from, to, version),
         )
     }
 
@@ -134,8 +134,14 @@ impl<C: Clock> ShardedLimiter<C> {
     /// a clone of it as well. Dropping a grant refunds nothing: tokens are
     /// spent when granted.
     ///
+    /// A bucket that a change of N removed since the grant gets nothing
+    /// back, even once a change adds a bucket of its number again: that
+    /// one is another bucket, and its tokens were never taken. The answer
+    /// says how many tokens went back and how many found their bucket gone
+    /// ([`Refunded`]).
+    ///
     /// Refund a grant to the limiter that made it: to another, it gives
-    /// back to buckets of the same numbers there.
+    /// back to buckets of the same numbers there, where they exist.
     ///
     /// ```
     /// use shuffle_limiter::{ManualClock, Quota, ShardedLimiter};
@@ -148,14 +154,15 @@ impl<C: Clock> ShardedLimiter<C> {
     ///     .build()?;
     /// let grant = limiter.check("t").unwrap();
     /// assert_eq!(limiter.remaining("t"), 1);
-    /// limiter.refund(grant); // the call it paid for never went out
+    /// let refunded = limiter.refund(grant); // the call it paid for never went out
+    /// assert_eq!((refunded.given(), refunded.gone()), (1, 0));
     /// assert_eq!(limiter.remaining("t"), 2);
     /// # Ok::<(), shuffle_limiter::ConfigError>(())
     /// ```
-    pub fn refund(&self, grant: Grant) {
+    pub fn refund(&self, grant: Grant) -> Refunded {
         let tokens = grant.tokens();
         self.refund_n(grant, tokens)
-            .expect("a grant's own tokens can be refunded");
+            .expect("a grant's own tokens can be refunded")
     }
 
     /// Gives back `tokens` of what `grant` took: for a weighted request that
@@ -179,16 +186,22 @@ impl<C: Clock> ShardedLimiter<C> {
     /// # Errors
     /// [`RefundTooLarge`] when `tokens` is more than the grant took; nothing
     /// is given back.
-    pub fn refund_n(&self, grant: Grant, tokens: u32) -> Result<(), RefundTooLarge> {
+    pub fn refund_n(&self, grant: Grant, tokens: u32) -> Result<Refunded, RefundTooLarge> {
         let refunds = grant.refunds(tokens)?;
-        self.core.split.steady(|split| {
+        Ok(self.core.split.steady(|split| {
+            let mut refunded = Refunded::default();
             for payment in refunds {
-                let cost = u64::from(payment.tokens()) * split.interval();
-                let capacity = split.pace.capacity(split.burst_of(payment.bucket()));
-                self.store.refund(payment.bucket(), cost, capacity);
+                let (bucket, tokens) = (payment.bucket(), payment.tokens());
+                let cost = u64::from(tokens) * split.interval();
+                let capacity = split.pace.capacity(split.burst_of(bucket));
+                let here = (bucket, grant.generation);
+                refunded.add(
+                    tokens,
+                    self.store.refund(here, cost, capacity, split.buckets),
+                );
             }
-        });
-        Ok(())
+            refunded
+        }))
     }
 }
 

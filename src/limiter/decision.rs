@@ -15,6 +15,10 @@ pub struct Grant {
     pub(crate) remaining: u64,
     /// Nanoseconds; turned into a `Duration` only when asked.
     pub(crate) full_in: u64,
+    /// The version of the split the store decided under: a bucket that a
+    /// change of N added after it is another bucket than the one that paid,
+    /// and a refund gives it nothing.
+    pub(crate) generation: u64,
 }
 
 impl Grant {
@@ -91,7 +95,13 @@ impl Grant {
     /// The grant of `n` tokens by the bucket `single` names in `shard`,
     /// whose times are in units of `unit` ns.
     #[inline(always)]
-    pub(crate) fn single(single: Single, shard: &Shard, n: u32, unit: u64) -> Grant {
+    pub(crate) fn single(
+        single: Single,
+        shard: &Shard,
+        n: u32,
+        unit: u64,
+        generation: u64,
+    ) -> Grant {
         let payment = Payment::new(shard.ranked()[single.index], n);
         Grant {
             paid: if single.index < shard.buckets().len() {
@@ -101,6 +111,7 @@ impl Grant {
             },
             remaining: single.remaining,
             full_in: single.full_in.saturating_mul(unit),
+            generation,
         }
     }
 
@@ -113,6 +124,7 @@ impl Grant {
             paid: Paid::Pooled(payments, 0),
             remaining: 0,
             full_in: 0,
+            generation: 0,
         }
     }
 
@@ -252,6 +264,41 @@ impl fmt::Debug for Payment {
     }
 }
 
+/// What a refund gave back: the tokens offered to the buckets that paid
+/// them, and those whose bucket is gone.
+///
+/// A bucket takes back at most up to its burst, so of what it is
+/// [given](Self::given) it may keep less (what it refilled meanwhile is not
+/// given twice).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Refunded {
+    pub(crate) given: u32,
+    pub(crate) gone: u32,
+}
+
+impl Refunded {
+    /// Tokens given back to the buckets that paid them.
+    pub fn given(&self) -> u32 {
+        self.given
+    }
+
+    /// Tokens not given back because the bucket that paid them is not in
+    /// this limiter now: a change of N removed it since the grant (a bucket
+    /// of the same number added again later is another bucket), or the
+    /// grant came from a limiter with more buckets.
+    pub fn gone(&self) -> u32 {
+        self.gone
+    }
+
+    pub(crate) fn add(&mut self, tokens: u32, given: bool) {
+        if given {
+            self.given += tokens;
+        } else {
+            self.gone += tokens;
+        }
+    }
+}
+
 /// A denied request, and when to try again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Denied {
@@ -344,21 +391,22 @@ impl std::error::Error for Denied {}
 
 /// The draw's outcome as the public answer to a request of `n` tokens:
 /// `shard` is what was drawn on (its own buckets, then its spill buckets),
-/// `now` the reading it was drawn at and `unit` the nanoseconds in one unit
-/// of the store's time.
+/// `now` the reading it was drawn at, `unit` the nanoseconds in one unit
+/// of the store's time and `generation` the split's version it was drawn
+/// under.
 #[inline(always)]
 pub(crate) fn answer(
     outcome: Outcome,
     shard: &Shard,
     n: u32,
-    now: u64,
-    unit: u64,
+    (now, unit): (u64, u64),
+    generation: u64,
 ) -> Result<Grant, Denied> {
     let ids = shard.ranked();
     let duration = |units: u64| Duration::from_nanos(units.saturating_mul(unit));
     let mut payments = [Payment::default(); MAX_K];
     match outcome {
-        Outcome::Grant(single) => Ok(Grant::single(single, shard, n, unit)),
+        Outcome::Grant(single) => Ok(Grant::single(single, shard, n, unit, generation)),
         Outcome::Pooled(pool) => {
             for (payment, (index, .., tokens)) in payments.iter_mut().zip(pool.payments()) {
                 *payment = Payment::new(ids[index], tokens);
@@ -367,6 +415,7 @@ pub(crate) fn answer(
                 paid: Paid::Pooled(payments, pool.payers as u64),
                 remaining: pool.remaining,
                 full_in: pool.full_in.saturating_mul(unit),
+                generation,
             })
         }
         Outcome::Deny { index, at } => Err(Denied::limited(
@@ -429,6 +478,7 @@ mod tests {
             paid: Paid::Lent(Payment::new(5, 1)),
             remaining: 2,
             full_in: 1_000,
+            generation: 0,
         };
         assert_eq!(
             (lent.bucket(), lent.tokens(), lent.borrowed()),

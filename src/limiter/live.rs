@@ -118,7 +118,7 @@ impl LiveSplit {
     pub(crate) fn change<E>(
         &self,
         next: impl FnOnce(Quota, Split) -> Result<(Quota, Split), E>,
-        rescale: impl FnOnce(Split, Split),
+        rescale: impl FnOnce(Split, Split, u64),
     ) -> Result<(), E> {
         let mut current = self.quota.lock().unwrap_or_else(PoisonError::into_inner);
         let old = self.get();
@@ -126,7 +126,7 @@ impl LiveSplit {
         let version = self.version.load(Ordering::Relaxed);
         self.version.store(version + 1, Ordering::Relaxed);
         fence(Ordering::Release);
-        rescale(old, split);
+        rescale(old, split, version + 2);
         self.write(split);
         self.version.store(version + 2, Ordering::Release);
         *current = quota;

@@ -23,6 +23,11 @@ use super::decision::{Denied, Grant, Reserved, answer};
 /// a [`Clock`]. The store of a [`ShardedLimiter`](super::ShardedLimiter).
 pub struct InProcess<C = MonotonicClock> {
     tats: Box<[CachePadded<AtomicU64>]>,
+    /// Per bucket, the version of the split that added it last (0: built
+    /// with it): a grant decided under an earlier version was paid by a
+    /// bucket of that number that a change of N has removed since. Written
+    /// only by changes, read only by refunds, both under the split's lock.
+    born: Box<[AtomicU64]>,
     pub(super) clock: C,
 }
 
@@ -37,10 +42,12 @@ const SEALED: u64 = u64::MAX;
 impl<C: Clock> InProcess<C> {
     /// `buckets` full buckets, and room for `max` in all.
     pub(crate) fn new(buckets: u32, max: u32, clock: C) -> Self {
+        let all = max.max(buckets);
         InProcess {
-            tats: (0..max.max(buckets))
+            tats: (0..all)
                 .map(|b| CachePadded::new(AtomicU64::new(if b < buckets { 0 } else { SEALED })))
                 .collect(),
+            born: (0..all).map(|_| AtomicU64::new(0)).collect(),
             clock,
         }
     }
@@ -67,8 +74,8 @@ impl<C: Clock> InProcess<C> {
     pub(crate) fn take(&self, core: &Core, whom: &impl Resolved, n: u32) -> Result<Grant, Denied> {
         let (shard, now) = (whom.shard(), self.now());
         match self.single(core, shard, whom.buckets(), n, now) {
-            Ok(single) => {
-                let result = Ok(Grant::single(single, shard, n, 1));
+            Ok((single, version)) => {
+                let result = Ok(Grant::single(single, shard, n, 1, version));
                 core.record(&result);
                 result
             }
@@ -95,7 +102,7 @@ impl<C: Clock> InProcess<C> {
         if let Declined::Short(version, short) = declined
             && let Some(outcome) = self.after(core, whom.shard(), n, now, (version, short))
         {
-            let result = answer(outcome, whom.shard(), n, now, 1);
+            let result = answer(outcome, whom.shard(), n, (now, 1), version);
             core.record(&result);
             return result;
         }
@@ -154,7 +161,7 @@ impl<C: Clock> InProcess<C> {
         buckets: u32,
         n: u32,
         now: u64,
-    ) -> Result<Single, Declined> {
+    ) -> Result<(Single, u64), Declined> {
         match shard.buckets().len() {
             2 => self.single_of(core, shard, 2, buckets, n, now),
             own => self.single_of(core, shard, own, buckets, n, now),
@@ -171,7 +178,7 @@ impl<C: Clock> InProcess<C> {
         buckets: u32,
         n: u32,
         now: u64,
-    ) -> Result<Single, Declined> {
+    ) -> Result<(Single, u64), Declined> {
         let ids = shard.ranked();
         loop {
             let (version, split) = core.split.read();
@@ -186,7 +193,7 @@ impl<C: Clock> InProcess<C> {
                 Err(short) => return Err(Declined::Short(version, short)),
             };
             if self.take_single(&single, ids) && core.split.unchanged(version) {
-                return Ok(single);
+                return Ok((single, version));
             }
         }
     }
@@ -223,8 +230,8 @@ impl<C: Clock> InProcess<C> {
             let buckets = core.buckets();
             whom.shard = core.resolve_again(&whom, buckets);
             whom.buckets = buckets;
-            if let Some(outcome) = self.decide(core, &whom.shard, buckets, n, now) {
-                let result = answer(outcome, &whom.shard, n, now, 1);
+            if let Some((outcome, version)) = self.decide(core, &whom.shard, buckets, n, now) {
+                let result = answer(outcome, &whom.shard, n, (now, 1), version);
                 core.record(&result);
                 return result;
             }
@@ -243,15 +250,15 @@ impl<C: Clock> InProcess<C> {
     ) -> Result<Reserved, Denied> {
         let mut whom = *whom;
         let now = self.now().saturating_add(lead).min(MAX_NOW);
-        let outcome = loop {
-            if let Some(outcome) = self.decide(core, &whom.shard, whom.buckets, n, now) {
-                break outcome;
+        let (outcome, version) = loop {
+            if let Some(decided) = self.decide(core, &whom.shard, whom.buckets, n, now) {
+                break decided;
             }
             let buckets = core.buckets();
             whom.shard = core.resolve_again(&whom, buckets);
             whom.buckets = buckets;
         };
-        let result = answer(outcome, &whom.shard, n, now, 1);
+        let result = answer(outcome, &whom.shard, n, (now, 1), version);
         core.record(&result);
         Ok(Reserved::of(result?, &outcome, Duration::from_nanos(lead)))
     }
@@ -259,8 +266,9 @@ impl<C: Clock> InProcess<C> {
     /// The whole draw ([`draw`](crate::draw::draw): its common case, then
     /// the rest) applied to the atomics at the instant `now`, drawn again
     /// until it applies with no other thread or change of the split in
-    /// between (see `live.rs`). `None`, with nothing drawn, when N is no
-    /// longer `buckets`, the N the shard was resolved under.
+    /// between (see `live.rs`), with the split's version it applied under.
+    /// `None`, with nothing drawn, when N is no longer `buckets`, the N the
+    /// shard was resolved under.
     fn decide(
         &self,
         core: &Core,
@@ -268,14 +276,14 @@ impl<C: Clock> InProcess<C> {
         buckets: u32,
         n: u32,
         now: u64,
-    ) -> Option<Outcome> {
+    ) -> Option<(Outcome, u64)> {
         loop {
             match self.single(core, shard, buckets, n, now) {
-                Ok(single) => return Some(Outcome::Grant(single)),
+                Ok((single, version)) => return Some((Outcome::Grant(single), version)),
                 Err(Declined::Moved) => return None,
                 Err(Declined::Short(version, short)) => {
                     if let Some(outcome) = self.after(core, shard, n, now, (version, short)) {
-                        return Some(outcome);
+                        return Some((outcome, version));
                     }
                 }
             }
@@ -335,24 +343,29 @@ impl<C: Clock> InProcess<C> {
 
     /// Moves every bucket from the split `from` to `to` at the same
     /// instant, keeping the share of its burst it holds (for
-    /// `LiveSplit::change`).
-    pub(super) fn rescale(&self, from: Split, to: Split) {
-        self.move_buckets(from, to, rescale);
+    /// `LiveSplit::change`, which makes `to` the split of `version`).
+    pub(super) fn rescale(&self, from: Split, to: Split, version: u64) {
+        self.move_buckets(from, to, version, rescale);
     }
 
     /// Moves every bucket from the split `from` to `to`, which differ in N,
     /// at the same instant: a bucket that stays keeps its tokens (up to its
     /// new burst), one that is added starts empty, one that goes is sealed
-    /// (`resize` of `src/draw/`; for `LiveSplit::change`).
-    pub(super) fn resize(&self, from: Split, to: Split) {
-        self.move_buckets(from, to, resize);
+    /// (`resize` of `src/draw/`; for `LiveSplit::change`, which makes `to`
+    /// the split of `version`).
+    pub(super) fn resize(&self, from: Split, to: Split, version: u64) {
+        self.move_buckets(from, to, version, resize);
     }
 
     /// Moves each bucket below the larger N of `from` and `to` to `step` of
-    /// its arrival time, or to empty or sealed where it is added or goes.
-    fn move_buckets(&self, from: Split, to: Split, step: Step) {
+    /// its arrival time, or to empty or sealed where it is added or goes;
+    /// an added one is born at `version`.
+    fn move_buckets(&self, from: Split, to: Split, version: u64, step: Step) {
         let now = self.now();
         let (kept, all) = (from.buckets.min(to.buckets), from.buckets.max(to.buckets));
+        for born in &self.born[kept as usize..to.buckets.max(kept) as usize] {
+            born.store(version, Ordering::Relaxed);
+        }
         for (b, tat) in (0..all).zip(self.tats.iter()) {
             let (old, new) = ((from.pace, from.burst_of(b)), (to.pace, to.burst_of(b)));
             let mut seen = tat.load(Ordering::Relaxed);
@@ -372,10 +385,26 @@ impl<C: Clock> InProcess<C> {
 
     /// Gives back `cost` units of credit to `bucket` of `capacity`, never
     /// beyond its burst: the whole cost, less where the bucket refilled
-    /// meanwhile (`refund` of `src/draw/`).
-    pub(super) fn refund(&self, bucket: u32, cost: u64, capacity: u64) {
-        let now = self.now();
-        self.swap(bucket, |tat| refund(tat, cost, capacity, now));
+    /// meanwhile (`refund` of `src/draw/`). Nothing, and `false`, when the
+    /// bucket is not among the split's `buckets`, or was added after the
+    /// split's version `generation` (it is not the bucket that paid).
+    pub(super) fn refund(
+        &self,
+        (bucket, generation): (u32, u64),
+        cost: u64,
+        capacity: u64,
+        buckets: u32,
+    ) -> bool {
+        let here = bucket < buckets
+            && self
+                .born
+                .get(bucket as usize)
+                .is_some_and(|born| born.load(Ordering::Relaxed) <= generation);
+        if here {
+            let now = self.now();
+            self.swap(bucket, |tat| refund(tat, cost, capacity, now));
+        }
+        here
     }
 
     /// Gives a reservation back to the buckets that paid it, where nothing

@@ -28,7 +28,7 @@ use crate::error::{ConfigError, RefundTooLarge};
 use crate::limiter::core::Split;
 use crate::limiter::decision::Reserved;
 use crate::quota::Quota;
-use crate::{Grant, Payment};
+use crate::{Grant, Payment, Refunded};
 
 /// The scripts after what every script of the limiter starts with.
 pub(super) const RESCALE_LUA: &str =
@@ -113,7 +113,7 @@ where
     pub(super) fn adopt(&self, version: u64, quota: Quota, split: Split) {
         let adopted = self.split.change(
             |_, _| Ok::<_, std::convert::Infallible>((quota, split)),
-            |_, _| self.version.store(version, Ordering::Relaxed),
+            |_, _, _| self.version.store(version, Ordering::Relaxed),
         );
         let Ok(()) = adopted;
         self.denials.clear();
@@ -305,11 +305,13 @@ where
     }
 
     /// Gives back every token `grant` took, as [`ShardedLimiter::refund`](crate::ShardedLimiter::refund)
-    /// does, in one script.
+    /// does, in one script: nothing to a bucket that a change of N removed
+    /// since the grant, or that this limiter does not have ([`Refunded`]
+    /// says how many tokens went back and how many found their bucket gone).
     ///
     /// # Errors
     /// The errors of a round trip to Redis; nothing is then given back.
-    pub async fn refund(&self, grant: Grant) -> Result<(), Error> {
+    pub async fn refund(&self, grant: Grant) -> Result<Refunded, Error> {
         let tokens = grant.tokens();
         match self.refund_n(grant, tokens).await {
             Ok(result) => result,
@@ -323,47 +325,81 @@ where
     /// # Errors
     /// The outer [`RefundTooLarge`] when `tokens` is more than the grant
     /// took (found without asking Redis); the inner error for a failed round
-    /// trip. Nothing is given back in either case.
+    /// trip. Nothing is given back in either case (but by the scripts that
+    /// ran before a failed one, in the spread layout, one bucket each).
     pub async fn refund_n(
         &self,
         grant: Grant,
         tokens: u32,
-    ) -> Result<Result<(), Error>, RefundTooLarge> {
+    ) -> Result<Result<Refunded, Error>, RefundTooLarge> {
         let refunds: Vec<_> = grant.refunds(tokens)?.collect();
         let shared = &self.store.shared;
+        let mut refunded = Refunded::default();
         for batch in shared.batches(&refunds) {
-            if let Err(e) = self.refund_batch(batch).await {
-                return Ok(Err(e));
+            match self.refund_batch(batch, grant.generation).await {
+                Ok(given) => {
+                    for (payment, given) in batch.iter().zip(given) {
+                        refunded.add(payment.tokens(), given);
+                    }
+                }
+                Err(e) => return Ok(Err(e)),
             }
         }
-        Ok(Ok(()))
+        Ok(Ok(refunded))
     }
 
     /// Gives back the payments of one script call, under the quota Redis
-    /// holds (read again when it changed).
-    async fn refund_batch(&self, batch: &[Payment]) -> Result<(), Error> {
+    /// holds (read again when it changed), of a grant drawn under the
+    /// quota's version `generation`: per payment, whether its bucket is the
+    /// one that paid (a bucket past N, or added since, is not).
+    async fn refund_batch(&self, batch: &[Payment], generation: u64) -> Result<Vec<bool>, Error> {
         let shared = &self.store.shared;
         for _ in 0..ATTEMPTS {
             let (version, split) = shared.current();
+            let here: Vec<Payment> = batch
+                .iter()
+                .copied()
+                .filter(|p| p.bucket() < split.buckets)
+                .collect();
+            if here.is_empty() {
+                return Ok(vec![false; batch.len()]);
+            }
             let mut invocation = shared.changes.refund.prepare_invoke();
-            for payment in batch {
+            for payment in &here {
                 invocation.key(shared.script.key(payment.bucket()).unwrap_or_default());
             }
-            invocation.key(shared.script.quota_key(batch[0].bucket()));
-            invocation.arg(version);
+            invocation.key(shared.script.quota_key(here[0].bucket()));
+            invocation.arg(version).arg(generation);
             let interval = split.interval() / MICROS;
-            for payment in batch {
+            for payment in &here {
                 let capacity = u64::from(split.burst_of(payment.bucket())) * interval;
                 invocation
                     .arg(u64::from(payment.tokens()) * interval)
                     .arg(capacity);
             }
-            match run(&invocation, &shared.connection).await? {
-                (1, _) => {
-                    shared.forget(batch);
-                    return Ok(());
+            let reply: Vec<i64> = invocation
+                .invoke_async(&mut shared.connection.clone())
+                .await
+                .map_err(Error::from_redis)?;
+            match reply[..] {
+                [1, _, ref same @ ..] if same.len() == here.len() => {
+                    let given: Vec<Payment> = (here.iter().zip(same))
+                        .filter(|&(_, &same)| same == 1)
+                        .map(|(p, _)| *p)
+                        .collect();
+                    shared.forget(&given);
+                    let mut same = here.iter().zip(same).map(|(_, &same)| same == 1);
+                    return Ok(batch
+                        .iter()
+                        .map(|p| p.bucket() < split.buckets && same.next() == Some(true))
+                        .collect());
                 }
-                _ => shared.refresh().await?,
+                [0, _] => shared.refresh().await?,
+                _ => {
+                    return Err(Error::Reply {
+                        detail: format!("{reply:?}"),
+                    });
+                }
             }
         }
         Err(Error::Reply {

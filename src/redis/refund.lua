@@ -8,12 +8,17 @@
 -- KEYS[i]      the keys of the buckets to pay back.
 -- KEYS[m + 1]  the quota key, "{limiter-name}:quota".
 -- ARGV[1]      the quota version the credits were counted in.
--- ARGV[2i]     the credit, in microseconds, to give back to KEYS[i].
--- ARGV[2i + 1] the capacity of KEYS[i], in microseconds: a bucket owing
+-- ARGV[2]      the quota version the grant was drawn under: a bucket that
+--              a change of N added after it ("<key>:born" holds the version
+--              that added it; missing: built with it) is not the bucket
+--              that paid, and gets nothing.
+-- ARGV[2i + 1] the credit, in microseconds, to give back to KEYS[i].
+-- ARGV[2i + 2] the capacity of KEYS[i], in microseconds: a bucket owing
 --              more has reservations waiting on all of it, and gets nothing.
--- ARGV[2m + 2] absent in production (the server's clock); the test's time.
+-- ARGV[2m + 3] absent in production (the server's clock); the test's time.
 --
--- Reply: { 1, version } once given back, or { 0, version } when the key
+-- Reply: { 1, version, then per bucket 1 if it is the one that paid, 0 if
+-- it was born since } once given back, or { 0, version } when the key
 -- holds another version than ARGV[1]: nothing is given back, and the caller
 -- reads the quota and asks again.
 
@@ -22,19 +27,36 @@ local version, stop = expect_quota(KEYS[payers + 1], ARGV[1], 0)
 if stop then
   return stop
 end
-local now = clock(ARGV[2 * payers + 2])
+local now = clock(ARGV[2 * payers + 3])
+local drawn_under = ARGV[2] + 0
 
+local reply = { 1, version }
 for i = 1, payers do
+  local born = redis.pcall('GET', KEYS[i] .. ':born')
+  if type(born) == 'table' and born.err then
+    return redis.error_reply('NOTABUCKET ' .. KEYS[i] .. ':born holds another type: ' .. born.err)
+  end
+  if born then
+    born = tonumber(born)
+    -- Not a version: as if born after every grant, so it gets nothing.
+    if not born or born ~= born or born % 1 ~= 0 then
+      born = math.huge
+    end
+  else
+    born = 0
+  end
+  local same = born <= drawn_under
+  reply[2 + i] = same and 1 or 0
   -- A missing key is a full bucket, and a full one takes nothing back; a
   -- string that is not a time is left for draw.lua to repair.
-  local tat = tonumber(redis.call('GET', KEYS[i]))
+  local tat = same and tonumber(redis.call('GET', KEYS[i]))
   if tat and tat == tat and tat % 1 == 0 and tat > now and tat < 9007199254740992
-    and tat - now <= ARGV[2 * i + 1] + 0 then
-    local back = tat - ARGV[2 * i]
+    and tat - now <= ARGV[2 * i + 2] + 0 then
+    local back = tat - ARGV[2 * i + 1]
     if back < now then
       back = now
     end
     store(KEYS[i], back, now)
   end
 end
-return { 1, version }
+return reply

@@ -19,7 +19,8 @@
 -- ARGV[12]     absent in production (the server's clock); the test's time.
 --
 -- A bucket below both Ns is moved; one below the new N only is added,
--- empty; one below the old N only is removed: its key is deleted, and no
+-- empty, and "<key>:born" says the version that added it; one below the
+-- old N only is removed: its key is deleted, and no
 -- draw can reach it, since every draw sends the quota version it decided
 -- with and this script moves that version on.
 --
@@ -94,6 +95,9 @@ for i = 1, keys do
     redis.call('DEL', KEYS[i])
   elseif i > old_n then
     store(KEYS[i], now + new, now)
+    -- Another bucket than any that had this key: refund.lua gives grants
+    -- drawn before this version nothing.
+    redis.call('SET', KEYS[i] .. ':born', string.format('%d', version + 1))
   else
     -- A missing key is a full bucket; a string that is not a time, an
     -- empty one (as draw.lua reads it).

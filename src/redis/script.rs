@@ -246,9 +246,15 @@ fn parse(reply: &[i64], own: usize, ranked: usize) -> Option<Drawn> {
     Some(Drawn { outcome, held })
 }
 
-/// The answer for the caller; `at` of a denial is already relative.
-pub(super) fn answer(outcome: Outcome, shard: &Shard, n: u32) -> Result<Grant, Denied> {
-    crate::limiter::decision::answer(outcome, shard, n, 0, MICROS)
+/// The answer for the caller, drawn under the quota's `version`; `at` of a
+/// denial is already relative.
+pub(super) fn answer(
+    outcome: Outcome,
+    shard: &Shard,
+    n: u32,
+    version: u64,
+) -> Result<Grant, Denied> {
+    crate::limiter::decision::answer(outcome, shard, n, (0, MICROS), version)
 }
 
 #[cfg(test)]

@@ -155,8 +155,8 @@ where
                             remaining, full_in, ..
                         }) => {
                             self.rooms.saw(b, now.saturating_add(full_in));
-                            let result =
-                                self.spread_grant(&split, &shard, (j, remaining, full_in), now, n);
+                            let drew = (j, remaining, full_in);
+                            let result = self.spread_grant((version, &split), &shard, drew, now, n);
                             let decision = self.decided(result, Source::Redis, None);
                             return (decision, Some(drawn.outcome));
                         }
@@ -265,7 +265,7 @@ where
             remaining,
             full_in: longest,
         });
-        self.decided(answer(outcome, &shard, 0), Source::Redis, None)
+        self.decided(answer(outcome, &shard, 0, version), Source::Redis, None)
     }
 
     /// The own buckets' positions, the roomiest by this process's knowledge
@@ -297,7 +297,7 @@ where
     /// count with what this process last saw of them.
     fn spread_grant(
         &self,
-        split: &Split,
+        (version, split): (u64, &Split),
         shard: &Shard,
         (j, tokens, full_in): (usize, u64, u64),
         now: u64,
@@ -319,7 +319,7 @@ where
             remaining,
             full_in: longest,
         });
-        answer(outcome, shard, n)
+        answer(outcome, shard, n, version)
     }
 
     /// Counts a failure of `bucket`'s round trip and tells its breaker.

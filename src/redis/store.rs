@@ -195,10 +195,10 @@ where
         let start = tie_break(shard.buckets().len());
         let round_trip = self.draw((version, split), (target, shard), (n, lead), start);
         let error = match timeout(self.options.deadline, round_trip).await {
-            Ok(Ok((drawn, shard))) => {
+            Ok(Ok((drawn, shard, version))) => {
                 self.breaker
                     .answered(shard.buckets(), self.breaker.micros());
-                let result = answer(drawn.outcome, &shard, n);
+                let result = answer(drawn.outcome, &shard, n, version);
                 if let Err(denied) = &result
                     && self.options.cache_denials
                     && lead == 0
@@ -232,7 +232,7 @@ where
         (target, mut shard): (&Target, Shard),
         (n, lead): (u32, u64),
         start: usize,
-    ) -> Result<(Drawn, Shard), Error> {
+    ) -> Result<(Drawn, Shard, u64), Error> {
         for _ in 0..3 {
             let mut connection = self.connection.clone();
             let answer = self.script.draw(
@@ -244,7 +244,7 @@ where
                 start,
             );
             match answer.await? {
-                Answer::Drawn(drawn) => return Ok((drawn, shard)),
+                Answer::Drawn(drawn) => return Ok((drawn, shard, version)),
                 Answer::Stale { .. } => {
                     self.refresh().await?;
                     (version, split) = self.current();

@@ -161,13 +161,16 @@ fn the_refund_script_gives_back_as_the_pure_function() {
                 args.push((cost, capacity));
                 invocation.key(key);
             }
-            invocation.key(quota_key).arg(7);
+            // Drawn under version 7, as the quota stands: every bucket is
+            // the one that paid.
+            invocation.key(quota_key).arg(7).arg(7);
             for (cost, capacity) in args {
                 invocation.arg(cost).arg(capacity);
             }
             invocation.arg(now);
             let reply: Vec<u64> = invocation.invoke_async(&mut connection).await.unwrap();
-            assert_eq!(reply, [1, 7], "step {step}");
+            assert_eq!(reply[..2], [1, 7], "step {step}");
+            assert_eq!(reply[2..], vec![1; payers], "step {step}");
             for (j, key) in keys[..payers].iter().enumerate() {
                 assert_eq!(
                     read(&mut connection, key).await,
@@ -188,11 +191,49 @@ fn the_refund_script_gives_back_as_the_pure_function() {
             .key(&keys[0])
             .key(quota_key)
             .arg(6)
+            .arg(6)
             .arg(1000)
             .arg(1_000_000);
         let reply: Vec<u64> = invocation.invoke_async(&mut connection).await.unwrap();
         assert_eq!(reply, [0, 7]);
         assert_eq!(read(&mut connection, &keys[0]).await, 5_000_000);
+        // Nor does one to a bucket born after the grant was drawn (or whose
+        // birth cannot be read); one born before or with it gets it back.
+        let born = format!("{}:born", keys[0]);
+        for (born_at, drawn_under, same) in [("7", 6, 0), ("x", 7, 0), ("6", 6, 1), ("6", 7, 1)] {
+            let _: () = connection.set(&keys[0], 5_000_000u64).await.unwrap();
+            let _: () = connection.set(&born, born_at).await.unwrap();
+            let mut invocation = script.prepare_invoke();
+            invocation
+                .key(&keys[0])
+                .key(quota_key)
+                .arg(7)
+                .arg(drawn_under);
+            invocation.arg(1000).arg(1_000_000).arg(4_500_000);
+            let reply: Vec<u64> = invocation.invoke_async(&mut connection).await.unwrap();
+            assert_eq!(
+                reply,
+                [1, 7, same],
+                "born {born_at}, drawn under {drawn_under}"
+            );
+            let want = if same == 1 { 4_999_000 } else { 5_000_000 };
+            assert_eq!(read(&mut connection, &keys[0]).await, want);
+        }
+        let _: () = connection.del(&born).await.unwrap();
+        let _: () = connection.hset(&born, "a", "b").await.unwrap();
+        let mut invocation = script.prepare_invoke();
+        invocation
+            .key(&keys[0])
+            .key(quota_key)
+            .arg(7)
+            .arg(7)
+            .arg(1)
+            .arg(1);
+        let err = invocation
+            .invoke_async::<Vec<u64>>(&mut connection)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("NOTABUCKET"), "{err}");
     });
 }
 

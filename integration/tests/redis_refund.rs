@@ -1,0 +1,99 @@
+//! Refunds over Redis that cannot go where the grant came from: to a bucket
+//! a change of N removed and brought back since, or to a limiter with fewer
+//! buckets. Each gives back what fits, says what did not, and never panics.
+//! Against a real `redis-server` on 127.0.0.1.
+
+use std::time::Duration;
+
+use shuffle_limiter::redis::{FailurePolicy, RedisLimiter, RedisOptions};
+use shuffle_limiter::{Quota, ShardedLimiter};
+
+#[path = "../../tests/support/redis_server.rs"]
+mod redis_server;
+use redis_server::RedisServer;
+
+/// `buckets` buckets of 8 tokens (room for `max`), k = 2, refilling one
+/// token per 8 s per bucket: nothing refills during a test.
+async fn limiter(server: &RedisServer, name: &str, buckets: u32, max: u32) -> RedisLimiter {
+    let burst = 8 * buckets;
+    ShardedLimiter::builder()
+        .quota(Quota::new(buckets, Duration::from_secs(8)).with_burst(burst))
+        .buckets(buckets)
+        .max_buckets(max)
+        .per_tenant(2)
+        .salt("refund")
+        .name(name)
+        .build_redis(
+            &server.url(),
+            RedisOptions::new(FailurePolicy::FailClosed).deadline(Duration::from_secs(2)),
+        )
+        .await
+        .unwrap()
+}
+
+/// Tokens `tenant` holds now, read without taking any.
+async fn holds(limiter: &RedisLimiter, tenant: &str) -> u64 {
+    limiter
+        .check_n(tenant, 0)
+        .await
+        .unwrap()
+        .unwrap()
+        .remaining()
+}
+
+fn far_tenants(limiter: &RedisLimiter, from: u32) -> Vec<String> {
+    (0..400)
+        .map(|t| format!("t{t}"))
+        .filter(|t| limiter.shard(t).buckets().iter().all(|&b| b >= from))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refund_never_revives_a_bucket_removed_and_added_again() {
+    let server = RedisServer::start();
+    let limiter = limiter(&server, "revive", 8, 8).await;
+    let tenants = far_tenants(&limiter, 4);
+    let mut grants = Vec::new();
+    for tenant in &tenants {
+        while let Ok(grant) = limiter.check(tenant).await {
+            grants.push(grant);
+        }
+    }
+    assert_eq!(grants.len(), 32, "buckets 4-7 drained");
+    limiter.set_buckets(4).await.unwrap();
+    limiter.set_buckets(8).await.unwrap();
+    let mut gone = 0;
+    for grant in grants {
+        let refunded = limiter.refund(grant).await.unwrap();
+        assert_eq!(refunded.given(), 0);
+        gone += refunded.gone();
+    }
+    assert_eq!(gone, 32);
+    for tenant in &tenants {
+        assert_eq!(holds(&limiter, tenant).await, 0, "{tenant}");
+    }
+    // A grant of a bucket that stayed is refunded as usual.
+    let other = (0..)
+        .map(|t| format!("x{t}"))
+        .find(|t| limiter.shard(t).buckets().iter().all(|&b| b < 4))
+        .unwrap();
+    let grant = limiter.check(&other).await.unwrap();
+    let left = holds(&limiter, &other).await;
+    let refunded = limiter.refund(grant).await.unwrap();
+    assert_eq!((refunded.given(), refunded.gone()), (1, 0));
+    assert_eq!(holds(&limiter, &other).await, left + 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refund_to_a_limiter_with_fewer_buckets_gives_back_what_fits() {
+    let server = RedisServer::start();
+    let large = limiter(&server, "large", 16, 16).await;
+    let small = limiter(&server, "small", 4, 4).await;
+    let far = &far_tenants(&large, 8)[0];
+    let grant = large.check(far).await.unwrap();
+    assert!(grant.bucket() >= 8);
+    let refunded = small.refund(grant).await.unwrap();
+    assert_eq!((refunded.given(), refunded.gone()), (0, 1));
+    // The small limiter still decides.
+    assert!(small.check("anyone").await.is_ok());
+}
