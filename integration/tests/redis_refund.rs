@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use shuffle_limiter::redis::{FailurePolicy, RedisLimiter, RedisOptions};
+use shuffle_limiter::redis::{FailurePolicy, RedisLimiter, RedisOptions, Source};
 use shuffle_limiter::{Quota, ShardedLimiter};
 
 #[path = "../../tests/support/redis_server.rs"]
@@ -96,4 +96,47 @@ async fn a_refund_to_a_limiter_with_fewer_buckets_gives_back_what_fits() {
     assert_eq!((refunded.given(), refunded.gone()), (0, 1));
     // The small limiter still decides.
     assert!(small.check("anyone").await.is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_of_the_local_fallback_is_refunded_to_it_not_to_redis() {
+    let server = RedisServer::start();
+    let limiter = ShardedLimiter::builder()
+        .quota(Quota::new(4, Duration::from_secs(8)).with_burst(8))
+        .buckets(4)
+        .per_tenant(1)
+        .name("fallback")
+        .build_redis(
+            &server.url(),
+            RedisOptions::new(FailurePolicy::LocalFallback { replicas: 1 })
+                .deadline(Duration::from_millis(300))
+                .retry_every(Duration::from_millis(1))
+                .cache_denials(false),
+        )
+        .await
+        .unwrap();
+    while limiter.check("t").await.is_ok() {}
+    // Redis paused: the local fallback grants, from its own buckets.
+    server.signal("-STOP");
+    let decision = limiter.decide("t", 1).await.unwrap();
+    server.signal("-CONT");
+    assert_eq!(decision.source(), Source::Policy);
+    let grant = decision.into_result().unwrap();
+    let local = limiter.fallback().unwrap();
+    let before = local.remaining("t");
+    let refunded = limiter.refund(grant).await.unwrap();
+    assert_eq!((refunded.given(), refunded.gone()), (1, 0));
+    assert_eq!(local.remaining("t"), before + 1, "the fallback got it back");
+    // Redis, which never paid it, got nothing.
+    let mut tries = 0;
+    let from_redis = loop {
+        let decision = limiter.decide("t", 0).await.unwrap();
+        if decision.source() == Source::Redis {
+            break decision.into_result().unwrap();
+        }
+        tries += 1;
+        assert!(tries < 100, "Redis never answered again");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert_eq!(from_redis.remaining(), 0);
 }

@@ -194,7 +194,7 @@ impl<C: Clock> ShardedLimiter<C> {
                 let (bucket, tokens) = (payment.bucket(), payment.tokens());
                 let cost = u64::from(tokens) * split.interval();
                 let capacity = split.pace.capacity(split.burst_of(bucket));
-                let here = (bucket, grant.generation);
+                let here = (bucket, grant.generation().1);
                 refunded.add(
                     tokens,
                     self.store.refund(here, cost, capacity, split.buckets),

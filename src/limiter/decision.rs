@@ -115,6 +115,23 @@ impl Grant {
         }
     }
 
+    /// The grant as one a Redis limiter's local fallback made: its buckets
+    /// are the fallback's, and a refund to the Redis limiter goes there.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn by_fallback(mut self) -> Grant {
+        self.generation |= BY_FALLBACK;
+        self
+    }
+
+    /// Whether a Redis limiter's local fallback made the grant, and the
+    /// version of the split it was decided under.
+    pub(crate) fn generation(&self) -> (bool, u64) {
+        (
+            self.generation & BY_FALLBACK != 0,
+            self.generation & !BY_FALLBACK,
+        )
+    }
+
     /// A grant no bucket paid for (a failure policy's), naming `bucket`.
     #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub(crate) fn unpaid(bucket: u32) -> Grant {
@@ -158,6 +175,10 @@ impl fmt::Debug for Grant {
             .finish()
     }
 }
+
+/// The bit of [`Grant::generation`] that says a Redis limiter's local
+/// fallback made the grant (versions stay far below it).
+const BY_FALLBACK: u64 = 1 << 63;
 
 /// Who paid for a [`Grant`].
 ///

@@ -140,7 +140,9 @@ where
         Conn: 'static,
         C: 'static,
     {
-        if reserved.grant.payments().is_empty() {
+        // A policy's grant is used at once, never reserved; were one given
+        // back, Redis never paid it.
+        if reserved.grant.payments().is_empty() || reserved.grant.generation().0 {
             return;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
@@ -332,11 +334,24 @@ where
         grant: Grant,
         tokens: u32,
     ) -> Result<Result<Refunded, Error>, RefundTooLarge> {
-        let refunds: Vec<_> = grant.refunds(tokens)?.collect();
         let shared = &self.store.shared;
+        if grant.generation().0 {
+            // The local fallback paid it: Redis never did.
+            return Ok(Ok(match &shared.fallback {
+                Some(local) => local.refund_n(grant, tokens)?,
+                None => {
+                    let _checked = grant.refunds(tokens)?;
+                    Refunded {
+                        given: 0,
+                        gone: tokens,
+                    }
+                }
+            }));
+        }
+        let refunds: Vec<_> = grant.refunds(tokens)?.collect();
         let mut refunded = Refunded::default();
         for batch in shared.batches(&refunds) {
-            match self.refund_batch(batch, grant.generation).await {
+            match self.refund_batch(batch, grant.generation().1).await {
                 Ok(given) => {
                     for (payment, given) in batch.iter().zip(given) {
                         refunded.add(payment.tokens(), given);

@@ -274,7 +274,10 @@ where
             (Some(local), _) => match local.core.split.get().check_weight(shard, n) {
                 Ok(()) => {
                     let whom = Whom::fixed(*shard, local.core.buckets());
-                    local.store.take(&local.core, &whom, n)
+                    local
+                        .store
+                        .take(&local.core, &whom, n)
+                        .map(Grant::by_fallback)
                 }
                 Err(_) => Err(deny()),
             },
