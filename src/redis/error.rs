@@ -194,7 +194,8 @@ pub enum Error {
         /// What the script found.
         detail: String,
     },
-    /// The limiter's quota key holds something that is not a quota.
+    /// The limiter's quota key holds something that is not a quota: text of
+    /// another shape, or a key of another type (a hash, a list, ...).
     NotAQuota {
         /// The key.
         key: String,

@@ -66,7 +66,10 @@
 //! asks again, so no two processes decide with different quotas. The key
 //! is missing until then; deleting it brings every process back to the
 //! quota it was built with, as the buckets stand (without moving them to
-//! it, as a change does).
+//! it, as a change does). A quota key holding anything else (text that is
+//! not a quota, or a key of another type: a hash, a list) is refused with
+//! [`Error::NotAQuota`]: it is data, not an outage, so every failure policy
+//! but [`FailurePolicy::LocalFallback`] denies, as for a bucket key below.
 //!
 //! A bucket key holding a string that is not a time (`nan`, `inf`, `1e300`,
 //! a negative or fractional number, text) is repaired: the script reads it,

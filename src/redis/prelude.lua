@@ -23,14 +23,19 @@ local function clock(sent)
 end
 
 -- The version of the quota set live in `key`, "<version> <count> <period in
--- ns> <burst>" (see src/redis/quota.rs): 0 while the key is missing, and an
--- error reply as the second value when it holds something else.
+-- ns> <burst> <N>" (see src/redis/quota.rs): 0 while the key is missing, and an
+-- error reply as the second value when it holds something else: another
+-- type (data, not an outage: the caller denies).
 local function quota_version(key)
-  local quota = redis.call('GET', key)
+  local quota = redis.pcall('GET', key)
+  if type(quota) == 'table' and quota.err then
+    return 0, redis.error_reply('NOTAQUOTA ' .. key .. ' another type: ' .. quota.err)
+  end
   if not quota then
     return 0
   end
-  local version = tonumber(string.match(quota, '^(%d+) '))
+  local digits = string.match(quota, '^(%d+) ')
+  local version = digits and tonumber(digits)
   if not version then
     return 0, redis.error_reply('NOTAQUOTA ' .. key .. ' ' .. quota)
   end

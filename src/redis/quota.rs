@@ -199,7 +199,14 @@ where
             .arg(key)
             .query_async(&mut connection)
             .await
-            .map_err(Error::from_redis)?;
+            .map_err(|e| match e.code() {
+                // Data, not an outage, as the scripts answer it.
+                Some("WRONGTYPE") => Error::NotAQuota {
+                    key: key.to_owned(),
+                    detail: format!("another type: {e}"),
+                },
+                _ => Error::from_redis(e),
+            })?;
         let (version, quota, buckets) = match text {
             None => (0, self.built, self.built_buckets),
             Some(text) => parse_quota(&text).ok_or_else(|| Error::NotAQuota {

@@ -1,0 +1,142 @@
+//! Values in Redis that the limiter did not write, against a real
+//! `redis-server`: a quota key of another type. None of them may lift the
+//! budget, under any failure policy but the local fallback.
+
+use std::time::Duration;
+
+use redis::aio::MultiplexedConnection;
+use shuffle_limiter::redis::{Error, FailurePolicy, Layout, RedisLimiter, RedisOptions, Source};
+use shuffle_limiter::{Quota, ShardedLimiter};
+
+#[path = "../../tests/support/redis_server.rs"]
+mod redis_server;
+use redis_server::RedisServer;
+
+/// A runtime with two workers, as the other Redis tests run in.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// `burst` tokens over 1000 s: nothing refills within a test.
+fn slow(burst: u32) -> Quota {
+    Quota::new(burst, Duration::from_secs(1000)).with_burst(burst)
+}
+
+/// A limiter as one process of a fleet builds it, with a deadline a busy
+/// machine cannot miss (these tests are about values, not latency).
+async fn build(
+    server: &RedisServer,
+    name: &str,
+    (quota, buckets, k): (Quota, u32, u32),
+    options: RedisOptions,
+) -> RedisLimiter {
+    ShardedLimiter::builder()
+        .quota(quota)
+        .buckets(buckets)
+        .per_tenant(k)
+        .name(name)
+        .build_redis(&server.url(), options.deadline(Duration::from_secs(2)))
+        .await
+        .unwrap()
+}
+
+/// Runs `command` with `args` on the test's own connection.
+async fn admin(connection: &mut MultiplexedConnection, command: &str, args: &[&str]) {
+    let mut cmd = redis::cmd(command);
+    for arg in args {
+        cmd.arg(*arg);
+    }
+    let () = cmd.query_async(connection).await.unwrap();
+}
+
+#[test]
+fn a_quota_key_of_another_type_denies_even_under_fail_open() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let mut connection = server.connection().await;
+        let writes: [(&str, &[&str]); 3] = [
+            ("HSET", &["field", "value"]),
+            ("RPUSH", &["1 16 1000000000000 16 2"]),
+            ("SADD", &["member"]),
+        ];
+        for (i, (command, args)) in writes.into_iter().enumerate() {
+            let name = format!("typed{i}");
+            let limiter = build(
+                &server,
+                &name,
+                (slow(16), 2, 2),
+                RedisOptions::new(FailurePolicy::FailOpen),
+            )
+            .await;
+            let key = format!("{{{name}}}:quota");
+            let mut with_key = vec![key.as_str()];
+            with_key.extend_from_slice(args);
+            admin(&mut connection, command, &with_key).await;
+            // The tenant's buckets hold 16: a key of another type is data,
+            // not an outage, so FailOpen grants none of it.
+            let mut granted = 0;
+            for _ in 0..40 {
+                let decision = limiter.decide("t", 1).await.unwrap();
+                if decision.is_granted() {
+                    granted += 1;
+                    continue;
+                }
+                assert_eq!(decision.source(), Source::Policy, "{command}");
+                let error = decision.error().unwrap();
+                assert!(
+                    matches!(error, Error::NotAQuota { key: k, .. } if *k == key),
+                    "{command}: {error:?}"
+                );
+            }
+            assert_eq!(granted, 0, "{command}: {granted} of 40 granted");
+            // Changing the quota or giving back meets the same typed error.
+            let err = limiter.set_quota(slow(8)).await.unwrap_err();
+            assert!(matches!(err, Error::NotAQuota { .. }), "{command}: {err:?}");
+            // The key is left as it was: someone else's data.
+            let kind: String = redis::cmd("TYPE")
+                .arg(&key)
+                .query_async(&mut connection)
+                .await
+                .unwrap();
+            assert_ne!(kind, "string", "{command}");
+        }
+    });
+}
+
+#[test]
+fn a_spread_quota_key_of_another_type_denies_even_under_fail_open() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let limiter = build(
+            &server,
+            "typed-spread",
+            (slow(8), 4, 2),
+            RedisOptions::new(FailurePolicy::FailOpen).layout(Layout::Spread),
+        )
+        .await;
+        let mut connection = server.connection().await;
+        admin(
+            &mut connection,
+            "HSET",
+            &["{typed-spread:b0}:quota", "f", "v"],
+        )
+        .await;
+        // 50 tenants, 10 decisions each: the four buckets hold 8 in all.
+        let (mut granted, mut typed) = (0, 0);
+        for i in 0..500 {
+            let decision = limiter.decide(format!("t{}", i % 50), 1).await.unwrap();
+            if decision.is_granted() {
+                granted += 1;
+            } else if let Some(Error::NotAQuota { key, .. }) = decision.error() {
+                assert_eq!(key, "{typed-spread:b0}:quota");
+                typed += 1;
+            }
+        }
+        assert!(granted <= 8, "{granted} granted where the buckets hold 8");
+        assert!(typed > 0, "no decision named the quota key");
+    });
+}
