@@ -1,9 +1,11 @@
 //! Values in Redis that the limiter did not write, against a real
-//! `redis-server`: a quota key of another type. None of them may lift the
-//! budget, under any failure policy but the local fallback.
+//! `redis-server`: a quota key of another type, and a quota version no
+//! double holds. None of them may lift the budget, under any failure policy
+//! but the local fallback.
 
 use std::time::Duration;
 
+use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
 use shuffle_limiter::redis::{Error, FailurePolicy, Layout, RedisLimiter, RedisOptions, Source};
 use shuffle_limiter::{Quota, ShardedLimiter};
@@ -11,6 +13,16 @@ use shuffle_limiter::{Quota, ShardedLimiter};
 #[path = "../../tests/support/redis_server.rs"]
 mod redis_server;
 use redis_server::RedisServer;
+
+/// Grants for `tenant` until the first denial (at most `most`).
+async fn drain(limiter: &RedisLimiter, tenant: &str, most: u32) -> u32 {
+    for granted in 0..most {
+        if limiter.check(tenant).await.is_err() {
+            return granted;
+        }
+    }
+    most
+}
 
 /// A runtime with two workers, as the other Redis tests run in.
 fn runtime() -> tokio::runtime::Runtime {
@@ -138,5 +150,58 @@ fn a_spread_quota_key_of_another_type_denies_even_under_fail_open() {
         }
         assert!(granted <= 8, "{granted} granted where the buckets hold 8");
         assert!(typed > 0, "no decision named the quota key");
+    });
+}
+
+#[test]
+fn a_quota_version_no_double_holds_is_refused_and_never_decided_with() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let shape = (slow(8), 8, 8);
+        let a = build(
+            &server,
+            "big",
+            shape,
+            RedisOptions::new(FailurePolicy::FailOpen),
+        )
+        .await;
+        let b = build(
+            &server,
+            "big",
+            shape,
+            RedisOptions::new(FailurePolicy::FailClosed),
+        )
+        .await;
+        let mut connection = server.connection().await;
+        // 2^53: burst 64, which a double cannot tell from 2^53 + 1.
+        let _: () = connection
+            .set("{big}:quota", "9007199254740992 64 8000000000000 64 8")
+            .await
+            .unwrap();
+        let decision = a.decide("t", 1).await.unwrap();
+        // Another process setting burst 8 must not write a version that
+        // reads the same as the one `a` decides with ...
+        let change = b.set_quota(slow(8)).await;
+        // ... so that no process decides with burst 64, nor with either.
+        let granted = u32::from(decision.is_granted())
+            + drain(&a, "t", 100).await
+            + drain(&b, "t", 100).await;
+        assert_eq!(granted, 0, "{granted} granted on a key no double holds");
+        let error = decision.error().unwrap();
+        assert!(matches!(error, Error::NotAQuota { .. }), "{error:?}");
+        assert!(error.to_string().contains("2^53"), "{error}");
+        let err = change.unwrap_err();
+        assert!(matches!(err, Error::NotAQuota { .. }), "{err:?}");
+
+        // 2^53 - 1 is the last version a double holds: decided with, but
+        // a change would write 2^53, so it is refused and writes nothing.
+        let last = "9007199254740991 8 1000000000000 8 8";
+        let _: () = connection.set("{big}:quota", last).await.unwrap();
+        assert_eq!(drain(&a, "u", 100).await, 8);
+        let err = b.set_quota(slow(16)).await.unwrap_err();
+        assert!(matches!(err, Error::NotAQuota { .. }), "{err:?}");
+        let key: String = connection.get("{big}:quota").await.unwrap();
+        assert_eq!(key, last);
+        assert_eq!(drain(&b, "u", 100).await, 0);
     });
 }

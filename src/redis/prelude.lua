@@ -25,7 +25,9 @@ end
 -- The version of the quota set live in `key`, "<version> <count> <period in
 -- ns> <burst> <N>" (see src/redis/quota.rs): 0 while the key is missing, and an
 -- error reply as the second value when it holds something else: another
--- type (data, not an outage: the caller denies).
+-- type (data, not an outage: the caller denies), or a version of 2^53 or
+-- more, which a double cannot compare exactly (so two processes could each
+-- take it for their own; src/redis/quota.rs refuses the same).
 local function quota_version(key)
   local quota = redis.pcall('GET', key)
   if type(quota) == 'table' and quota.err then
@@ -38,6 +40,9 @@ local function quota_version(key)
   local version = digits and tonumber(digits)
   if not version then
     return 0, redis.error_reply('NOTAQUOTA ' .. key .. ' ' .. quota)
+  end
+  if version >= 9007199254740992 then
+    return 0, redis.error_reply('NOTAQUOTA ' .. key .. ' ' .. quota .. ', a version of 2^53 or more')
   end
   return version
 end

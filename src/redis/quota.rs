@@ -65,14 +65,23 @@ fn quota_text(quota: Quota, buckets: u32) -> String {
     format!("{} {period} {} {buckets}", quota.count(), quota.burst())
 }
 
-/// The version, quota and N a quota key holds.
+/// The first version the scripts refuse (2^53): a Lua number is a double,
+/// which cannot tell it from the next.
+const VERSION_LIMIT: u64 = 1 << 53;
+
+/// The version, quota and N a quota key holds, as the scripts read it:
+/// decimal digits only, and a version below [`VERSION_LIMIT`].
 fn parse_quota(text: &str) -> Option<(u64, Quota, u32)> {
+    fn number<T: std::str::FromStr>(word: Option<&str>) -> Option<T> {
+        let word = word.filter(|w| !w.is_empty() && w.bytes().all(|b| b.is_ascii_digit()))?;
+        word.parse().ok()
+    }
     let mut words = text.split(' ');
-    let version = words.next()?.parse().ok()?;
-    let count = words.next()?.parse().ok()?;
-    let period: u128 = words.next()?.parse().ok()?;
-    let burst = words.next()?.parse().ok()?;
-    let buckets = words.next()?.parse().ok()?;
+    let version = number(words.next()).filter(|&v: &u64| v < VERSION_LIMIT)?;
+    let count = number(words.next())?;
+    let period: u128 = number(words.next())?;
+    let burst = number(words.next())?;
+    let buckets = number(words.next())?;
     let period = std::time::Duration::from_nanos(u64::try_from(period).ok()?);
     let quota = Quota::new(count, period).with_burst(burst);
     words.next().is_none().then_some((version, quota, buckets))
@@ -427,6 +436,9 @@ mod tests {
         let text = format!("12 {}", quota_text(quota, 8));
         assert_eq!(text, "12 7 1500000000 30 8");
         assert_eq!(parse_quota(&text), Some((12, quota, 8)));
+        // The last version a double holds exactly.
+        let last = format!("9007199254740991 {}", quota_text(quota, 8));
+        assert_eq!(parse_quota(&last), Some(((1 << 53) - 1, quota, 8)));
         for bad in [
             "",
             "1",
@@ -437,6 +449,10 @@ mod tests {
             "1 -2 3 4 5",
             "1 2 3 4 -5",
             "1 2 3 4 5 ",
+            "+1 2 3 4 5",
+            "1 +2 3 4 5",
+            "9007199254740992 2 3 4 5",
+            "18446744073709551615 2 3 4 5",
         ] {
             assert_eq!(parse_quota(bad), None, "{bad:?}");
         }

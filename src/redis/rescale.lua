@@ -32,6 +32,12 @@ local version, stop = expect_quota(KEYS[keys + 1], ARGV[1], 0)
 if stop then
   return stop
 end
+if version + 1 >= 9007199254740992 then
+  -- The next version would be one no script can read exactly: refused as
+  -- the scripts refuse such a key, before anything is moved.
+  return redis.error_reply('NOTAQUOTA ' .. KEYS[keys + 1] .. ' ' .. version
+    .. ', whose next version would be 2^53')
+end
 local now = clock(ARGV[12])
 
 -- floor(a * b / c) for integers with a <= c and b, c below 2^51, exactly:
