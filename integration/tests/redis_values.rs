@@ -1,9 +1,10 @@
 //! Values in Redis that the limiter did not write, against a real
-//! `redis-server`: a quota key of another type, and a quota version no
-//! double holds. None of them may lift the budget, under any failure policy
-//! but the local fallback.
+//! `redis-server`: a quota key of another type, a quota version no double
+//! holds, and bucket keys booked far ahead by waits. None of them may lift
+//! the budget, under any failure policy but the local fallback.
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
@@ -204,4 +205,94 @@ fn a_quota_version_no_double_holds_is_refused_and_never_decided_with() {
         assert_eq!(key, last);
         assert_eq!(drain(&b, "u", 100).await, 0);
     });
+}
+
+/// Books waits on one tenant until each of its buckets is owed 4 s or more,
+/// and checks that each bucket key lives at least until that bucket is full
+/// again by the server's clock: an expired key reads as a full bucket, so
+/// another process would be granted what the waits booked.
+async fn waits_far_ahead_keep_their_keys(server: &RedisServer, layout: Layout, name: &str) {
+    // Two buckets of one token, 2/s each.
+    let limiter = Arc::new(
+        build(
+            server,
+            name,
+            (Quota::per_second(4).with_burst(2), 2, 2),
+            RedisOptions::new(FailurePolicy::FailClosed).layout(layout),
+        )
+        .await,
+    );
+    let waiters: Vec<_> = (0..24)
+        .map(|_| {
+            let limiter = Arc::clone(&limiter);
+            tokio::spawn(async move { limiter.until_ready("t").await })
+        })
+        .collect();
+    let keys: Vec<String> = (0..2).map(|b| limiter.key(b).unwrap().to_owned()).collect();
+    let mut connection = server.connection().await;
+    let owed = |tat: Option<u64>, now: u64| tat.map_or(0, |tat| tat.saturating_sub(now));
+    // Bounded: 24 reservations are a few dozen round trips.
+    let asked = Instant::now();
+    let (tats, now) = loop {
+        let tats: Vec<Option<u64>> = connection.mget(&keys).await.unwrap();
+        let (secs, micros): (u64, u64) = redis::cmd("TIME")
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+        let now = secs * 1_000_000 + micros;
+        if tats.iter().all(|&tat| owed(tat, now) >= 4_000_000) {
+            break (tats, now);
+        }
+        assert!(
+            asked.elapsed() < Duration::from_secs(5),
+            "{tats:?} at {now}"
+        );
+        tokio::task::yield_now().await;
+    };
+    for (key, tat) in keys.iter().zip(tats) {
+        let ttl_ms: i64 = connection.pttl(key).await.unwrap();
+        // A millisecond of slack for the reads between TIME and PTTL.
+        let owed_ms = owed(tat, now) / 1000;
+        assert!(
+            ttl_ms + 1 >= owed_ms as i64,
+            "{key} expires in {ttl_ms} ms, full again only in {owed_ms} ms"
+        );
+    }
+    // Past the second the keys lived before: the TTL runs on the server's
+    // clock, which no test clock drives. Another process still finds the
+    // bookings, and is denied.
+    let other = build(
+        server,
+        name,
+        (Quota::per_second(4).with_burst(2), 2, 2),
+        RedisOptions::new(FailurePolicy::FailClosed).layout(layout),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    let decision = other.decide("t", 1).await.unwrap();
+    assert_eq!(decision.source(), Source::Redis);
+    assert!(!decision.is_granted(), "granted what the waits booked");
+    for waiter in waiters {
+        waiter.abort();
+    }
+}
+
+#[test]
+fn waits_booked_seconds_ahead_keep_their_one_slot_keys() {
+    let server = RedisServer::start();
+    runtime().block_on(waits_far_ahead_keep_their_keys(
+        &server,
+        Layout::OneSlot,
+        "ahead",
+    ));
+}
+
+#[test]
+fn waits_booked_seconds_ahead_keep_their_spread_keys() {
+    let server = RedisServer::start();
+    runtime().block_on(waits_far_ahead_keep_their_keys(
+        &server,
+        Layout::Spread,
+        "ahead-spread",
+    ));
 }

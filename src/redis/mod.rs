@@ -46,8 +46,9 @@
 //! in one slot, so every shard is in one slot and the script never crosses
 //! nodes. (The flip side: one limiter is served by one node, and a failed
 //! node stops every tenant of the limiter.) A key expires one second after
-//! its bucket is full again, so idle limiters leave nothing behind; a
-//! missing key reads as a full bucket, which it then is.
+//! its bucket is full again by the server's clock, however far ahead waits
+//! have booked it, so idle limiters leave nothing behind; a missing key
+//! reads as a full bucket, which it then is.
 //!
 //! That is the default [`Layout::OneSlot`]. With [`Layout::Spread`]
 //! ([`RedisOptions::layout`]) bucket i is `{name:b<i>}` instead, a hash tag

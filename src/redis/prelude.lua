@@ -63,9 +63,13 @@ end
 
 -- Writes a bucket's arrival time: the key lives until the bucket is full
 -- again, plus a second (a missing key reads as a full bucket, which by then
--- it is). '%d' because Lua prints a number with 14 significant digits.
-local function store(key, tat, now)
-  local ttl = tat - now
+-- it is). `clock_now` is the clock's reading, never a reservation's later
+-- instant: a key booked seconds ahead must outlive them all. '%d' because
+-- Lua prints a number with 14 significant digits.
+local function store(key, tat, clock_now)
+  local ttl = tat - clock_now
+  if ttl < 0 then
+    ttl = 0
+  end
   redis.call('SET', key, string.format('%d', tat), 'PX', (ttl - ttl % 1000) / 1000 + 1001)
 end
-
