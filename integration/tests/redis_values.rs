@@ -296,3 +296,79 @@ fn waits_booked_seconds_ahead_keep_their_spread_keys() {
         "ahead-spread",
     ));
 }
+
+#[test]
+fn a_quota_key_no_limiter_can_take_denies_and_never_panics() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let a = build(
+            &server,
+            "odd",
+            (slow(8), 4, 2),
+            RedisOptions::new(FailurePolicy::FailOpen),
+        )
+        .await;
+        let mut connection = server.connection().await;
+        for text in [
+            "1 0 1000000000 8 4",
+            "1 8 0 8 4",
+            "1 8 1000000000 0 4",
+            "1 8 1000000000 8 0",
+            "1 8 1000000000 8 4294967295",
+            "1 4294967295 1 4294967295 4",
+            "1 8 340282366920938463463374607431768211455 8 4",
+            "1 1 18446744073709551615 4294967295 4",
+            "0 8 1000000000 8 4 5",
+            "1 8 1000000000 8 4 ",
+            " 1 8 1000000000 8 4",
+            "1e3 8 1000000000 8 4",
+            "0x10 8 1000000000 8 4",
+            "",
+        ] {
+            let _: () = connection.set("{odd}:quota", text).await.unwrap();
+            let decision = a.decide("t", 1).await.unwrap();
+            assert!(!decision.is_granted(), "{text:?} granted");
+            let error = decision.error();
+            assert!(
+                matches!(error, Some(Error::NotAQuota { .. } | Error::Config(_))),
+                "{text:?}: {error:?}"
+            );
+        }
+    });
+}
+
+#[test]
+fn a_quota_key_of_version_0_is_refused_so_no_two_processes_differ() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let shape = (slow(8), 4, 4);
+        let changer = build(
+            &server,
+            "zero",
+            shape,
+            RedisOptions::new(FailurePolicy::FailClosed),
+        )
+        .await;
+        changer.set_quota(slow(8)).await.unwrap();
+        let fresh = build(
+            &server,
+            "zero",
+            shape,
+            RedisOptions::new(FailurePolicy::FailClosed),
+        )
+        .await;
+        // Version 0 is what a process built without a key decides with: a
+        // key of version 0 with burst 64 would be taken by a process that
+        // reads it, while a fresh one keeps its burst 8 under the same 0.
+        let mut connection = server.connection().await;
+        let _: () = connection
+            .set("{zero}:quota", "0 64 8000000000000 64 4")
+            .await
+            .unwrap();
+        let granted = drain(&changer, "t", 100).await + drain(&fresh, "t", 100).await;
+        assert!(granted <= 8, "{granted} granted where the burst is 8");
+        let decision = fresh.decide("t", 1).await.unwrap();
+        let error = decision.error();
+        assert!(matches!(error, Some(Error::NotAQuota { .. })), "{error:?}");
+    });
+}

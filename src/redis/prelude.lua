@@ -36,9 +36,11 @@ local function quota_version(key)
   if not quota then
     return 0
   end
-  local digits = string.match(quota, '^(%d+) ')
+  -- The whole shape, as src/redis/quota.rs reads it; version 0 is the
+  -- quota built with, which no key holds (a change writes 1 and on).
+  local digits = string.match(quota, '^(%d+) %d+ %d+ %d+ %d+$')
   local version = digits and tonumber(digits)
-  if not version then
+  if not version or version == 0 then
     return 0, redis.error_reply('NOTAQUOTA ' .. key .. ' ' .. quota)
   end
   if version >= 9007199254740992 then

@@ -70,14 +70,15 @@ fn quota_text(quota: Quota, buckets: u32) -> String {
 const VERSION_LIMIT: u64 = 1 << 53;
 
 /// The version, quota and N a quota key holds, as the scripts read it:
-/// decimal digits only, and a version below [`VERSION_LIMIT`].
+/// decimal digits only, and a version from 1 to below [`VERSION_LIMIT`].
 fn parse_quota(text: &str) -> Option<(u64, Quota, u32)> {
     fn number<T: std::str::FromStr>(word: Option<&str>) -> Option<T> {
         let word = word.filter(|w| !w.is_empty() && w.bytes().all(|b| b.is_ascii_digit()))?;
         word.parse().ok()
     }
     let mut words = text.split(' ');
-    let version = number(words.next()).filter(|&v: &u64| v < VERSION_LIMIT)?;
+    // Version 0 is the quota built with, which no key holds.
+    let version = number(words.next()).filter(|&v: &u64| (1..VERSION_LIMIT).contains(&v))?;
     let count = number(words.next())?;
     let period: u128 = number(words.next())?;
     let burst = number(words.next())?;
@@ -450,6 +451,7 @@ mod tests {
             "1 2 3 4 -5",
             "1 2 3 4 5 ",
             "+1 2 3 4 5",
+            "0 2 3 4 5",
             "1 +2 3 4 5",
             "9007199254740992 2 3 4 5",
             "18446744073709551615 2 3 4 5",
