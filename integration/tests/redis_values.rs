@@ -66,6 +66,15 @@ async fn admin(connection: &mut MultiplexedConnection, command: &str, args: &[&s
     let () = cmd.query_async(connection).await.unwrap();
 }
 
+/// What `TYPE` answers for `key`.
+async fn key_type(connection: &mut MultiplexedConnection, key: &str) -> String {
+    redis::cmd("TYPE")
+        .arg(key)
+        .query_async(connection)
+        .await
+        .unwrap()
+}
+
 #[test]
 fn a_quota_key_of_another_type_denies_even_under_fail_open() {
     let server = RedisServer::start();
@@ -110,12 +119,7 @@ fn a_quota_key_of_another_type_denies_even_under_fail_open() {
             let err = limiter.set_quota(slow(8)).await.unwrap_err();
             assert!(matches!(err, Error::NotAQuota { .. }), "{command}: {err:?}");
             // The key is left as it was: someone else's data.
-            let kind: String = redis::cmd("TYPE")
-                .arg(&key)
-                .query_async(&mut connection)
-                .await
-                .unwrap();
-            assert_ne!(kind, "string", "{command}");
+            assert_ne!(key_type(&mut connection, &key).await, "string", "{command}");
         }
     });
 }
@@ -370,5 +374,33 @@ fn a_quota_key_of_version_0_is_refused_so_no_two_processes_differ() {
         let decision = fresh.decide("t", 1).await.unwrap();
         let error = decision.error();
         assert!(matches!(error, Some(Error::NotAQuota { .. })), "{error:?}");
+    });
+}
+
+#[test]
+fn a_change_leaves_a_bucket_key_of_another_type_alone() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let limiter = build(
+            &server,
+            "foreign",
+            (slow(8), 4, 2),
+            RedisOptions::new(FailurePolicy::FailClosed),
+        )
+        .await;
+        let mut connection = server.connection().await;
+        admin(&mut connection, "HSET", &["{foreign}:b1", "f", "v"]).await;
+        admin(&mut connection, "RPUSH", &["{foreign}:b3", "x"]).await;
+        // A new quota would SET every bucket; a smaller N would DEL b3.
+        let err = limiter.set_quota(slow(16)).await.unwrap_err();
+        assert!(matches!(err, Error::NotABucket { .. }), "{err:?}");
+        let err = limiter.set_buckets(2).await.unwrap_err();
+        assert!(matches!(err, Error::NotABucket { .. }), "{err:?}");
+        assert_eq!(key_type(&mut connection, "{foreign}:b1").await, "hash");
+        assert_eq!(key_type(&mut connection, "{foreign}:b3").await, "list");
+        // Nothing moved: no quota key, the limiter as built.
+        let quota: Option<String> = connection.get("{foreign}:quota").await.unwrap();
+        assert_eq!(quota, None);
+        assert_eq!((limiter.quota(), limiter.buckets()), (slow(8), 4));
     });
 }

@@ -285,7 +285,7 @@ impl fmt::Display for Error {
             Error::NoPermission { source } => write!(
                 f,
                 "the Redis user may not run the limiter's commands ({source}): grant it \
-                 EVALSHA, SCRIPT LOAD, GET, MGET, SET and TIME on the limiter's keys"
+                 EVALSHA, SCRIPT LOAD, GET, MGET, SET, DEL and TIME on the limiter's keys"
             ),
             Error::ReadOnly { source } => write!(
                 f,

@@ -245,8 +245,9 @@ where
     /// # Errors
     /// [`Error::Config`] when the buckets cannot take the quota,
     /// [`Error::SpreadQuota`] in the [spread layout](super::Layout::Spread)
-    /// (not yet), and the errors of a round trip to Redis; the quota is then
-    /// unchanged.
+    /// (not yet), [`Error::NotAQuota`] or [`Error::NotABucket`] when the quota
+    /// key or a bucket key holds something else, and the errors of a round
+    /// trip to Redis; the quota is then unchanged.
     pub async fn set_quota(&self, quota: Quota) -> Result<(), Error> {
         self.change(Rescale::Share, |_, buckets| (quota, buckets))
             .await
@@ -269,8 +270,9 @@ where
     /// [`Error::Config`] when this limiter cannot have `buckets` buckets
     /// (beyond its room, or too few for a shard or the burst),
     /// [`Error::SpreadQuota`] in the [spread layout](super::Layout::Spread)
-    /// (not yet), and the errors of a round trip to Redis; N is then
-    /// unchanged.
+    /// (not yet), [`Error::NotAQuota`] or [`Error::NotABucket`] when the quota
+    /// key or a bucket key holds something else, and the errors of a round
+    /// trip to Redis; N is then unchanged.
     pub async fn set_buckets(&self, buckets: u32) -> Result<(), Error> {
         self.change(Rescale::Tokens, |quota, _| (quota, buckets))
             .await
