@@ -22,6 +22,13 @@ local function clock(sent)
   return now
 end
 
+-- A stray value as an error reply can show it: at most 64 bytes, each
+-- outside printable ASCII as '?' (a reply the client cannot read as text
+-- would fail as a generic error, which counts as an outage).
+local function shown(value)
+  return (string.gsub(string.sub(value, 1, 64), '[^%w%p ]', '?'))
+end
+
 -- The version of the quota set live in `key`, "<version> <count> <period in
 -- ns> <burst> <N>" (see src/redis/quota.rs): 0 while the key is missing, and an
 -- error reply as the second value when it holds something else: another
@@ -41,10 +48,10 @@ local function quota_version(key)
   local digits = string.match(quota, '^(%d+) %d+ %d+ %d+ %d+$')
   local version = digits and tonumber(digits)
   if not version or version == 0 then
-    return 0, redis.error_reply('NOTAQUOTA ' .. key .. ' ' .. quota)
+    return 0, redis.error_reply('NOTAQUOTA ' .. key .. ' ' .. shown(quota))
   end
   if version >= 9007199254740992 then
-    return 0, redis.error_reply('NOTAQUOTA ' .. key .. ' ' .. quota .. ', a version of 2^53 or more')
+    return 0, redis.error_reply('NOTAQUOTA ' .. key .. ' ' .. shown(quota) .. ', a version of 2^53 or more')
   end
   return version
 end

@@ -205,7 +205,8 @@ where
     pub(super) async fn refresh(&self) -> Result<(), Error> {
         let mut connection = self.connection.clone();
         let key = self.script.quota_key(0);
-        let text: Option<String> = ::redis::cmd("GET")
+        // Bytes, not a String: text that is not UTF-8 is a stray value too.
+        let text: Option<Vec<u8>> = ::redis::cmd("GET")
             .arg(key)
             .query_async(&mut connection)
             .await
@@ -219,10 +220,13 @@ where
             })?;
         let (version, quota, buckets) = match text {
             None => (0, self.built, self.built_buckets),
-            Some(text) => parse_quota(&text).ok_or_else(|| Error::NotAQuota {
-                key: key.to_owned(),
-                detail: text.clone(),
-            })?,
+            Some(bytes) => std::str::from_utf8(&bytes)
+                .ok()
+                .and_then(parse_quota)
+                .ok_or_else(|| Error::NotAQuota {
+                    key: key.to_owned(),
+                    detail: String::from_utf8_lossy(&bytes).into_owned(),
+                })?,
         };
         let split = self.split_of(quota, buckets)?;
         self.adopt(version, quota, split);
