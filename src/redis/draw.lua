@@ -67,7 +67,9 @@ if stop then
   return stop
 end
 -- A reservation is the draw at a later instant: `lead` microseconds on.
-local now = clock(ARGV[7 + ranked + d]) + ARGV[6 + ranked + d]
+-- The keys' lifetimes count from the clock itself (see `store`).
+local clock_now = clock(ARGV[7 + ranked + d])
+local now = clock_now + ARGV[6 + ranked + d]
 if now > MAX_NOW then
   now = MAX_NOW
 end
@@ -84,7 +86,7 @@ for j = 1, ranked do
     if not tat or tat ~= tat or tat < 0 or tat >= 9007199254740992 or tat % 1 ~= 0 then
       -- Not a time: an empty bucket, written back so that it refills.
       tat = now + ARGV[4 + j] * interval
-      store(KEYS[j], tat, now)
+      store(KEYS[j], tat, clock_now)
     end
   else
     -- MGET answers nil for a missing key and for a key of another type
@@ -176,7 +178,7 @@ if best_room < cost and tokens >= n then
       tat = now
     end
     tat = tat + payer_tokens * interval
-    store(KEYS[payer], tat, now)
+    store(KEYS[payer], tat, clock_now)
     if tat - now > full_in then
       full_in = tat - now
     end
@@ -320,7 +322,7 @@ if n > 0 then
   end
   tat = tat + cost
   -- The store's compare-and-swap: the script is atomic, so a SET.
-  store(KEYS[best], tat, now)
+  store(KEYS[best], tat, clock_now)
 end
 if tat - now > full_in then
   full_in = tat - now

@@ -194,7 +194,8 @@ pub enum Error {
         /// What the script found.
         detail: String,
     },
-    /// The limiter's quota key holds something that is not a quota.
+    /// The limiter's quota key holds something that is not a quota: text of
+    /// another shape, or a key of another type (a hash, a list, ...).
     NotAQuota {
         /// The key.
         key: String,
@@ -284,7 +285,7 @@ impl fmt::Display for Error {
             Error::NoPermission { source } => write!(
                 f,
                 "the Redis user may not run the limiter's commands ({source}): grant it \
-                 EVALSHA, SCRIPT LOAD, GET, MGET, SET and TIME on the limiter's keys"
+                 EVALSHA, SCRIPT LOAD, GET, MGET, SET, DEL and TIME on the limiter's keys"
             ),
             Error::ReadOnly { source } => write!(
                 f,

@@ -46,8 +46,9 @@
 //! in one slot, so every shard is in one slot and the script never crosses
 //! nodes. (The flip side: one limiter is served by one node, and a failed
 //! node stops every tenant of the limiter.) A key expires one second after
-//! its bucket is full again, so idle limiters leave nothing behind; a
-//! missing key reads as a full bucket, which it then is.
+//! its bucket is full again by the server's clock, however far ahead waits
+//! have booked it, so idle limiters leave nothing behind; a missing key
+//! reads as a full bucket, which it then is.
 //!
 //! That is the default [`Layout::OneSlot`]. With [`Layout::Spread`]
 //! ([`RedisOptions::layout`]) bucket i is `{name:b<i>}` instead, a hash tag
@@ -66,7 +67,10 @@
 //! asks again, so no two processes decide with different quotas. The key
 //! is missing until then; deleting it brings every process back to the
 //! quota it was built with, as the buckets stand (without moving them to
-//! it, as a change does).
+//! it, as a change does). A quota key holding anything else (text that is
+//! not a quota, or a key of another type: a hash, a list) is refused with
+//! [`Error::NotAQuota`]: it is data, not an outage, so every failure policy
+//! but [`FailurePolicy::LocalFallback`] denies, as for a bucket key below.
 //!
 //! A bucket key holding a string that is not a time (`nan`, `inf`, `1e300`,
 //! a negative or fractional number, text) is repaired: the script reads it,

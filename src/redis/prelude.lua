@@ -22,17 +22,36 @@ local function clock(sent)
   return now
 end
 
+-- A stray value as an error reply can show it: at most 64 bytes, each
+-- outside printable ASCII as '?' (a reply the client cannot read as text
+-- would fail as a generic error, which counts as an outage).
+local function shown(value)
+  return (string.gsub(string.sub(value, 1, 64), '[^%w%p ]', '?'))
+end
+
 -- The version of the quota set live in `key`, "<version> <count> <period in
--- ns> <burst>" (see src/redis/quota.rs): 0 while the key is missing, and an
--- error reply as the second value when it holds something else.
+-- ns> <burst> <N>" (see src/redis/quota.rs): 0 while the key is missing, and an
+-- error reply as the second value when it holds something else: another
+-- type (data, not an outage: the caller denies), or a version of 2^53 or
+-- more, which a double cannot compare exactly (so two processes could each
+-- take it for their own; src/redis/quota.rs refuses the same).
 local function quota_version(key)
-  local quota = redis.call('GET', key)
+  local quota = redis.pcall('GET', key)
+  if type(quota) == 'table' and quota.err then
+    return 0, redis.error_reply('NOTAQUOTA ' .. key .. ' another type: ' .. quota.err)
+  end
   if not quota then
     return 0
   end
-  local version = tonumber(string.match(quota, '^(%d+) '))
-  if not version then
-    return 0, redis.error_reply('NOTAQUOTA ' .. key .. ' ' .. quota)
+  -- The whole shape, as src/redis/quota.rs reads it; version 0 is the
+  -- quota built with, which no key holds (a change writes 1 and on).
+  local digits = string.match(quota, '^(%d+) %d+ %d+ %d+ %d+$')
+  local version = digits and tonumber(digits)
+  if not version or version == 0 then
+    return 0, redis.error_reply('NOTAQUOTA ' .. key .. ' ' .. shown(quota))
+  end
+  if version >= 9007199254740992 then
+    return 0, redis.error_reply('NOTAQUOTA ' .. key .. ' ' .. shown(quota) .. ', a version of 2^53 or more')
   end
   return version
 end
@@ -53,9 +72,13 @@ end
 
 -- Writes a bucket's arrival time: the key lives until the bucket is full
 -- again, plus a second (a missing key reads as a full bucket, which by then
--- it is). '%d' because Lua prints a number with 14 significant digits.
-local function store(key, tat, now)
-  local ttl = tat - now
+-- it is). `clock_now` is the clock's reading, never a reservation's later
+-- instant: a key booked seconds ahead must outlive them all. '%d' because
+-- Lua prints a number with 14 significant digits.
+local function store(key, tat, clock_now)
+  local ttl = tat - clock_now
+  if ttl < 0 then
+    ttl = 0
+  end
   redis.call('SET', key, string.format('%d', tat), 'PX', (ttl - ttl % 1000) / 1000 + 1001)
 end
-

@@ -65,14 +65,24 @@ fn quota_text(quota: Quota, buckets: u32) -> String {
     format!("{} {period} {} {buckets}", quota.count(), quota.burst())
 }
 
-/// The version, quota and N a quota key holds.
+/// The first version the scripts refuse (2^53): a Lua number is a double,
+/// which cannot tell it from the next.
+const VERSION_LIMIT: u64 = 1 << 53;
+
+/// The version, quota and N a quota key holds, as the scripts read it:
+/// decimal digits only, and a version from 1 to below [`VERSION_LIMIT`].
 fn parse_quota(text: &str) -> Option<(u64, Quota, u32)> {
+    fn number<T: std::str::FromStr>(word: Option<&str>) -> Option<T> {
+        let word = word.filter(|w| !w.is_empty() && w.bytes().all(|b| b.is_ascii_digit()))?;
+        word.parse().ok()
+    }
     let mut words = text.split(' ');
-    let version = words.next()?.parse().ok()?;
-    let count = words.next()?.parse().ok()?;
-    let period: u128 = words.next()?.parse().ok()?;
-    let burst = words.next()?.parse().ok()?;
-    let buckets = words.next()?.parse().ok()?;
+    // Version 0 is the quota built with, which no key holds.
+    let version = number(words.next()).filter(|&v: &u64| (1..VERSION_LIMIT).contains(&v))?;
+    let count = number(words.next())?;
+    let period: u128 = number(words.next())?;
+    let burst = number(words.next())?;
+    let buckets = number(words.next())?;
     let period = std::time::Duration::from_nanos(u64::try_from(period).ok()?);
     let quota = Quota::new(count, period).with_burst(burst);
     words.next().is_none().then_some((version, quota, buckets))
@@ -197,17 +207,28 @@ where
     pub(super) async fn refresh(&self) -> Result<(), Error> {
         let mut connection = self.connection.clone();
         let key = self.script.quota_key(0);
-        let text: Option<String> = ::redis::cmd("GET")
+        // Bytes, not a String: text that is not UTF-8 is a stray value too.
+        let text: Option<Vec<u8>> = ::redis::cmd("GET")
             .arg(key)
             .query_async(&mut connection)
             .await
-            .map_err(Error::from_redis)?;
+            .map_err(|e| match e.code() {
+                // Data, not an outage, as the scripts answer it.
+                Some("WRONGTYPE") => Error::NotAQuota {
+                    key: key.to_owned(),
+                    detail: format!("another type: {e}"),
+                },
+                _ => Error::from_redis(e),
+            })?;
         let (version, quota, buckets) = match text {
             None => (0, self.built, self.built_buckets),
-            Some(text) => parse_quota(&text).ok_or_else(|| Error::NotAQuota {
-                key: key.to_owned(),
-                detail: text.clone(),
-            })?,
+            Some(bytes) => std::str::from_utf8(&bytes)
+                .ok()
+                .and_then(parse_quota)
+                .ok_or_else(|| Error::NotAQuota {
+                    key: key.to_owned(),
+                    detail: String::from_utf8_lossy(&bytes).into_owned(),
+                })?,
         };
         let split = self.split_of(quota, buckets)?;
         self.adopt(version, quota, split);
@@ -230,8 +251,9 @@ where
     /// # Errors
     /// [`Error::Config`] when the buckets cannot take the quota,
     /// [`Error::SpreadQuota`] in the [spread layout](super::Layout::Spread)
-    /// (not yet), and the errors of a round trip to Redis; the quota is then
-    /// unchanged.
+    /// (not yet), [`Error::NotAQuota`] or [`Error::NotABucket`] when the quota
+    /// key or a bucket key holds something else, and the errors of a round
+    /// trip to Redis; the quota is then unchanged.
     pub async fn set_quota(&self, quota: Quota) -> Result<(), Error> {
         self.change(Rescale::Share, |_, buckets| (quota, buckets))
             .await
@@ -254,8 +276,9 @@ where
     /// [`Error::Config`] when this limiter cannot have `buckets` buckets
     /// (beyond its room, or too few for a shard or the burst),
     /// [`Error::SpreadQuota`] in the [spread layout](super::Layout::Spread)
-    /// (not yet), and the errors of a round trip to Redis; N is then
-    /// unchanged.
+    /// (not yet), [`Error::NotAQuota`] or [`Error::NotABucket`] when the quota
+    /// key or a bucket key holds something else, and the errors of a round
+    /// trip to Redis; N is then unchanged.
     pub async fn set_buckets(&self, buckets: u32) -> Result<(), Error> {
         self.change(Rescale::Tokens, |quota, _| (quota, buckets))
             .await
@@ -471,6 +494,9 @@ mod tests {
         let text = format!("12 {}", quota_text(quota, 8));
         assert_eq!(text, "12 7 1500000000 30 8");
         assert_eq!(parse_quota(&text), Some((12, quota, 8)));
+        // The last version a double holds exactly.
+        let last = format!("9007199254740991 {}", quota_text(quota, 8));
+        assert_eq!(parse_quota(&last), Some(((1 << 53) - 1, quota, 8)));
         for bad in [
             "",
             "1",
@@ -481,6 +507,11 @@ mod tests {
             "1 -2 3 4 5",
             "1 2 3 4 -5",
             "1 2 3 4 5 ",
+            "+1 2 3 4 5",
+            "0 2 3 4 5",
+            "1 +2 3 4 5",
+            "9007199254740992 2 3 4 5",
+            "18446744073709551615 2 3 4 5",
         ] {
             assert_eq!(parse_quota(bad), None, "{bad:?}");
         }

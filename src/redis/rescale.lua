@@ -24,6 +24,9 @@
 -- draw can reach it, since every draw sends the quota version it decided
 -- with and this script moves that version on.
 --
+-- A bucket key of another type (a hash, a list) fails the change with
+-- NOTABUCKET before anything is written.
+--
 -- Reply: { 1, version } with the quota's new version once every bucket is
 -- moved, or { 0, version } when the key holds another version than
 -- ARGV[1]: nothing changed, and the caller reads the quota and asks again.
@@ -32,6 +35,12 @@ local keys = #KEYS - 1
 local version, stop = expect_quota(KEYS[keys + 1], ARGV[1], 0)
 if stop then
   return stop
+end
+if version + 1 >= 9007199254740992 then
+  -- The next version would be one no script can read exactly: refused as
+  -- the scripts refuse such a key, before anything is moved.
+  return redis.error_reply('NOTAQUOTA ' .. KEYS[keys + 1] .. ' ' .. version
+    .. ', whose next version would be 2^53')
 end
 local now = clock(ARGV[12])
 
@@ -81,6 +90,17 @@ local function kept(room, old, new)
 end
 
 local raw = redis.call('MGET', unpack(KEYS, 1, keys))
+-- MGET answers nil for a key of another type as for a missing one. Such a
+-- key is someone else's data, which SET or DEL below would destroy: refused
+-- before anything is written, as draw.lua refuses it.
+for i = 1, keys do
+  if not raw[i] then
+    local got = redis.pcall('GET', KEYS[i])
+    if type(got) == 'table' and got.err then
+      return redis.error_reply('NOTABUCKET ' .. KEYS[i] .. ' holds another type: ' .. got.err)
+    end
+  end
+end
 for i = 1, keys do
   -- Split::burst_of: the first `larger` buckets hold one token more.
   local old = old_burst * old_interval

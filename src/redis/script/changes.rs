@@ -134,7 +134,10 @@ fn the_refund_script_gives_back_as_the_pure_function() {
         let script = Script::new(REFUND_LUA);
         let keys: Vec<String> = (0..4).map(|i| format!("{{refund}}:b{i}")).collect();
         let quota_key = "{refund}:quota";
-        let _: () = connection.set(quota_key, "7 5 1000000000 5").await.unwrap();
+        let _: () = connection
+            .set(quota_key, "7 5 1000000000 5 4")
+            .await
+            .unwrap();
         let mut rng = XorShift(0x0BAC_CAFE);
         let (mut partial, mut capped, mut reserved) = (0, 0, 0);
         for step in 0..1500 {
