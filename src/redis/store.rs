@@ -32,7 +32,7 @@ use crate::limiter::tenant::Owned;
 use crate::metrics::{Metrics, RedisMetrics};
 use crate::quota::Quota;
 use crate::store::Store;
-use crate::store::sealed::Apply;
+use crate::store::sealed::{Apply, NotReserved};
 use crate::{Denied, Grant, Shard, ShardedLimiter};
 
 /// Buckets kept in Redis, shared by every process that builds the same
@@ -146,19 +146,23 @@ where
     }
 
     /// A grant for `lead` from now, taken now (see `reserve` of `Apply`),
-    /// or the denial; a grant of the failure policy is for now.
+    /// or the denial; a grant of the failure policy is for now, and so is
+    /// its denial (it drew nothing at the lead).
     pub(super) async fn reserve(
         &self,
         target: Target,
         n: u32,
         lead: Duration,
-    ) -> Result<Reserved, Denied> {
+    ) -> Result<Reserved, NotReserved> {
         // Rounded up: the caller never uses the grant before the script's
         // instant.
         let micros =
             u64::try_from(lead.as_nanos().div_ceil(u128::from(MICROS))).unwrap_or(u64::MAX);
         let (decision, outcome) = self.decide_at(&target, n, micros).await;
-        let grant = decision.result?;
+        let grant = decision.result.map_err(|denied| NotReserved {
+            denied,
+            by_policy: decision.source == Source::Policy,
+        })?;
         Ok(match outcome {
             Some(outcome) => Reserved::of(grant, &outcome, Duration::from_micros(micros)),
             None => Reserved::now(grant),
@@ -188,7 +192,7 @@ where
             tokio::task::consume_budget().await;
             return (self.decided(Err(denied), Source::CachedDenial, None), None);
         }
-        if let Err(error) = self.breaker.admit(shard.buckets(), sent) {
+        if let Err(error) = self.breaker.admit(shard.buckets()) {
             tokio::task::consume_budget().await;
             return (self.by_policy(&shard, n, error), None);
         }
@@ -320,7 +324,7 @@ where
     C: Clock + 'static,
 {
     type Pending = Pending;
-    type Reserving = Pin<Box<dyn Future<Output = Result<Reserved, Denied>> + Send>>;
+    type Reserving = Pin<Box<dyn Future<Output = Result<Reserved, NotReserved>> + Send>>;
 
     fn apply(&self, _core: &Core, whom: Whom<'_>, n: u32) -> Pending {
         let (shared, target) = (Arc::clone(&self.shared), Target::of(&whom));

@@ -27,6 +27,15 @@
 //! let two grants share one slot. So a dropped wait never takes more than
 //! its one request's tokens, and often nothing.
 //!
+//! # While the store is down
+//! A denial by a Redis limiter's failure policy (Redis unreachable or late,
+//! [`Reason::StoreUnavailable`](crate::Reason::StoreUnavailable)) is no
+//! slot to queue for: the wait sleeps until its retry time, when the store
+//! is next tried, and asks again from then. It never goes round without
+//! sleeping and never reserves a slot further ahead on that account. A
+//! bounded wait whose deadline comes first returns that denial at once,
+//! with its reason and retry time.
+//!
 //! # Calling a rate-limited upstream
 //! ```
 //! use std::sync::Arc;
@@ -311,7 +320,11 @@ impl<S: Store> Limiter<S> {
     /// ```
     ///
     /// # Errors
-    /// The last [`Denied`] when the grant cannot come within `max_wait`.
+    /// The last [`Denied`] when the grant cannot come within `max_wait`:
+    /// [`Reason::Limited`](crate::Reason::Limited) with when the tenant's
+    /// buckets would grant it, or, when a failure policy denied,
+    /// [`Reason::StoreUnavailable`](crate::Reason::StoreUnavailable) with
+    /// when the store is next tried.
     pub async fn until_ready_within(
         &self,
         tenant: impl AsRef<[u8]>,

@@ -20,6 +20,10 @@ impl<S: Store, L: Deref<Target = Limiter<S>>> Waiter<'_, S, L> {
     /// sends the wait to the next slot, without sleeping. A bounded wait
     /// reserves only a slot inside its bound, and otherwise returns at once.
     ///
+    /// A denial by the store's failure policy (Redis down or late) is no
+    /// slot to line up for: the wait sleeps until its retry time (when the
+    /// store is next tried), within its bound, and draws again from now.
+    ///
     /// Dropping the future while it sleeps gives the reservation back to
     /// the buckets that paid it where nothing drew on them since (otherwise
     /// the callers behind keep their slots, and the budget loses it).
@@ -38,7 +42,7 @@ impl<S: Store, L: Deref<Target = Limiter<S>>> Waiter<'_, S, L> {
             // Times count from the answer: the store drew at or before it,
             // so the wait never ends before the slot it reserved.
             let answered = Instant::now();
-            let denied = match reply {
+            let refused = match reply {
                 Ok(reserved) if reserved.ready_in.is_zero() => return Ok(reserved.grant),
                 Ok(reserved) => {
                     let ready = answered + reserved.ready_in;
@@ -50,10 +54,22 @@ impl<S: Store, L: Deref<Target = Limiter<S>>> Waiter<'_, S, L> {
                     sleep_until(deadline.map_or(wake, |d| wake.min(d.max(ready)))).await;
                     return Ok(held.keep());
                 }
-                Err(denied) => denied,
+                Err(refused) => refused,
             };
+            let denied = refused.denied;
+            if refused.by_policy {
+                // The retry time counts from now, whatever the lead was.
+                let at = later(answered, denied.retry_after());
+                if deadline.is_some_and(|deadline| at > deadline) {
+                    return Err(denied);
+                }
+                limiter.core.metrics.waiting(&denied, denied.retry_after());
+                sleep_until(at).await;
+                lead = Duration::ZERO;
+                continue;
+            }
             // The grant can come `retry_after` after the instant drawn at.
-            let at = answered + lead + denied.retry_after();
+            let at = later(answered, lead.saturating_add(denied.retry_after()));
             if deadline.is_some_and(|deadline| at > deadline) {
                 return Err(Denied {
                     retry_after: at.saturating_duration_since(answered),
@@ -66,6 +82,13 @@ impl<S: Store, L: Deref<Target = Limiter<S>>> Waiter<'_, S, L> {
             tokio::task::consume_budget().await;
         }
     }
+}
+
+/// `after` from `from`, or as far as a timer can sleep when that is past
+/// what an `Instant` holds (a denial that never ends).
+fn later(from: Instant, after: Duration) -> Instant {
+    const FAR: Duration = Duration::from_secs(86_400 * 365);
+    from.checked_add(after).unwrap_or_else(|| from + FAR)
 }
 
 /// A reservation a wait holds while it sleeps: given back if the wait is
