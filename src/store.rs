@@ -86,6 +86,15 @@ pub(crate) mod sealed {
         /// Gives a reservation back to the buckets that paid it, where
         /// nothing drew on them since; over a network, in the background.
         fn give_back(&self, core: &Core, reserved: Reserved);
+
+        /// Brings the core's split up to date with the quota in force where
+        /// the buckets are kept, so that a wait can tell whether the quota
+        /// changed since it reserved: nothing to do in process, where every
+        /// change goes through the core; over Redis, another process may
+        /// have changed it.
+        fn catch_up(&self, _core: &Core) -> impl Future<Output = ()> + Send + 'static {
+            std::future::ready(())
+        }
         /// Whether `shard` could ever pay `n` tokens in this store: with its
         /// own buckets together, unless the store can only take from one
         /// bucket at a time.

@@ -156,3 +156,59 @@ async fn waits_across_a_stopped_server_book_no_slot_the_budget_did_not_grant() {
         }
     }
 }
+
+/// Another process cuts the quota while this one's callers sleep on slots
+/// reserved at the old pace: the grants returned after the cut keep to the
+/// change bound `R₂·t + max(B₁, B₂)`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quota_cut_by_another_process_slows_the_callers_already_waiting() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let build = |quota: Quota| {
+        ShardedLimiter::builder()
+            .quota(quota)
+            .buckets(2)
+            .per_tenant(2)
+            .name("cut")
+            .build_redis(
+                &url,
+                RedisOptions::new(FailurePolicy::FailClosed).deadline(Duration::from_millis(500)),
+            )
+    };
+    let here = Arc::new(build(Quota::per_second(20).with_burst(4)).await.unwrap());
+    let returned = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let callers: Vec<_> = (0..40)
+        .map(|_| {
+            let (limiter, returned) = (Arc::clone(&here), Arc::clone(&returned));
+            tokio::spawn(async move {
+                limiter.until_ready("t").await;
+                returned.lock().unwrap().push(Instant::now());
+            })
+        })
+        .collect();
+    // The burst at once, the other 36 reserved at 20/s for the next 1.8 s.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let there = build(Quota::per_second(20).with_burst(4)).await.unwrap();
+    there
+        .set_quota(Quota::per_second(2).with_burst(4))
+        .await
+        .unwrap();
+    let change = Instant::now();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let returned = returned.lock().unwrap().clone();
+    for secs in [1, 2, 3] {
+        let end = change + Duration::from_secs(secs);
+        let got = returned
+            .iter()
+            .filter(|&&at| at > change && at <= end)
+            .count();
+        let max = 2 * secs as usize + 4;
+        assert!(
+            got <= max,
+            "{got} grants within {secs} s of the cut, where 2/s and a burst of 4 allow {max}"
+        );
+    }
+    for caller in callers {
+        caller.abort();
+    }
+}

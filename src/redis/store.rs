@@ -169,6 +169,29 @@ where
         })
     }
 
+    /// Adopts the quota in Redis if another process changed it since this
+    /// one last looked (one `GET`); a failure leaves things as they are.
+    async fn catch_up(&self) {
+        if self.options.layout == Layout::Spread {
+            return; // no quota is set live in this layout
+        }
+        let mut connection = self.connection.clone();
+        let mut get = ::redis::cmd("GET");
+        get.arg(self.script.quota_key(0));
+        let read = get.query_async::<Option<String>>(&mut connection);
+        let Ok(Ok(text)) = timeout(self.options.deadline, read).await else {
+            return;
+        };
+        // Only the version is compared here; a text that does not start
+        // with one is for `refresh` to refuse.
+        let version = text.as_deref().map_or(Some(0), |text| {
+            text.split(' ').next().and_then(|v| v.parse::<u64>().ok())
+        });
+        if version != Some(self.version.load(Ordering::Relaxed)) {
+            let _ = timeout(self.options.deadline, self.refresh()).await;
+        }
+    }
+
     /// The decision at `lead` µs from now (a reservation, when not 0, which
     /// the denial cache never answers), with the outcome Redis drew when it
     /// did.
@@ -338,6 +361,11 @@ where
 
     fn give_back(&self, _core: &Core, reserved: Reserved) {
         Shared::give_back(&self.shared, reserved);
+    }
+
+    fn catch_up(&self, _core: &Core) -> impl Future<Output = ()> + Send + 'static {
+        let shared = Arc::clone(&self.shared);
+        async move { shared.catch_up().await }
     }
 
     fn check_weight(&self, core: &Core, shard: &Shard, n: u32) -> Result<(), InsufficientCapacity> {

@@ -27,6 +27,15 @@
 //! let two grants share one slot. So a dropped wait never takes more than
 //! its one request's tokens, and often nothing.
 //!
+//! # When the quota changes
+//! A caller that reserved its slot under one quota and wakes under another
+//! does not take it: it reserves again under the quota in force, so the
+//! change bound (see `set_quota`) holds for the grants returned to callers,
+//! however early they were reserved. Over Redis the waiter first reads the
+//! quota key (one `GET`), to see a change made by another process. The old
+//! slot stays taken: after a cut the line resumes at the new pace once the
+//! slots already booked have passed.
+//!
 //! # While the store is down
 //! A denial by a Redis limiter's failure policy (Redis unreachable or late,
 //! [`Reason::StoreUnavailable`](crate::Reason::StoreUnavailable)) is no

@@ -24,6 +24,12 @@ impl<S: Store, L: Deref<Target = Limiter<S>>> Waiter<'_, S, L> {
     /// slot to line up for: the wait sleeps until its retry time (when the
     /// store is next tried), within its bound, and draws again from now.
     ///
+    /// A reservation made under a quota that changed while the wait slept
+    /// is not kept: its slot was paced by the old quota, and keeping it
+    /// would let the grants returned after a cut outrun the change bound.
+    /// The wait reserves again under the new quota (the old slot stays
+    /// taken: the budget loses it, never gains).
+    ///
     /// Dropping the future while it sleeps gives the reservation back to
     /// the buckets that paid it where nothing drew on them since (otherwise
     /// the callers behind keep their slots, and the budget loses it).
@@ -38,6 +44,7 @@ impl<S: Store, L: Deref<Target = Limiter<S>>> Waiter<'_, S, L> {
         let deadline = max_wait.and_then(|d| Instant::now().checked_add(d));
         let mut lead = Duration::ZERO;
         loop {
+            let (epoch, _) = limiter.core.split.read();
             let reply = limiter.store.reserve(&limiter.core, whom, n, lead).await;
             // Times count from the answer: the store drew at or before it,
             // so the wait never ends before the slot it reserved.
@@ -49,10 +56,17 @@ impl<S: Store, L: Deref<Target = Limiter<S>>> Waiter<'_, S, L> {
                     let held = Held {
                         limiter,
                         reserved: Some(reserved),
+                        epoch,
                     };
                     let wake = ready + self.jitter.sample();
                     sleep_until(deadline.map_or(wake, |d| wake.min(d.max(ready)))).await;
-                    return Ok(held.keep());
+                    limiter.store.catch_up(&limiter.core).await;
+                    if held.current() {
+                        return Ok(held.keep());
+                    }
+                    held.forget();
+                    lead = Duration::ZERO;
+                    continue;
                 }
                 Err(refused) => refused,
             };
@@ -96,17 +110,32 @@ fn later(from: Instant, after: Duration) -> Instant {
 struct Held<'a, S: Store> {
     limiter: &'a Limiter<S>,
     reserved: Option<Reserved>,
+    /// The version of the split it was reserved under.
+    epoch: u64,
 }
 
 impl<S: Store> Held<'_, S> {
+    /// Whether the quota (and N) it was reserved under is still in force.
+    fn current(&self) -> bool {
+        self.limiter.core.split.unchanged(self.epoch)
+    }
+
     fn keep(mut self) -> Grant {
         self.reserved.take().expect("held until kept").grant
+    }
+
+    /// Lets the reservation go without giving it back: it was paid under
+    /// another split, whose cost a give-back now would get wrong.
+    fn forget(mut self) {
+        self.reserved = None;
     }
 }
 
 impl<S: Store> Drop for Held<'_, S> {
     fn drop(&mut self) {
-        if let Some(reserved) = self.reserved.take() {
+        if let Some(reserved) = self.reserved.take()
+            && self.current()
+        {
             let limiter = self.limiter;
             limiter.store.give_back(&limiter.core, reserved);
         }
