@@ -212,3 +212,39 @@ async fn a_quota_cut_by_another_process_slows_the_callers_already_waiting() {
         caller.abort();
     }
 }
+
+/// With the local fallback, a wait while Redis is down sleeps until the
+/// fallback's bucket has room (its denial is made now, not at the lead),
+/// then takes that token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_on_the_local_fallback_sleeps_until_its_bucket_refills() {
+    for layout in LAYOUTS {
+        let mut server = RedisServer::start();
+        let options = RedisOptions::new(FailurePolicy::LocalFallback { replicas: 1 })
+            .layout(layout)
+            .retry_every(RETRY_EVERY);
+        let limiter = ShardedLimiter::builder()
+            .quota(Quota::per_second(2).with_burst(2))
+            .buckets(2)
+            .per_tenant(1)
+            .name("fallback")
+            .build_redis(&server.url(), options)
+            .await
+            .unwrap();
+        server.kill();
+        // The fallback's one token for the tenant, then one a second.
+        limiter.check("t").await.unwrap();
+        let start = Instant::now();
+        let before = limiter.stats().from_policy();
+        tokio::time::timeout(Duration::from_secs(3), limiter.until_ready("t"))
+            .await
+            .expect("the fallback's next token never came");
+        let took = start.elapsed();
+        assert!(took >= Duration::from_millis(900), "{layout:?}: {took:?}");
+        let decisions = limiter.stats().from_policy() - before;
+        assert!(
+            decisions <= 40,
+            "{layout:?}: {decisions} policy decisions in {took:?}"
+        );
+    }
+}

@@ -71,39 +71,45 @@ impl<S: Store, L: Deref<Target = Limiter<S>>> Waiter<'_, S, L> {
                 Err(refused) => refused,
             };
             let denied = refused.denied;
-            if refused.by_policy {
-                // The retry time counts from now, whatever the lead was.
-                let at = later(answered, denied.retry_after());
-                if deadline.is_some_and(|deadline| at > deadline) {
-                    return Err(denied);
-                }
-                limiter.core.metrics.waiting(&denied, denied.retry_after());
-                sleep_until(at).await;
-                lead = Duration::ZERO;
-                continue;
-            }
-            // The grant can come `retry_after` after the instant drawn at.
-            let at = later(answered, lead.saturating_add(denied.retry_after()));
-            if deadline.is_some_and(|deadline| at > deadline) {
+            // The grant can come `retry_after` after the instant drawn at:
+            // `lead` on for a denial the store drew there, now for one its
+            // failure policy made.
+            let until = if refused.by_policy {
+                denied.retry_after()
+            } else {
+                lead.saturating_add(denied.retry_after())
+            };
+            let at = answered.checked_add(until).filter(|_| until <= FAR);
+            if deadline.is_some_and(|deadline| at.is_none_or(|at| at > deadline)) {
                 return Err(Denied {
-                    retry_after: at.saturating_duration_since(answered),
+                    retry_after: until,
                     ..denied
                 });
             }
-            lead = at.saturating_duration_since(answered);
-            limiter.core.metrics.waiting(&denied, lead);
-            // Answered without awaiting, in process: yield in turn.
-            tokio::task::consume_budget().await;
+            match at {
+                Some(_) if !refused.by_policy => {
+                    lead = until;
+                    limiter.core.metrics.waiting(&denied, lead);
+                    // Answered without awaiting, in process: yield in turn.
+                    tokio::task::consume_budget().await;
+                }
+                // No slot to line up for: a failure policy's retry time (the
+                // store is tried again then), or a denial that does not end
+                // within a year. Sleep, then draw again from now.
+                _ => {
+                    let at = at.unwrap_or(answered + FAR);
+                    limiter.core.metrics.waiting(&denied, at - answered);
+                    sleep_until(at).await;
+                    lead = Duration::ZERO;
+                }
+            }
         }
     }
 }
 
-/// `after` from `from`, or as far as a timer can sleep when that is past
-/// what an `Instant` holds (a denial that never ends).
-fn later(from: Instant, after: Duration) -> Instant {
-    const FAR: Duration = Duration::from_secs(86_400 * 365);
-    from.checked_add(after).unwrap_or_else(|| from + FAR)
-}
+/// The longest a wait reserves ahead or sleeps at once: a year, well
+/// within what tokio's timer holds.
+const FAR: Duration = Duration::from_secs(86_400 * 365);
 
 /// A reservation a wait holds while it sleeps: given back if the wait is
 /// dropped, kept once it is due.
