@@ -40,6 +40,28 @@ pub(crate) mod sealed {
     use crate::limiter::core::Whom;
     use crate::limiter::decision::Reserved;
 
+    /// Why a store made no reservation: the denial, and whether the store
+    /// drew it at the instant asked for (its retry time counts from there)
+    /// or its failure policy made it now (the retry time counts from now:
+    /// a wait sleeps until then and asks again, rather than reserving
+    /// further ahead).
+    #[derive(Debug, Clone, Copy)]
+    #[allow(unreachable_pub)]
+    pub struct NotReserved {
+        pub(crate) denied: Denied,
+        pub(crate) by_policy: bool,
+    }
+
+    impl NotReserved {
+        /// A denial drawn at the instant asked for.
+        pub(crate) fn drawn(denied: Denied) -> NotReserved {
+            NotReserved {
+                denied,
+                by_policy: false,
+            }
+        }
+    }
+
     /// The store's one operation, out of reach of other crates: they can
     /// neither name the trait nor make the `Core` it takes.
     #[allow(unreachable_pub, private_interfaces)]
@@ -50,7 +72,7 @@ pub(crate) mod sealed {
         type Pending: Future<Output = Result<Grant, Denied>> + Send + 'static;
 
         /// A reservation in flight, as [`Pending`](Self::Pending) is.
-        type Reserving: Future<Output = Result<Reserved, Denied>> + Send + 'static;
+        type Reserving: Future<Output = Result<Reserved, NotReserved>> + Send + 'static;
 
         /// Applies the draw for `n` tokens to `whom`'s buckets, atomically
         /// (under N at that moment: see [`Whom`]).
@@ -64,6 +86,15 @@ pub(crate) mod sealed {
         /// Gives a reservation back to the buckets that paid it, where
         /// nothing drew on them since; over a network, in the background.
         fn give_back(&self, core: &Core, reserved: Reserved);
+
+        /// Brings the core's split up to date with the quota in force where
+        /// the buckets are kept, so that a wait can tell whether the quota
+        /// changed since it reserved: nothing to do in process, where every
+        /// change goes through the core; over Redis, another process may
+        /// have changed it.
+        fn catch_up(&self, _core: &Core) -> impl Future<Output = ()> + Send + 'static {
+            std::future::ready(())
+        }
         /// Whether `shard` could ever pay `n` tokens in this store: with its
         /// own buckets together, unless the store can only take from one
         /// bucket at a time.

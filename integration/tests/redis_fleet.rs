@@ -36,7 +36,7 @@ const EVERY: Duration = Duration::from_millis(250);
 const ROUNDS: u32 = 12;
 /// The flooder runs one core flat out, and the server, the light process and
 /// whatever else the host runs (the tests share two cores with other
-/// builds) share the other: the default 5 ms deadline would turn a busy
+/// builds) share the other: a 5 ms deadline would turn a busy
 /// moment of the host into policy denials of light tenants, which measures
 /// the host, not isolation (see tests/redis_isolation.rs). 100 ms is missed
 /// only when the host stalls.

@@ -100,7 +100,7 @@ fn a_flooding_tenant_starves_no_task_and_trips_nobody_else() {
             .build()
             .unwrap();
         runtime.block_on(async move {
-            // N = 8, k = 2, 400/s with a burst of 400. With the default 5 ms
+            // N = 8, k = 2, 400/s with a burst of 400. With a 5 ms
             // deadline the flood, which saturates both cores that the client
             // and the server share here, makes a share of every tenant's
             // replies late; each late one is decided by the policy (the

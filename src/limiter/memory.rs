@@ -13,7 +13,7 @@ use crate::clock::{Clock, MonotonicClock};
 use crate::draw::{
     self, Outcome, Pace, Pool, Short, Single, Step, give_back, refund, rescale, resize,
 };
-use crate::store::sealed::Apply;
+use crate::store::sealed::{Apply, NotReserved};
 use crate::sync::{AtomicU64, Ordering};
 
 use super::core::{Core, MAX_NOW, Resolved, Split, Whom};
@@ -439,7 +439,7 @@ impl<C: Clock> InProcess<C> {
 #[allow(private_interfaces)] // see `Apply`
 impl<C: Clock> Apply for InProcess<C> {
     type Pending = Ready<Result<Grant, Denied>>;
-    type Reserving = Ready<Result<Reserved, Denied>>;
+    type Reserving = Ready<Result<Reserved, NotReserved>>;
 
     #[inline]
     fn apply(&self, core: &Core, whom: Whom<'_>, n: u32) -> Self::Pending {
@@ -449,7 +449,10 @@ impl<C: Clock> Apply for InProcess<C> {
     fn reserve(&self, core: &Core, whom: Whom<'_>, n: u32, lead: Duration) -> Self::Reserving {
         // Beyond 584 years the clock is capped anyway.
         let lead = u64::try_from(lead.as_nanos()).unwrap_or(u64::MAX);
-        ready(self.take_ahead(core, &whom, n, lead))
+        ready(
+            self.take_ahead(core, &whom, n, lead)
+                .map_err(NotReserved::drawn),
+        )
     }
 
     fn give_back(&self, core: &Core, reserved: Reserved) {

@@ -87,11 +87,15 @@ impl Breaker {
         &self.answered_at[part]
     }
 
-    /// Whether a request over `buckets` at local time `now` may ask Redis:
-    /// `Err` with the error that paused them when it may not. Only the
-    /// first to see a bucket's pause over probes; the others keep to the
-    /// policy until it answers.
-    pub(super) fn admit(&self, buckets: &[u32], now: u64) -> Result<(), Option<Arc<Error>>> {
+    /// Whether a request over `buckets` may ask Redis now: `Err` with the
+    /// error that paused them when it may not. Only the first to see a
+    /// bucket's pause over probes; the others keep to the policy until it
+    /// answers. The pause is on the local clock as it reads now, whatever
+    /// instant the request draws at (a reservation draws later): a pause
+    /// checked or renewed at a later instant would let a reservation probe
+    /// early and push the next probe out by its lead.
+    pub(super) fn admit(&self, buckets: &[u32]) -> Result<(), Option<Arc<Error>>> {
+        let now = self.micros();
         let open = |b: u32| self.open_until[b as usize].load(Ordering::Relaxed);
         let mut paused = false;
         for &b in buckets {
@@ -227,7 +231,7 @@ mod tests {
         for _ in 0..10 {
             breaker.failed(one.buckets(), &timeout());
         }
-        assert!(breaker.admit(one.buckets(), breaker.micros()).is_ok());
+        assert!(breaker.admit(one.buckets()).is_ok());
     }
 
     #[tokio::test(start_paused = true)]
@@ -236,27 +240,22 @@ mod tests {
         let (one, other) = shards();
         tokio::time::advance(Duration::from_secs(1)).await;
         for i in 1..=FAILURES_TO_OPEN {
-            assert!(
-                breaker.admit(one.buckets(), breaker.micros()).is_ok(),
-                "after {i}"
-            );
+            assert!(breaker.admit(one.buckets()).is_ok(), "after {i}");
             breaker.failed(one.buckets(), &timeout());
         }
-        let now = breaker.micros();
-        assert!(breaker.admit(one.buckets(), now).is_err());
+        assert!(breaker.admit(one.buckets()).is_err());
         assert!(
-            breaker.admit(other.buckets(), now).is_ok(),
+            breaker.admit(other.buckets()).is_ok(),
             "another shard was paused"
         );
         assert!(breaker.until_probe(one.buckets()) <= RETRY);
         // After the pause one request probes, the next waits for it; an
         // answer closes the shard again.
         tokio::time::advance(RETRY).await;
-        let now = breaker.micros();
-        assert!(breaker.admit(one.buckets(), now).is_ok());
-        assert!(breaker.admit(one.buckets(), now).is_err());
-        breaker.answered(one.buckets(), now);
-        assert!(breaker.admit(one.buckets(), now).is_ok());
+        assert!(breaker.admit(one.buckets()).is_ok());
+        assert!(breaker.admit(one.buckets()).is_err());
+        breaker.answered(one.buckets(), breaker.micros());
+        assert!(breaker.admit(one.buckets()).is_ok());
     }
 
     #[tokio::test(start_paused = true)]
@@ -268,21 +267,20 @@ mod tests {
             detail: String::new(),
         });
         breaker.failed(one.buckets(), &bad_key);
-        assert!(breaker.admit(one.buckets(), breaker.micros()).is_ok());
+        assert!(breaker.admit(one.buckets()).is_ok());
         let lost = Arc::new(Error::Reply {
             detail: String::new(),
         });
         breaker.failed(one.buckets(), &lost);
-        assert!(breaker.admit(one.buckets(), breaker.micros()).is_ok());
+        assert!(breaker.admit(one.buckets()).is_ok());
         let refused = Arc::new(Error::Connection {
             source: ::redis::RedisError::from(std::io::Error::from(
                 std::io::ErrorKind::ConnectionRefused,
             )),
         });
         breaker.failed(one.buckets(), &refused);
-        let now = breaker.micros();
-        assert!(breaker.admit(one.buckets(), now).is_err());
-        assert!(breaker.admit(other.buckets(), now).is_err());
+        assert!(breaker.admit(one.buckets()).is_err());
+        assert!(breaker.admit(other.buckets()).is_err());
     }
 
     #[tokio::test(start_paused = true)]
@@ -291,14 +289,13 @@ mod tests {
         tokio::time::advance(Duration::from_secs(1)).await;
         // Bucket 3 never answers; bucket 5 (on another node) keeps answering.
         for i in 1..=FAILURES_TO_OPEN {
-            assert!(breaker.admit(&[3], breaker.micros()).is_ok(), "after {i}");
+            assert!(breaker.admit(&[3]).is_ok(), "after {i}");
             breaker.answered(&[5], breaker.micros());
             breaker.failed(&[3], &timeout());
         }
-        let now = breaker.micros();
-        assert!(breaker.admit(&[3], now).is_err(), "the silent bucket opens");
-        assert!(breaker.admit(&[5], now).is_ok());
-        assert!(breaker.admit(&[0, 1, 2, 4, 6, 7], now).is_ok());
+        assert!(breaker.admit(&[3]).is_err(), "the silent bucket opens");
+        assert!(breaker.admit(&[5]).is_ok());
+        assert!(breaker.admit(&[0, 1, 2, 4, 6, 7]).is_ok());
         // A lost connection to one bucket's node opens that bucket only.
         let refused = Arc::new(Error::Connection {
             source: ::redis::RedisError::from(std::io::Error::from(
@@ -306,7 +303,7 @@ mod tests {
             )),
         });
         breaker.failed(&[6], &refused);
-        assert!(breaker.admit(&[6], now).is_err());
-        assert!(breaker.admit(&[0, 1, 2, 4, 5, 7], now).is_ok());
+        assert!(breaker.admit(&[6]).is_err());
+        assert!(breaker.admit(&[0, 1, 2, 4, 5, 7]).is_ok());
     }
 }

@@ -84,9 +84,10 @@
 //!
 //! # When Redis fails: the [`FailurePolicy`]
 //! Every decision returns within the deadline of [`RedisOptions::deadline`]
-//! (5 ms unless set), whether Redis answers, errs, is unreachable or hangs
-//! without a word (a stopped process, a partition). When it does not answer
-//! in time, the limiter's [`FailurePolicy`] decides instead:
+//! (100 ms unless set, see [`DEFAULT_DEADLINE`]), whether Redis answers,
+//! errs, is unreachable or hangs without a word (a stopped process, a
+//! partition). When it does not answer in time, the limiter's
+//! [`FailurePolicy`] decides instead:
 //! - [`FailurePolicy::FailClosed`] denies: for a hard upstream quota, where an
 //!   extra request costs more than a refused one.
 //! - [`FailurePolicy::FailOpen`] grants: where the limit protects nothing

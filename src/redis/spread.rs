@@ -133,7 +133,7 @@ where
                 tries.short(self.rooms.full_at(b).saturating_sub(capacity(b) - cost), b);
                 continue;
             }
-            if let Err(error) = self.breaker.admit(&[b], now) {
+            if let Err(error) = self.breaker.admit(&[b]) {
                 tries.unknown.get_or_insert(error);
                 continue;
             }
@@ -215,7 +215,7 @@ where
         let (mut remaining, mut longest, mut roomiest) = (0, 0, (0, 0));
         for (j, &b) in shard.buckets().iter().enumerate() {
             let now = self.breaker.micros();
-            if let Err(error) = self.breaker.admit(&[b], now) {
+            if let Err(error) = self.breaker.admit(&[b]) {
                 tokio::task::consume_budget().await;
                 return self.by_policy(&shard, 0, error);
             }

@@ -32,7 +32,7 @@ use crate::limiter::tenant::Owned;
 use crate::metrics::{Metrics, RedisMetrics};
 use crate::quota::Quota;
 use crate::store::Store;
-use crate::store::sealed::Apply;
+use crate::store::sealed::{Apply, NotReserved};
 use crate::{Denied, Grant, Shard, ShardedLimiter};
 
 /// Buckets kept in Redis, shared by every process that builds the same
@@ -146,23 +146,50 @@ where
     }
 
     /// A grant for `lead` from now, taken now (see `reserve` of `Apply`),
-    /// or the denial; a grant of the failure policy is for now.
+    /// or the denial; a grant of the failure policy is for now, and so is
+    /// its denial (it drew nothing at the lead).
     pub(super) async fn reserve(
         &self,
         target: Target,
         n: u32,
         lead: Duration,
-    ) -> Result<Reserved, Denied> {
+    ) -> Result<Reserved, NotReserved> {
         // Rounded up: the caller never uses the grant before the script's
         // instant.
         let micros =
             u64::try_from(lead.as_nanos().div_ceil(u128::from(MICROS))).unwrap_or(u64::MAX);
         let (decision, outcome) = self.decide_at(&target, n, micros).await;
-        let grant = decision.result?;
+        let grant = decision.result.map_err(|denied| NotReserved {
+            denied,
+            by_policy: decision.source == Source::Policy,
+        })?;
         Ok(match outcome {
             Some(outcome) => Reserved::of(grant, &outcome, Duration::from_micros(micros)),
             None => Reserved::now(grant),
         })
+    }
+
+    /// Adopts the quota in Redis if another process changed it since this
+    /// one last looked (one `GET`); a failure leaves things as they are.
+    async fn catch_up(&self) {
+        if self.options.layout == Layout::Spread {
+            return; // no quota is set live in this layout
+        }
+        let mut connection = self.connection.clone();
+        let mut get = ::redis::cmd("GET");
+        get.arg(self.script.quota_key(0));
+        let read = get.query_async::<Option<String>>(&mut connection);
+        let Ok(Ok(text)) = timeout(self.options.deadline, read).await else {
+            return;
+        };
+        // Only the version is compared here; a text that does not start
+        // with one is for `refresh` to refuse.
+        let version = text.as_deref().map_or(Some(0), |text| {
+            text.split(' ').next().and_then(|v| v.parse::<u64>().ok())
+        });
+        if version != Some(self.version.load(Ordering::Relaxed)) {
+            let _ = timeout(self.options.deadline, self.refresh()).await;
+        }
     }
 
     /// The decision at `lead` µs from now (a reservation, when not 0, which
@@ -188,7 +215,7 @@ where
             tokio::task::consume_budget().await;
             return (self.decided(Err(denied), Source::CachedDenial, None), None);
         }
-        if let Err(error) = self.breaker.admit(shard.buckets(), sent) {
+        if let Err(error) = self.breaker.admit(shard.buckets()) {
             tokio::task::consume_budget().await;
             return (self.by_policy(&shard, n, error), None);
         }
@@ -323,7 +350,7 @@ where
     C: Clock + 'static,
 {
     type Pending = Pending;
-    type Reserving = Pin<Box<dyn Future<Output = Result<Reserved, Denied>> + Send>>;
+    type Reserving = Pin<Box<dyn Future<Output = Result<Reserved, NotReserved>> + Send>>;
 
     fn apply(&self, _core: &Core, whom: Whom<'_>, n: u32) -> Pending {
         let (shared, target) = (Arc::clone(&self.shared), Target::of(&whom));
@@ -337,6 +364,11 @@ where
 
     fn give_back(&self, _core: &Core, reserved: Reserved) {
         Shared::give_back(&self.shared, reserved);
+    }
+
+    fn catch_up(&self, _core: &Core) -> impl Future<Output = ()> + Send + 'static {
+        let shared = Arc::clone(&self.shared);
+        async move { shared.catch_up().await }
     }
 
     fn check_weight(&self, core: &Core, shard: &Shard, n: u32) -> Result<(), InsufficientCapacity> {

@@ -27,6 +27,24 @@
 //! let two grants share one slot. So a dropped wait never takes more than
 //! its one request's tokens, and often nothing.
 //!
+//! # When the quota changes
+//! A caller that reserved its slot under one quota and wakes under another
+//! does not take it: it reserves again under the quota in force, so the
+//! change bound (see `set_quota`) holds for the grants returned to callers,
+//! however early they were reserved. Over Redis the waiter first reads the
+//! quota key (one `GET`), to see a change made by another process. The old
+//! slot stays taken: after a cut the line resumes at the new pace once the
+//! slots already booked have passed.
+//!
+//! # While the store is down
+//! A denial by a Redis limiter's failure policy (Redis unreachable or late,
+//! [`DenialReason::StoreUnavailable`](crate::DenialReason::StoreUnavailable)) is no
+//! slot to queue for: the wait sleeps until its retry time, when the store
+//! is next tried, and asks again from then. It never goes round without
+//! sleeping and never reserves a slot further ahead on that account. A
+//! bounded wait whose deadline comes first returns that denial at once,
+//! with its reason and retry time.
+//!
 //! # Calling a rate-limited upstream
 //! ```
 //! use std::sync::Arc;
@@ -311,7 +329,11 @@ impl<S: Store> Limiter<S> {
     /// ```
     ///
     /// # Errors
-    /// The last [`Denied`] when the grant cannot come within `max_wait`.
+    /// The last [`Denied`] when the grant cannot come within `max_wait`:
+    /// [`DenialReason::Limited`](crate::DenialReason::Limited) with when the tenant's
+    /// buckets would grant it, or, when a failure policy denied,
+    /// [`DenialReason::StoreUnavailable`](crate::DenialReason::StoreUnavailable) with
+    /// when the store is next tried.
     pub async fn until_ready_within(
         &self,
         tenant: impl AsRef<[u8]>,

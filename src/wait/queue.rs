@@ -20,6 +20,16 @@ impl<S: Store, L: Deref<Target = Limiter<S>>> Waiter<'_, S, L> {
     /// sends the wait to the next slot, without sleeping. A bounded wait
     /// reserves only a slot inside its bound, and otherwise returns at once.
     ///
+    /// A denial by the store's failure policy (Redis down or late) is no
+    /// slot to line up for: the wait sleeps until its retry time (when the
+    /// store is next tried), within its bound, and draws again from now.
+    ///
+    /// A reservation made under a quota that changed while the wait slept
+    /// is not kept: its slot was paced by the old quota, and keeping it
+    /// would let the grants returned after a cut outrun the change bound.
+    /// The wait reserves again under the new quota (the old slot stays
+    /// taken: the budget loses it, never gains).
+    ///
     /// Dropping the future while it sleeps gives the reservation back to
     /// the buckets that paid it where nothing drew on them since (otherwise
     /// the callers behind keep their slots, and the budget loses it).
@@ -34,56 +44,104 @@ impl<S: Store, L: Deref<Target = Limiter<S>>> Waiter<'_, S, L> {
         let deadline = max_wait.and_then(|d| Instant::now().checked_add(d));
         let mut lead = Duration::ZERO;
         loop {
+            let (epoch, _) = limiter.core.split.read();
             let reply = limiter.store.reserve(&limiter.core, whom, n, lead).await;
             // Times count from the answer: the store drew at or before it,
             // so the wait never ends before the slot it reserved.
             let answered = Instant::now();
-            let denied = match reply {
+            let refused = match reply {
                 Ok(reserved) if reserved.ready_in.is_zero() => return Ok(reserved.grant),
                 Ok(reserved) => {
                     let ready = answered + reserved.ready_in;
                     let held = Held {
                         limiter,
                         reserved: Some(reserved),
+                        epoch,
                     };
                     let wake = ready + self.jitter.sample();
                     sleep_until(deadline.map_or(wake, |d| wake.min(d.max(ready)))).await;
-                    return Ok(held.keep());
+                    limiter.store.catch_up(&limiter.core).await;
+                    if held.current() {
+                        return Ok(held.keep());
+                    }
+                    held.forget();
+                    lead = Duration::ZERO;
+                    continue;
                 }
-                Err(denied) => denied,
+                Err(refused) => refused,
             };
-            // The grant can come `retry_after` after the instant drawn at.
-            let at = answered + lead + denied.retry_after();
-            if deadline.is_some_and(|deadline| at > deadline) {
+            let denied = refused.denied;
+            // The grant can come `retry_after` after the instant drawn at:
+            // `lead` on for a denial the store drew there, now for one its
+            // failure policy made.
+            let until = if refused.by_policy {
+                denied.retry_after()
+            } else {
+                lead.saturating_add(denied.retry_after())
+            };
+            let at = answered.checked_add(until).filter(|_| until <= FAR);
+            if deadline.is_some_and(|deadline| at.is_none_or(|at| at > deadline)) {
                 return Err(Denied {
-                    retry_after: at.saturating_duration_since(answered),
+                    retry_after: until,
                     ..denied
                 });
             }
-            lead = at.saturating_duration_since(answered);
-            limiter.core.metrics.waiting(&denied, lead);
-            // Answered without awaiting, in process: yield in turn.
-            tokio::task::consume_budget().await;
+            match at {
+                Some(_) if !refused.by_policy => {
+                    lead = until;
+                    limiter.core.metrics.waiting(&denied, lead);
+                    // Answered without awaiting, in process: yield in turn.
+                    tokio::task::consume_budget().await;
+                }
+                // No slot to line up for: a failure policy's retry time (the
+                // store is tried again then), or a denial that does not end
+                // within a year. Sleep, then draw again from now.
+                _ => {
+                    let at = at.unwrap_or(answered + FAR);
+                    limiter.core.metrics.waiting(&denied, at - answered);
+                    sleep_until(at).await;
+                    lead = Duration::ZERO;
+                }
+            }
         }
     }
 }
+
+/// The longest a wait reserves ahead or sleeps at once: a year, well
+/// within what tokio's timer holds.
+const FAR: Duration = Duration::from_secs(86_400 * 365);
 
 /// A reservation a wait holds while it sleeps: given back if the wait is
 /// dropped, kept once it is due.
 struct Held<'a, S: Store> {
     limiter: &'a Limiter<S>,
     reserved: Option<Reserved>,
+    /// The version of the split it was reserved under.
+    epoch: u64,
 }
 
 impl<S: Store> Held<'_, S> {
+    /// Whether the quota (and N) it was reserved under is still in force.
+    fn current(&self) -> bool {
+        self.limiter.core.split.unchanged(self.epoch)
+    }
+
     fn keep(mut self) -> Grant {
         self.reserved.take().expect("held until kept").grant
+    }
+
+    /// Lets the reservation go without giving it back: it was paid under
+    /// another split, whose cost a give-back now would get wrong.
+    fn forget(mut self) {
+        self.reserved = None;
     }
 }
 
 impl<S: Store> Drop for Held<'_, S> {
     fn drop(&mut self) {
-        if let Some(reserved) = self.reserved.take() {
+        if let Some(reserved) = self.reserved.take()
+            && self.current()
+        {
             let limiter = self.limiter;
             limiter.store.give_back(&limiter.core, reserved);
         }

@@ -145,8 +145,8 @@ mod live {
     }
 
     /// A deadline a busy client host meets: a reply later than this is
-    /// decided by the failure policy (`FailClosed`, so a denial), and the
-    /// default 5 ms is missed on a small host that also runs the server while
+    /// decided by the failure policy (`FailClosed`, so a denial), and 5 ms
+    /// (the default once) is missed on a small host that also runs the server while
     /// the flood spins (50 ms still was, now and then, on two shared cores):
     /// a late reply there would measure the host, not the isolation.
     const DEADLINE: Duration = Duration::from_millis(100);
