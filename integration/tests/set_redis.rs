@@ -293,14 +293,16 @@ fn from_config_refuses_a_redis_limiter_and_says_to_connect() {
 
 #[tokio::test]
 async fn connect_errors_name_the_limiter_and_carry_the_redis_error() {
-    // Nobody listens: the connection is refused.
-    let url = format!("redis://127.0.0.1:{}", free_port());
+    // A server that refuses the credentials. (One nobody listens on is no
+    // error: see tests/redis_boot.rs.)
+    let server = RedisServer::start_with(&["--requirepass", "s3cret"]);
+    let url = server.url();
     let err = LimiterSet::connect(&mixed(&url)).await.unwrap_err();
     assert_eq!((err.limiter(), err.field()), ("walmart", Some("redis")));
     assert!(
         matches!(
             err.redis_error(),
-            Some(BuildError::Redis(RedisError::Connection { .. }))
+            Some(BuildError::Redis(RedisError::Auth { .. }))
         ),
         "{err:?}"
     );
@@ -308,7 +310,7 @@ async fn connect_errors_name_the_limiter_and_carry_the_redis_error() {
     assert!(source.downcast_ref::<BuildError>().is_some());
     assert!(
         err.to_string()
-            .starts_with("limiters.walmart.redis: no connection to Redis ("),
+            .starts_with("limiters.walmart.redis: Redis refused the credentials ("),
         "{err}"
     );
 

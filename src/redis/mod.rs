@@ -103,7 +103,8 @@
 //! Redis again. Once Redis answers, decisions go back to it, with no
 //! restart; with [`Builder::build_redis`](crate::Builder::build_redis) the
 //! connection reconnects on its own within a fifth of a second of Redis
-//! coming back. [`Decision::source`] tells which way each decision was made,
+//! coming back, and a limiter built while Redis was unreachable connects
+//! the same way. [`Decision::source`] tells which way each decision was made,
 //! and [`RedisLimiter::stats`] counts them.
 //!
 //! Decisions answered without a round trip (a cached denial, a paused

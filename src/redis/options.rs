@@ -101,6 +101,9 @@ impl RedisOptions {
 
     /// How long building may wait for Redis to answer; with
     /// [`Builder::build_redis`](crate::Builder::build_redis) also the timeout of each connection attempt.
+    /// A server that has not answered by then does not fail
+    /// `build_redis`: the limiter decides by its failure policy until it
+    /// does.
     pub fn connect_timeout(mut self, connect_timeout: Duration) -> Self {
         self.connect_timeout = connect_timeout;
         self

@@ -52,7 +52,8 @@ pub struct RedisConfig {
     /// How long Redis is left alone after a failure
     /// ([`RedisOptions::retry_every`]).
     pub retry_every: Option<Duration>,
-    /// How long building waits for Redis ([`RedisOptions::connect_timeout`]).
+    /// How long building waits for Redis before it goes on without it
+    /// ([`RedisOptions::connect_timeout`]).
     pub connect_timeout: Option<Duration>,
     /// Whether denials are remembered until their retry time
     /// ([`RedisOptions::cache_denials`]).

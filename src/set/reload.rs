@@ -258,6 +258,9 @@ impl<C: Clock + Clone> LimiterSet<C> {
     /// added connect to their server, and a changed quota or N is set in
     /// Redis for the whole fleet, in one script per limiter
     /// ([`RedisLimiter::set_quota_and_buckets`](crate::redis::RedisLimiter::set_quota_and_buckets)).
+    /// Redis limiters added are built as `connect` builds them: one whose
+    /// server is unreachable is added all the same, and decides by its
+    /// failure policy until the server answers.
     ///
     /// # Errors
     /// As [`reload`](Self::reload) (checked, for Redis limiters too, before
