@@ -81,7 +81,6 @@ async fn a_limiter_built_while_redis_is_down_serves_by_its_policy_then_by_redis(
     let _server = RedisServer::start_on(port, &[]);
     for limiter in [&closed, &open, &fallback] {
         let tries = tries_until_redis(limiter, 250).await;
-        eprintln!("{:?}: {tries:?}", limiter.failure_policy());
         assert!(
             tries.is_some(),
             "{:?} never reached Redis",

@@ -146,6 +146,13 @@ impl<C: Clock> Builder<C> {
         if self.name.is_empty() || self.name.contains(['{', '}']) {
             return Err(BuildError::InvalidName { name: self.name });
         }
+        // Redis hashes the first `{...}` of a key: a brace in the prefix
+        // would move the hash tag off the name.
+        if options.key_prefix.contains(['{', '}']) {
+            return Err(BuildError::InvalidKeyPrefix {
+                prefix: options.key_prefix.clone(),
+            });
+        }
         for (option, value) in [
             ("deadline", options.deadline),
             ("retry_every", options.retry_every),
@@ -174,7 +181,12 @@ impl<C: Clock> Builder<C> {
             });
         }
         // Keys for every bucket N may grow to.
-        let script = DrawScript::new(&self.name, core.max_buckets, options.layout);
+        let script = DrawScript::with_prefix(
+            &options.key_prefix,
+            &self.name,
+            core.max_buckets,
+            options.layout,
+        );
         let isolation = Isolation::of(assignment, quota);
         warn_if_weak(&self.name, &isolation);
         let fallback = match options.policy {

@@ -75,6 +75,7 @@
 //! | `retry_every` | no | how long Redis is left alone after a failure, such as `"250ms"` |
 //! | `connect_timeout` | no | how long building waits for Redis before going on without it, such as `"1s"` |
 //! | `cache_denials` | no | remember denials until their retry time (default `true`) |
+//! | `key_prefix` | no | a prefix for the limiter's Redis keys, such as `"billing:"` (default none: the keys are `{NAME}:b0`, …; two services with the same `[limiters.NAME]` on one Redis share its budget unless their prefixes differ) |
 //!
 //! Durations are a number and a unit (`ns`, `us`, `ms`, `s`, `m`, `h`), or
 //! several, as in `"1m 30s"`; unset options keep the defaults of
