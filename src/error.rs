@@ -214,7 +214,8 @@ impl fmt::Display for ConfigError {
                 "borrow_from({spill}) with per_tenant({per_tenant}) gives each tenant {} buckets, \
                  more than the buckets there are or the 8 a shard holds: use borrow_from of \
                  at most {max}",
-                spill + per_tenant
+                // In 64 bits: a config may give any two u32s.
+                u64::from(spill) + u64::from(per_tenant)
             ),
             ConfigError::PerUser {
                 per_user,

@@ -365,3 +365,54 @@ fn a_shard_and_its_spill_set_bound_how_far_n_shrinks() {
         })
     );
 }
+
+/// Issue 24, item 8: a quota and N that neither order of `set_quota` and
+/// `set_buckets` can reach (each passes through a pair that cannot work)
+/// are reached in one step that never adds tokens; a refused pair changes
+/// nothing.
+#[test]
+fn a_quota_and_n_together_reach_any_valid_pair_without_adding_tokens() {
+    let slow = Quota::per_second(1).with_burst(4);
+    let (limiter, clock) = limiter(slow, 2, 8);
+    limiter.check("t").unwrap();
+    // 8 buckets need a burst of 8; 4294967295/s needs at least 5 buckets.
+    let fast = Quota::per_second(u32::MAX).with_burst(8);
+    assert!(limiter.set_quota(fast).is_err());
+    assert!(limiter.set_buckets(8).is_err());
+    let before = held(&limiter).iter().sum::<u64>();
+    limiter.set_quota_and_buckets(fast, 8).unwrap();
+    assert_eq!((limiter.quota(), limiter.buckets()), (fast, 8));
+    let after = held(&limiter);
+    assert!(
+        after.iter().sum::<u64>() <= before,
+        "{after:?} from {before}"
+    );
+    assert!(after[2..].iter().all(|&t| t == 0), "{after:?}");
+    // And back: 2 buckets cannot take 4294967295/s, 8 cannot take a burst of 4.
+    clock.advance(Duration::from_secs(1));
+    limiter.set_quota_and_buckets(slow, 2).unwrap();
+    assert_eq!((limiter.quota(), limiter.buckets()), (slow, 2));
+    assert!(held(&limiter).iter().sum::<u64>() <= 4);
+    // A pair that cannot work is refused whole.
+    let held_now = held(&limiter);
+    assert_eq!(
+        limiter.set_quota_and_buckets(fast, 9),
+        Err(ConfigError::BucketsAboveMax {
+            buckets: 9,
+            max_buckets: 8
+        })
+    );
+    assert!(limiter.set_quota_and_buckets(slow, 8).is_err());
+    assert_eq!((limiter.quota(), held(&limiter)), (slow, held_now.clone()));
+    // One of the two alone is `set_quota` or `set_buckets`: a share of the
+    // burst for a new quota.
+    limiter
+        .set_quota_and_buckets(slow.with_burst(8), 2)
+        .unwrap();
+    let (was, now) = (
+        held_now.iter().sum::<u64>(),
+        held(&limiter).iter().sum::<u64>(),
+    );
+    assert!(was > 0 && now >= 2 * was, "{now} from {was}");
+    assert_eq!(limiter.buckets(), 2);
+}

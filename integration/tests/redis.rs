@@ -830,7 +830,7 @@ fn a_key_of_another_type_is_never_granted_past_even_when_failing_open() {
 // Bad input.
 
 #[test]
-fn bad_urls_and_unreachable_servers_are_typed_errors() {
+fn bad_urls_are_typed_errors_and_an_unreachable_server_is_not() {
     serial(async {
         let builder = ShardedLimiter::builder().quota(Quota::per_second(10));
         for url in ["http://127.0.0.1:6379", "not a url"] {
@@ -845,29 +845,26 @@ fn bad_urls_and_unreachable_servers_are_typed_errors() {
             );
             assert!(err.to_string().contains("use redis://"), "{err}");
         }
-        // A port nobody listens on.
+        // A port nobody listens on: not an error of the build (the server
+        // may be restarting, issue 24 item 9); the policy decides until it
+        // answers, without waiting for it.
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
         let started = Instant::now();
-        let err = builder
+        let limiter = builder
             .clone()
             .build_redis(
                 &format!("redis://127.0.0.1:{port}"),
                 options(FailurePolicy::FailClosed),
             )
             .await
-            .unwrap_err();
-        assert!(
-            matches!(err, BuildError::Redis(Error::Connection { .. })),
-            "{err:?}"
-        );
-        assert!(
-            err.to_string().contains("check that the server runs"),
-            "{err}"
-        );
+            .unwrap();
+        let decision = limiter.decide("t", 1).await.unwrap();
+        assert_eq!(decision.source(), Source::Policy);
+        assert!(decision.result().is_err());
         assert!(started.elapsed() < Duration::from_secs(2));
     });
 }

@@ -177,3 +177,46 @@ fn a_reload_changes_n_over_redis_for_the_fleet() {
         assert_eq!(other.buckets(), 8);
     });
 }
+
+/// Issue 24, item 8 over Redis: a quota and N that neither order of
+/// `set_quota` and `set_buckets` reaches are set in one script, for every
+/// process; and a process that learns both at once moves its local
+/// fallback to both (its share of the new quota over the new N), where two
+/// steps stopped half-way.
+#[test]
+fn a_quota_and_n_together_reach_the_fleet_and_its_fallbacks_in_one_step() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let url = server.url();
+        let build = || {
+            ShardedLimiter::builder()
+                .quota(Quota::per_second(2).with_burst(16))
+                .buckets(2)
+                .max_buckets(8)
+                .per_tenant(2)
+                .name("both")
+                .build_redis(
+                    &url,
+                    RedisOptions::new(FailurePolicy::LocalFallback { replicas: 2 })
+                        .deadline(Duration::from_secs(2)),
+                )
+        };
+        let (a, b) = (build().await.unwrap(), build().await.unwrap());
+        let fast = Quota::per_second(u32::MAX).with_burst(16);
+        // 4294967295/s is too fast for 2 buckets.
+        assert!(matches!(
+            a.set_quota(fast).await,
+            Err(Error::Config(ConfigError::RateTooHigh { .. }))
+        ));
+        a.set_quota_and_buckets(fast, 8).await.unwrap();
+        assert_eq!((a.quota(), a.buckets()), (fast, 8));
+        let share = Quota::new(u32::MAX, Duration::from_secs(2)).with_burst(8);
+        let fallback = a.fallback().unwrap();
+        assert_eq!((fallback.quota(), fallback.buckets()), (share, 8));
+        // b learns both from Redis at its next decision, fallback and all.
+        assert_eq!(b.decide("t", 1).await.unwrap().source(), Source::Redis);
+        assert_eq!((b.quota(), b.buckets()), (fast, 8));
+        let fallback = b.fallback().unwrap();
+        assert_eq!((fallback.quota(), fallback.buckets()), (share, 8));
+    });
+}

@@ -412,6 +412,7 @@ fn without_the_redis_feature_a_redis_key_says_which_feature_to_enable() {
         ("retry_every", "\"1s\""),
         ("connect_timeout", "\"1s\""),
         ("cache_denials", "true"),
+        ("key_prefix", "\"billing:\""),
     ] {
         let e = toml_err(&format!(
             "[limiters.amazon]\nrate = \"5/s\"\n{key} = {value}\n"

@@ -257,3 +257,20 @@ fn a_reserve_is_a_share_below_one_made_only_in_range() {
     assert_eq!(f64::from(Reserve::new(0.75).unwrap()), 0.75);
     assert_eq!(Reserve::new(0.999).unwrap().get(), 0.999);
 }
+
+/// A config is untrusted input (issue 24): `borrow_from` at the top of its
+/// range is refused with the field's place, and its message counts the
+/// buckets it asks for without overflowing (it panicked formatting
+/// `spill + per_tenant` in 32 bits).
+#[test]
+fn a_borrow_from_at_the_top_of_its_range_is_a_typed_error() {
+    let config: SetConfig =
+        toml::from_str("[limiters.w]\nrate = \"8/s\"\nborrow_from = 4294967295\n").unwrap();
+    let err = LimiterSet::from_config(&config).unwrap_err();
+    assert_eq!((err.limiter(), err.field()), ("w", Some("borrow_from")));
+    assert!(
+        err.to_string()
+            .contains("gives each tenant 4294967297 buckets"),
+        "{err}"
+    );
+}

@@ -42,6 +42,7 @@ fn every_redis_key_is_read() {
         retry_every = "250ms"
         connect_timeout = "1m 30s"
         cache_denials = false
+        key_prefix = "billing:"
         "#,
     )
     .unwrap();
@@ -55,6 +56,8 @@ fn every_redis_key_is_read() {
     assert_eq!(redis.retry_every, Some(Duration::from_millis(250)));
     assert_eq!(redis.connect_timeout, Some(Duration::from_secs(90)));
     assert_eq!(redis.cache_denials, Some(false));
+    assert_eq!(redis.key_prefix.as_deref(), Some("billing:"));
+    assert_eq!(redis.options().prefix(), "billing:");
     assert_eq!(
         redis.options().failure_policy(),
         FailurePolicy::LocalFallback { replicas: 4 }
@@ -71,7 +74,8 @@ fn every_redis_key_is_read() {
     let json = r#"{"limiters": {"walmart": {
         "rate": "600/m", "redis": "redis://:s3cret@127.0.0.1:6380/2",
         "failure_policy": "local_fallback", "replicas": 4, "deadline": "5ms",
-        "retry_every": "250ms", "connect_timeout": "90s", "cache_denials": false
+        "retry_every": "250ms", "connect_timeout": "90s", "cache_denials": false,
+        "key_prefix": "billing:"
     }}}"#;
     assert_eq!(serde_json::from_str::<SetConfig>(json).unwrap(), config);
 
@@ -160,6 +164,11 @@ fn a_bad_redis_value_is_named_where_it_is_written() {
             r#""yes""#,
             "invalid type: string \"yes\", expected a boolean",
         ),
+        (
+            "key_prefix",
+            r#""a{b}:""#,
+            "\"a{b}:\" holds a '{' or '}', which would change the keys' hash tag",
+        ),
     ];
     for (key, value, message) in cases {
         // The value is read (and refused) as soon as it comes, before the
@@ -224,6 +233,7 @@ fn keys_that_do_not_fit_together_say_what_to_add_or_remove() {
         ("retry_every", "\"1s\""),
         ("connect_timeout", "\"1s\""),
         ("cache_denials", "true"),
+        ("key_prefix", "\"billing:\""),
     ] {
         let e = toml_err(&format!("[limiters.w]\nrate = \"5/s\"\n{key} = {value}\n"));
         let expected = format!(
@@ -245,7 +255,7 @@ fn keys_that_do_not_fit_together_say_what_to_add_or_remove() {
             "limiters.w.redis_url: unknown key: use rate, burst, buckets, max_buckets, per_tenant, \
              per_user, tiers, tenant_tiers, borrow_from, lender_reserve, salt or tenant_cache; \
              a Redis limiter also takes redis, failure_policy, replicas, deadline, retry_every, connect_timeout, \
-             cache_denials"
+             cache_denials, key_prefix"
         ),
         "{e}"
     );
@@ -293,14 +303,16 @@ fn from_config_refuses_a_redis_limiter_and_says_to_connect() {
 
 #[tokio::test]
 async fn connect_errors_name_the_limiter_and_carry_the_redis_error() {
-    // Nobody listens: the connection is refused.
-    let url = format!("redis://127.0.0.1:{}", free_port());
+    // A server that refuses the credentials. (One nobody listens on is no
+    // error: see tests/redis_boot.rs.)
+    let server = RedisServer::start_with(&["--requirepass", "s3cret"]);
+    let url = server.url();
     let err = LimiterSet::connect(&mixed(&url)).await.unwrap_err();
     assert_eq!((err.limiter(), err.field()), ("walmart", Some("redis")));
     assert!(
         matches!(
             err.redis_error(),
-            Some(BuildError::Redis(RedisError::Connection { .. }))
+            Some(BuildError::Redis(RedisError::Auth { .. }))
         ),
         "{err:?}"
     );
@@ -308,7 +320,7 @@ async fn connect_errors_name_the_limiter_and_carry_the_redis_error() {
     assert!(source.downcast_ref::<BuildError>().is_some());
     assert!(
         err.to_string()
-            .starts_with("limiters.walmart.redis: no connection to Redis ("),
+            .starts_with("limiters.walmart.redis: Redis refused the credentials ("),
         "{err}"
     );
 

@@ -186,6 +186,58 @@ fn a_reload_changes_n_live_within_the_room_the_limiter_has() {
     );
 }
 
+/// Issue 24, item 8: a target that builds from scratch is reachable from
+/// any running state, however the quota and N change together; and a
+/// reload that is refused changes no limiter, even ones before it.
+#[test]
+fn a_reload_reaches_any_valid_target_and_a_refused_one_changes_nothing() {
+    let clock = ManualClock::new();
+    let before = config(
+        "[limiters.a]\nrate = \"100/s\"\n\n\
+         [limiters.b]\nrate = \"1/s\"\nburst = 8\nbuckets = 2\nmax_buckets = 8",
+    );
+    let set = LimiterSet::from_config_with_clock(&before, clock.clone()).unwrap();
+    let (a, b) = (set.get("a").unwrap().clone(), set.get("b").unwrap().clone());
+    for _ in 0..6 {
+        b.check("t").unwrap();
+    }
+    // Builds from scratch; but neither 4294967295/s over b's 2 buckets nor
+    // a burst of 8 ... over 8 buckets first would.
+    let text = "[limiters.a]\nrate = \"200/s\"\n\n\
+                [limiters.b]\nrate = \"4294967295/s\"\nbuckets = 8\nmax_buckets = 8";
+    let target = config(text);
+    LimiterSet::from_config_with_clock(&target, clock.clone()).unwrap();
+    let reload = set.reload(&target, clock.clone()).unwrap();
+    assert_eq!(reload.changed(), ["a", "b"]);
+    assert_eq!(a.quota(), Quota::per_second(200));
+    assert_eq!((b.buckets(), b.quota()), (8, Quota::per_second(u32::MAX)));
+    // The change handed out no fresh burst: b's tenant had 2 of its 8
+    // tokens left, and the 6 buckets added start empty.
+    assert!(b.remaining("t") <= 2, "{}", b.remaining("t"));
+
+    // Back, from the other side: fewer buckets and a burst below the old N.
+    let back = config(
+        "[limiters.a]\nrate = \"100/s\"\n\n\
+         [limiters.b]\nrate = \"1/s\"\nburst = 2\nbuckets = 2\nmax_buckets = 8",
+    );
+    reload.set().reload(&back, clock.clone()).unwrap();
+    assert_eq!(
+        (b.buckets(), b.quota()),
+        (2, Quota::per_second(1).with_burst(2))
+    );
+    assert_eq!(a.quota(), Quota::per_second(100));
+
+    // Refused at b: a, before it in name order, is not changed either.
+    let refused = config(
+        "[limiters.a]\nrate = \"300/s\"\n\n\
+         [limiters.b]\nrate = \"1/s\"\nburst = 2\nbuckets = 9\nmax_buckets = 8",
+    );
+    let err = set.reload(&refused, clock).unwrap_err();
+    assert_eq!(err.limiter(), "b", "{err}");
+    assert_eq!(a.quota(), Quota::per_second(100));
+    assert_eq!(b.buckets(), 2);
+}
+
 #[test]
 fn a_set_built_in_code_has_no_config_to_reload_from() {
     let limiter = ShardedLimiter::builder()

@@ -58,6 +58,7 @@ fn a_redis_limiter_round_trips_with_its_keys() {
         deadline = "5ms"
         retry_every = "1m 30s"
         cache_denials = false
+        key_prefix = "billing:"
     "#;
     let config: SetConfig = toml::from_str(text).unwrap();
     let printed = toml::to_string(&config).unwrap();
@@ -73,6 +74,7 @@ fn a_redis_limiter_round_trips_with_its_keys() {
     let alone = serde_json::to_value(redis).unwrap();
     assert_eq!(alone["replicas"], 4);
     assert_eq!(alone["deadline"], "5ms");
+    assert_eq!(alone["key_prefix"], "billing:");
 }
 
 #[derive(Debug, Deserialize)]

@@ -1,5 +1,7 @@
 //! Changing a running in-process limiter: its quota, and tokens given back.
 
+use std::cell::Cell;
+
 use crate::clock::Clock;
 use crate::error::{ConfigError, RefundTooLarge};
 use crate::quota::Quota;
@@ -120,6 +122,63 @@ impl<C: Clock> ShardedLimiter<C> {
         self.core.split.change(
             |quota, _| Ok((quota, self.core.split_over(quota, buckets)?)),
             |from, to, version| self.store.resize(from, to, version),
+        )
+    }
+
+    /// Changes the quota and N of the running limiter together, in one
+    /// step: whatever the two are now, any quota and N the limiter could be
+    /// built with (within its room) can be reached, where a change of one
+    /// and then the other could pass through a pair that cannot work (a
+    /// rate too fast for the old N, a burst too small for the new one).
+    ///
+    /// With only the quota changed this is [`set_quota`](Self::set_quota),
+    /// with only N [`set_buckets`](Self::set_buckets). With both, each
+    /// bucket that stays keeps the tokens it held, at its new pace, but
+    /// never more than its new burst; buckets added start empty and buckets
+    /// removed are sealed, as with [`set_buckets`](Self::set_buckets). So
+    /// the change never adds tokens: over any window around it at `c`, all
+    /// tenants together are granted at most `R₁·(c − start) + R₂·(end − c)
+    /// + B₁`.
+    ///
+    /// ```
+    /// use shuffle_limiter::{ManualClock, Quota, ShardedLimiter};
+    ///
+    /// let limiter = ShardedLimiter::builder()
+    ///     .quota(Quota::per_second(1).with_burst(8))
+    ///     .buckets(2)
+    ///     .max_buckets(8)
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// // 4294967295/s is too fast for 2 buckets: set alone, it is refused.
+    /// let fast = Quota::per_second(u32::MAX).with_burst(8);
+    /// assert!(limiter.set_quota(fast).is_err());
+    /// limiter.set_quota_and_buckets(fast, 8)?;
+    /// assert_eq!((limiter.quota(), limiter.buckets()), (fast, 8));
+    /// # Ok::<(), shuffle_limiter::ConfigError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// A [`ConfigError`] when the limiter cannot have the quota over
+    /// `buckets` buckets, as [`set_quota`](Self::set_quota) and
+    /// [`set_buckets`](Self::set_buckets) say; the limiter is unchanged.
+    pub fn set_quota_and_buckets(&self, quota: Quota, buckets: u32) -> Result<(), ConfigError> {
+        let same_n = Cell::new(false);
+        self.core.split.change(
+            |_, split| {
+                same_n.set(split.buckets == buckets);
+                Ok((quota, self.core.split_over(quota, buckets)?))
+            },
+            // The whole move is made while checks wait, so none sees a pair
+            // between the two; a new N keeps tokens (`resize`), which is
+            // also the move that can only cost the budget when the quota
+            // changes with it.
+            |from, to, version| {
+                if same_n.get() {
+                    self.store.rescale(from, to, version);
+                } else {
+                    self.store.resize(from, to, version);
+                }
+            },
         )
     }
 

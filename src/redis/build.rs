@@ -45,8 +45,18 @@ impl<C: Clock> Builder<C> {
     /// The URL is `redis://[[user]:password@]host[:port][/db]`, or
     /// `rediss://…` for TLS if the `redis` crate's TLS feature is on. The
     /// connection is a [`ConnectionManager`] that reconnects by itself,
-    /// waiting at most 200 ms between attempts. Building checks that the
-    /// server answers, accepts the credentials and loads the script.
+    /// waiting at most 200 ms between attempts. Building waits up to the
+    /// [`connect_timeout`](RedisOptions::connect_timeout) for the server to
+    /// answer, accept the credentials and load the script.
+    ///
+    /// A server that cannot be reached then (refused, not answering, still
+    /// loading its data) does not stop the build, so that a service
+    /// restarting during a Redis outage comes up: the limiter decides by
+    /// its [`FailurePolicy`] (a [`FailClosed`](FailurePolicy::FailClosed)
+    /// denial says [`DenialReason::StoreUnavailable`](crate::DenialReason::StoreUnavailable)),
+    /// connects in the background, and decides in Redis once the server
+    /// answers. [`Decision::source`](super::Decision::source) and
+    /// [`RedisLimiter::stats`] show which.
     ///
     /// ```no_run
     /// use shuffle_limiter::{Quota, ShardedLimiter};
@@ -66,8 +76,8 @@ impl<C: Clock> Builder<C> {
     /// # Errors
     /// A configuration that cannot work ([`BuildError::Config`] and its
     /// neighbours), a URL that is not one ([`BuildError::InvalidUrl`]), or
-    /// a server that cannot be reached, does not answer in time, refuses
-    /// the credentials or the script ([`BuildError::Redis`]).
+    /// a server that answers and refuses the credentials, the commands or
+    /// the script ([`BuildError::Redis`]).
     pub async fn build_redis(
         self,
         url: &str,
@@ -75,33 +85,7 @@ impl<C: Clock> Builder<C> {
     ) -> Result<RedisLimiter<ConnectionManager, C>, BuildError> {
         let parts = self.redis_parts(&options)?;
         let client = Client::open(url).map_err(|source| BuildError::InvalidUrl { source })?;
-        let wait = options.connect_timeout;
-        let within = |after| Error::Timeout { after };
-        // A plain first connection reports a refused connection or refused
-        // credentials at once; the manager would retry them in the background.
-        let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(wait))
-            .set_response_timeout(Some(wait));
-        let mut first = timeout(
-            wait,
-            client.get_multiplexed_async_connection_with_config(&config),
-        )
-        .await
-        .map_err(|_| within(wait))?
-        .map_err(Error::from_redis)?;
-        load_script(parts.script.script(), &mut first, wait).await?;
-        // The limiter's deadline bounds every request, so the connection
-        // needs no timer of its own per request.
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(wait))
-            .set_response_timeout(None)
-            .set_min_delay(Duration::from_millis(10))
-            .set_max_delay(MAX_RECONNECT_DELAY)
-            .set_number_of_retries(10);
-        let connection = timeout(wait, ConnectionManager::new_with_config(client, config))
-            .await
-            .map_err(|_| within(wait))?
-            .map_err(Error::from_redis)?;
+        let connection = connect(client, parts.script.script(), options.connect_timeout).await?;
         Ok(parts.into_limiter(connection, options))
     }
 
@@ -132,7 +116,12 @@ impl<C: Clock> Builder<C> {
     /// ```
     ///
     /// # Errors
-    /// As [`build_redis`](Self::build_redis), but for the URL.
+    /// As [`build_redis`](Self::build_redis), but for the URL; and here a
+    /// server that cannot be reached within the
+    /// [`connect_timeout`](RedisOptions::connect_timeout) is an error too
+    /// (the connection is yours: build it lazily, as
+    /// `ConnectionManager::new_lazy_with_config` does, to build while
+    /// Redis is away).
     pub async fn build_redis_with<Conn>(
         self,
         connection: Conn,
@@ -156,6 +145,13 @@ impl<C: Clock> Builder<C> {
         let mut core = self.plan().map_err(BuildError::Config)?;
         if self.name.is_empty() || self.name.contains(['{', '}']) {
             return Err(BuildError::InvalidName { name: self.name });
+        }
+        // Redis hashes the first `{...}` of a key: a brace in the prefix
+        // would move the hash tag off the name.
+        if options.key_prefix.contains(['{', '}']) {
+            return Err(BuildError::InvalidKeyPrefix {
+                prefix: options.key_prefix.clone(),
+            });
         }
         for (option, value) in [
             ("deadline", options.deadline),
@@ -185,7 +181,12 @@ impl<C: Clock> Builder<C> {
             });
         }
         // Keys for every bucket N may grow to.
-        let script = DrawScript::new(&self.name, core.max_buckets, options.layout);
+        let script = DrawScript::with_prefix(
+            &options.key_prefix,
+            &self.name,
+            core.max_buckets,
+            options.layout,
+        );
         let isolation = Isolation::of(assignment, quota);
         warn_if_weak(&self.name, &isolation);
         let fallback = match options.policy {
@@ -258,6 +259,76 @@ pub(super) fn replica_share(
             refill_secs: u128::from(u64::MAX),
         }))?;
     Ok(Quota::new(quota.count(), period).with_burst(burst))
+}
+
+/// A connection to `client` that reconnects by itself, having loaded
+/// `script` when the server answers within `wait`. A server that cannot be
+/// reached (refused, timed out, still loading its data) is no error: the
+/// connection is made when it answers, and the failure policy decides
+/// meanwhile; a server that answers and refuses (the credentials, the
+/// script) is.
+async fn connect(
+    client: Client,
+    script: &Script,
+    wait: Duration,
+) -> Result<ConnectionManager, Error> {
+    // The limiter's deadline bounds every request, so the connection
+    // needs no timer of its own per request.
+    let config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(wait))
+        .set_response_timeout(None)
+        .set_min_delay(Duration::from_millis(10))
+        .set_max_delay(MAX_RECONNECT_DELAY)
+        .set_number_of_retries(10);
+    // A plain first connection reports a refused connection or refused
+    // credentials at once; the manager would retry them in the background.
+    let first = AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(wait))
+        .set_response_timeout(Some(wait));
+    let within = |_| Error::Timeout { after: wait };
+    let proven = async {
+        let mut first = timeout(
+            wait,
+            client.get_multiplexed_async_connection_with_config(&first),
+        )
+        .await
+        .map_err(within)?
+        .map_err(Error::from_redis)?;
+        load_script(script, &mut first, wait).await?;
+        timeout(
+            wait,
+            ConnectionManager::new_with_config(client.clone(), config.clone()),
+        )
+        .await
+        .map_err(within)?
+        .map_err(Error::from_redis)
+    };
+    match proven.await {
+        Ok(connection) => Ok(connection),
+        Err(e) if unreachable(&e) => {
+            let connection = ConnectionManager::new_lazy_with_config(client, config)
+                .map_err(Error::from_redis)?;
+            // Drive the first connection in the background, as the manager
+            // drives a reconnection, rather than only while a decision waits
+            // on it; the script is loaded by the first decision (NOSCRIPT).
+            let mut driver = connection.clone();
+            tokio::spawn(async move {
+                let _: Result<(), _> = ::redis::cmd("PING").query_async(&mut driver).await;
+            });
+            Ok(connection)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether a failure to connect says only that the server is not there
+/// yet, rather than that it refuses what the limiter needs.
+fn unreachable(e: &Error) -> bool {
+    match e {
+        Error::Connection { .. } | Error::Timeout { .. } => true,
+        Error::Redis { source } => matches!(source.code(), Some("LOADING" | "MASTERDOWN")),
+        _ => false,
+    }
 }
 
 /// Loads the script, which also proves the connection and its credentials.

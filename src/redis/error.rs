@@ -37,6 +37,12 @@ pub enum BuildError {
         /// The name given.
         name: String,
     },
+    /// The [key prefix](super::RedisOptions::key_prefix) holds a `{` or a
+    /// `}`, which would change the keys' hash tag.
+    InvalidKeyPrefix {
+        /// The prefix given.
+        prefix: String,
+    },
     /// A bucket would take longer to refill than the script can count
     /// exactly.
     RefillTooLong {
@@ -93,6 +99,11 @@ impl fmt::Display for BuildError {
                 f,
                 "the limiter name {name:?} cannot be a Redis hash tag: \
                  use a non-empty .name(..) without '{{' or '}}'"
+            ),
+            BuildError::InvalidKeyPrefix { prefix } => write!(
+                f,
+                "the key prefix {prefix:?} holds a '{{' or '}}', which would change the keys' \
+                 hash tag: use a prefix without braces, such as \"billing:\""
             ),
             BuildError::RefillTooLong { refill_secs } => write!(
                 f,

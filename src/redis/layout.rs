@@ -45,11 +45,12 @@ pub enum Layout {
 }
 
 impl Layout {
-    /// The key of bucket `bucket` of the limiter `name`.
-    pub(super) fn key(self, name: &str, bucket: u32) -> String {
+    /// The key of bucket `bucket` of the limiter `name`, after `prefix`
+    /// (outside the hash tag, so that it moves no key to another slot).
+    pub(super) fn key(self, prefix: &str, name: &str, bucket: u32) -> String {
         match self {
-            Layout::OneSlot => format!("{{{name}}}:b{bucket}"),
-            Layout::Spread => format!("{{{name}:b{bucket}}}"),
+            Layout::OneSlot => format!("{prefix}{{{name}}}:b{bucket}"),
+            Layout::Spread => format!("{prefix}{{{name}:b{bucket}}}"),
         }
     }
 
@@ -57,11 +58,11 @@ impl Layout {
     /// slots of its buckets: one beside them all in one slot, one beside
     /// each bucket when spread (where a quota is not changed live yet, so
     /// those stay missing: the quota the limiter was built with).
-    pub(super) fn quota_keys(self, name: &str, buckets: u32) -> Box<[String]> {
+    pub(super) fn quota_keys(self, prefix: &str, name: &str, buckets: u32) -> Box<[String]> {
         match self {
-            Layout::OneSlot => Box::new([format!("{{{name}}}:quota")]),
+            Layout::OneSlot => Box::new([format!("{prefix}{{{name}}}:quota")]),
             Layout::Spread => (0..buckets)
-                .map(|b| format!("{{{name}:b{b}}}:quota"))
+                .map(|b| format!("{prefix}{{{name}:b{b}}}:quota"))
                 .collect(),
         }
     }
@@ -73,9 +74,23 @@ mod tests {
 
     #[test]
     fn one_slot_shares_the_name_as_hash_tag_and_spread_gives_each_bucket_its_own() {
-        assert_eq!(Layout::OneSlot.key("api", 3), "{api}:b3");
-        assert_eq!(Layout::Spread.key("api", 3), "{api:b3}");
-        assert_eq!(*Layout::OneSlot.quota_keys("api", 4), ["{api}:quota"]);
-        assert_eq!(Layout::Spread.quota_keys("api", 4)[3], "{api:b3}:quota");
+        assert_eq!(Layout::OneSlot.key("", "api", 3), "{api}:b3");
+        assert_eq!(Layout::Spread.key("", "api", 3), "{api:b3}");
+        assert_eq!(*Layout::OneSlot.quota_keys("", "api", 4), ["{api}:quota"]);
+        assert_eq!(Layout::Spread.quota_keys("", "api", 4)[3], "{api:b3}:quota");
+        // A prefix goes before the hash tag, which it leaves as it is.
+        assert_eq!(
+            Layout::OneSlot.key("billing:", "api", 3),
+            "billing:{api}:b3"
+        );
+        assert_eq!(Layout::Spread.key("billing:", "api", 3), "billing:{api:b3}");
+        assert_eq!(
+            *Layout::OneSlot.quota_keys("b:", "api", 4),
+            ["b:{api}:quota"]
+        );
+        assert_eq!(
+            Layout::Spread.quota_keys("b:", "api", 4)[3],
+            "b:{api:b3}:quota"
+        );
     }
 }

@@ -50,6 +50,12 @@
 //! have booked it, so idle limiters leave nothing behind; a missing key
 //! reads as a full bucket, which it then is.
 //!
+//! With [`RedisOptions::key_prefix`] every key starts with that prefix, before
+//! the hash tag (`billing:{name}:b<i>`); there is none by default. Two
+//! limiters of the same name and prefix on one Redis share their buckets and
+//! budget, whichever service builds them: give each service its own prefix,
+//! or its own names.
+//!
 //! That is the default [`Layout::OneSlot`]. With [`Layout::Spread`]
 //! ([`RedisOptions::layout`]) bucket i is `{name:b<i>}` instead, a hash tag
 //! per bucket, so the buckets spread over the nodes of a Cluster and a
@@ -108,7 +114,8 @@
 //! Redis again. Once Redis answers, decisions go back to it, with no
 //! restart; with [`Builder::build_redis`](crate::Builder::build_redis) the
 //! connection reconnects on its own within a fifth of a second of Redis
-//! coming back. [`Decision::source`] tells which way each decision was made,
+//! coming back, and a limiter built while Redis was unreachable connects
+//! the same way. [`Decision::source`] tells which way each decision was made,
 //! and [`RedisLimiter::stats`] counts them.
 //!
 //! Decisions answered without a round trip (a cached denial, a paused
@@ -364,7 +371,8 @@ where
 /// # Inspecting, over Redis
 impl<Conn, C> RedisLimiter<Conn, C> {
     /// The Redis key of bucket `bucket` — `{name}:b<bucket>` in the
-    /// [`Layout::OneSlot`] layout, `{name:b<bucket>}` in [`Layout::Spread`] —
+    /// [`Layout::OneSlot`] layout, `{name:b<bucket>}` in [`Layout::Spread`],
+    /// each after the [key prefix](RedisOptions::key_prefix) if one is set —
     /// or `None` past the last bucket.
     pub fn key(&self, bucket: u32) -> Option<&str> {
         self.store.shared.script.key(bucket)

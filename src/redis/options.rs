@@ -77,6 +77,7 @@ pub struct RedisOptions {
     pub(super) connect_timeout: Duration,
     pub(super) cache_denials: bool,
     pub(super) layout: Layout,
+    pub(super) key_prefix: String,
 }
 
 impl RedisOptions {
@@ -92,6 +93,7 @@ impl RedisOptions {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             cache_denials: true,
             layout: Layout::OneSlot,
+            key_prefix: String::new(),
         }
     }
 
@@ -114,6 +116,9 @@ impl RedisOptions {
 
     /// How long building may wait for Redis to answer; with
     /// [`Builder::build_redis`](crate::Builder::build_redis) also the timeout of each connection attempt.
+    /// A server that has not answered by then does not fail
+    /// `build_redis`: the limiter decides by its failure policy until it
+    /// does.
     pub fn connect_timeout(mut self, connect_timeout: Duration) -> Self {
         self.connect_timeout = connect_timeout;
         self
@@ -134,6 +139,35 @@ impl RedisOptions {
     pub fn layout(mut self, layout: Layout) -> Self {
         self.layout = layout;
         self
+    }
+
+    /// A prefix for every Redis key of the limiter, such as `"billing:"`:
+    /// bucket i is then `billing:{name}:b<i>` (`billing:{name:b<i>}` in the
+    /// spread layout) and the quota key `billing:{name}:quota`.
+    ///
+    /// The default is no prefix: the keys are `{name}:b<i>` and
+    /// `{name}:quota`. **Two limiters with the same name and prefix on one
+    /// Redis share their buckets and their budget**, whatever process or
+    /// service builds them: give each service (or each budget) its own
+    /// prefix, or its own names. Every process that shares a budget must
+    /// use the same prefix. The prefix goes before the hash tag, so it
+    /// moves no key to another Cluster slot; it may not hold `{` or `}`
+    /// ([`BuildError::InvalidKeyPrefix`](super::BuildError::InvalidKeyPrefix)).
+    ///
+    /// ```
+    /// use shuffle_limiter::redis::{FailurePolicy, RedisOptions};
+    ///
+    /// let options = RedisOptions::new(FailurePolicy::FailClosed).key_prefix("billing:");
+    /// assert_eq!(options.prefix(), "billing:");
+    /// ```
+    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.key_prefix = prefix.into();
+        self
+    }
+
+    /// The [key prefix](Self::key_prefix): empty unless set.
+    pub fn prefix(&self) -> &str {
+        &self.key_prefix
     }
 
     /// The failure policy.

@@ -19,7 +19,7 @@ use ::redis::aio::ConnectionLike;
 
 use super::RedisLimiter;
 use super::build::{in_micros, replica_share};
-use super::error::Error;
+use super::error::{BuildError, Error};
 use super::layout::Layout;
 use super::script::MICROS;
 use super::store::Shared;
@@ -132,13 +132,7 @@ where
             // it only answers while Redis does not, and a bucket it lacks
             // is sealed there (it denies).
             if let Ok(share) = replica_share(quota, replicas, split.buckets) {
-                if split.buckets > local.buckets() {
-                    let _ = local.set_quota(share);
-                    let _ = local.set_buckets(split.buckets);
-                } else {
-                    let _ = local.set_buckets(split.buckets);
-                    let _ = local.set_quota(share);
-                }
+                let _ = local.set_quota_and_buckets(share, split.buckets);
             }
         }
     }
@@ -284,6 +278,19 @@ where
             .await
     }
 
+    /// Changes the quota and N together for every process sharing this
+    /// limiter, in one script: as
+    /// [`ShardedLimiter::set_quota_and_buckets`](crate::ShardedLimiter::set_quota_and_buckets),
+    /// any quota and N the limiter could be built with (within its room) is
+    /// reached, whatever the two are now.
+    ///
+    /// # Errors
+    /// As [`set_quota`](Self::set_quota) and
+    /// [`set_buckets`](Self::set_buckets); nothing is then changed.
+    pub async fn set_quota_and_buckets(&self, quota: Quota, buckets: u32) -> Result<(), Error> {
+        self.change(Rescale::Share, |_, _| (quota, buckets)).await
+    }
+
     /// Moves every bucket from the quota and N in force to the ones `next`
     /// makes of them, in one script, asking again (up to a few times) when
     /// another process changed them first.
@@ -300,6 +307,13 @@ where
             let (version, old) = shared.current();
             let (quota, buckets) = next(self.core.quota(), old.buckets);
             let new = shared.split_of(quota, buckets)?;
+            // A new N keeps tokens, with or without a new quota: a share
+            // of a changed burst would refill what buckets removed held.
+            let mode = if new.buckets == old.buckets {
+                mode
+            } else {
+                Rescale::Tokens
+            };
             let mut invocation = shared.changes.rescale.prepare_invoke();
             let keys = old.buckets.max(new.buckets) as usize;
             for key in &shared.script.keys()[..keys] {
@@ -443,6 +457,32 @@ where
         Err(Error::Reply {
             detail: "the quota kept changing under refund".to_owned(),
         })
+    }
+}
+
+impl<Conn, C> RedisLimiter<Conn, C>
+where
+    Conn: ConnectionLike + Clone + Send + Sync,
+    C: Clock,
+{
+    /// Whether [`set_quota_and_buckets`](RedisLimiter::set_quota_and_buckets) could
+    /// make this change, here and in the local fallback, found without
+    /// asking Redis: what a limiter built with them would refuse.
+    pub(crate) fn can_change(&self, quota: Quota, buckets: u32) -> Result<(), BuildError> {
+        let shared = &self.store.shared;
+        if shared.options.layout == Layout::Spread {
+            return Err(BuildError::Redis(Error::SpreadQuota));
+        }
+        shared.split_of(quota, buckets).map_err(|e| match e {
+            Error::Config(e) => BuildError::Config(e),
+            e => BuildError::Redis(e),
+        })?;
+        if let (Some(local), Some(replicas)) = (&shared.fallback, shared.options.policy.replicas())
+        {
+            let share = replica_share(quota, replicas, buckets)?;
+            (local.core.split_over(share, buckets)).map_err(BuildError::Config)?;
+        }
+        Ok(())
     }
 }
 

@@ -28,11 +28,18 @@ pub(super) struct DrawScript {
 }
 
 impl DrawScript {
+    #[cfg(test)]
     pub(super) fn new(name: &str, buckets: u32, layout: Layout) -> Self {
+        DrawScript::with_prefix("", name, buckets, layout)
+    }
+
+    /// The script over the keys of `buckets` buckets of the limiter `name`,
+    /// each key after `prefix`.
+    pub(super) fn with_prefix(prefix: &str, name: &str, buckets: u32, layout: Layout) -> Self {
         DrawScript {
             script: Script::new(DRAW_LUA),
-            keys: (0..buckets).map(|i| layout.key(name, i)).collect(),
-            quota_keys: layout.quota_keys(name, buckets),
+            keys: (0..buckets).map(|i| layout.key(prefix, name, i)).collect(),
+            quota_keys: layout.quota_keys(prefix, name, buckets),
         }
     }
 

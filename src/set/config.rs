@@ -233,7 +233,7 @@ const FIELDS: &str = "rate, burst, buckets, max_buckets, per_tenant, per_user, t
 
 /// The keys of a Redis limiter, known with or without the `redis` feature so
 /// that a build without it can say what to enable.
-pub(super) const REDIS_KEYS: [&str; 7] = [
+pub(super) const REDIS_KEYS: [&str; 8] = [
     "redis",
     "failure_policy",
     "replicas",
@@ -241,6 +241,7 @@ pub(super) const REDIS_KEYS: [&str; 7] = [
     "retry_every",
     "connect_timeout",
     "cache_denials",
+    "key_prefix",
 ];
 
 impl<'de> Deserialize<'de> for SetConfig {

@@ -162,6 +162,7 @@ fn redis_field(e: &crate::redis::BuildError) -> Option<&'static str> {
         RefillTooLong { .. } => Some("rate"),
         GrowingBuckets { .. } => Some("max_buckets"),
         InvalidName { .. } => None,
+        InvalidKeyPrefix { .. } => Some("key_prefix"),
         _ => Some("redis"),
     }
 }

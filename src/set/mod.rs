@@ -73,8 +73,9 @@
 //! | `replicas` | with `local_fallback` | how many processes share the budget; each falls back to its share |
 //! | `deadline` | no | the longest a decision may take, such as `"5ms"` |
 //! | `retry_every` | no | how long Redis is left alone after a failure, such as `"250ms"` |
-//! | `connect_timeout` | no | how long building waits for Redis, such as `"1s"` |
+//! | `connect_timeout` | no | how long building waits for Redis before going on without it, such as `"1s"` |
 //! | `cache_denials` | no | remember denials until their retry time (default `true`) |
+//! | `key_prefix` | no | a prefix for the limiter's Redis keys, such as `"billing:"` (default none: the keys are `{NAME}:b0`, …; two services with the same `[limiters.NAME]` on one Redis share its budget unless their prefixes differ) |
 //!
 //! Durations are a number and a unit (`ns`, `us`, `ms`, `s`, `m`, `h`), or
 //! several, as in `"1m 30s"`; unset options keep the defaults of
@@ -110,6 +111,8 @@
 //! ```
 //!
 //! Each Redis limiter has its own connection, which reconnects by itself.
+//! A Redis that is down while the set is built does not stop the build:
+//! its limiters decide by their `failure_policy` until it answers.
 
 mod config;
 mod error;
@@ -197,14 +200,18 @@ impl LimiterSet<MonotonicClock> {
     ///
     /// In-process limiters are built first, so that a mistake in one is
     /// reported before any wait on the network; then the Redis ones, one
-    /// after the other, each waiting at most its `connect_timeout`.
+    /// after the other, each waiting at most its `connect_timeout`. A Redis
+    /// limiter whose server cannot be reached is built all the same, as
+    /// `Builder::build_redis` builds it: it decides by its `failure_policy`
+    /// until the server answers, so that a service restarting while Redis is
+    /// away comes up.
     ///
     /// # Errors
     /// A [`SetError`] for the first limiter whose settings cannot work, or
-    /// whose Redis could not be reached; its
-    /// [`source`](std::error::Error::source) and
+    /// whose Redis answered and refused it (the credentials, the script);
+    /// its [`source`](std::error::Error::source) and
     /// [`redis_error`](SetError::redis_error) give the
-    /// [`redis::Error`](crate::redis::BuildError).
+    /// [`redis::BuildError`](crate::redis::BuildError).
     #[cfg(feature = "redis")]
     pub async fn connect(config: &SetConfig) -> Result<Self, SetError> {
         Self::connect_with_clock(config, MonotonicClock::new()).await

@@ -52,11 +52,16 @@ pub struct RedisConfig {
     /// How long Redis is left alone after a failure
     /// ([`RedisOptions::retry_every`]).
     pub retry_every: Option<Duration>,
-    /// How long building waits for Redis ([`RedisOptions::connect_timeout`]).
+    /// How long building waits for Redis before it goes on without it
+    /// ([`RedisOptions::connect_timeout`]).
     pub connect_timeout: Option<Duration>,
     /// Whether denials are remembered until their retry time
     /// ([`RedisOptions::cache_denials`]).
     pub cache_denials: Option<bool>,
+    /// A prefix for the limiter's Redis keys ([`RedisOptions::key_prefix`]):
+    /// none by default, so two configs with the same `[limiters.NAME]` on
+    /// one Redis share that limiter's budget unless their prefixes differ.
+    pub key_prefix: Option<String>,
 }
 
 impl RedisConfig {
@@ -70,6 +75,7 @@ impl RedisConfig {
             retry_every: None,
             connect_timeout: None,
             cache_denials: None,
+            key_prefix: None,
         }
     }
 
@@ -88,6 +94,9 @@ impl RedisConfig {
         if let Some(cache) = self.cache_denials {
             options = options.cache_denials(cache);
         }
+        if let Some(prefix) = &self.key_prefix {
+            options = options.key_prefix(prefix.as_str());
+        }
         options
     }
 }
@@ -101,6 +110,7 @@ impl fmt::Debug for RedisConfig {
             .field("retry_every", &self.retry_every)
             .field("connect_timeout", &self.connect_timeout)
             .field("cache_denials", &self.cache_denials)
+            .field("key_prefix", &self.key_prefix)
             .finish()
     }
 }
@@ -136,6 +146,7 @@ pub(super) struct RedisKeys {
     retry_every: Option<Span>,
     connect_timeout: Option<Span>,
     cache_denials: Option<bool>,
+    key_prefix: Option<Prefix>,
 }
 
 impl RedisKeys {
@@ -154,6 +165,7 @@ impl RedisKeys {
             "retry_every" => field(map, &mut self.retry_every, limiter, key)?,
             "connect_timeout" => field(map, &mut self.connect_timeout, limiter, key)?,
             "cache_denials" => field(map, &mut self.cache_denials, limiter, key)?,
+            "key_prefix" => field(map, &mut self.key_prefix, limiter, key)?,
             _ => return Ok(false),
         }
         Ok(true)
@@ -213,6 +225,7 @@ impl RedisKeys {
             retry_every: self.retry_every.map(|s| s.0),
             connect_timeout: self.connect_timeout.map(|s| s.0),
             cache_denials: self.cache_denials,
+            key_prefix: self.key_prefix.map(|p| p.0),
         });
         Ok(())
     }
@@ -226,6 +239,7 @@ impl RedisKeys {
             ("retry_every", self.retry_every.is_some()),
             ("connect_timeout", self.connect_timeout.is_some()),
             ("cache_denials", self.cache_denials.is_some()),
+            ("key_prefix", self.key_prefix.is_some()),
         ]
         .into_iter()
         .find_map(|(key, given)| given.then_some(key))
@@ -261,6 +275,23 @@ impl<'de> Deserialize<'de> for Url {
             }
         }
         deserializer.deserialize_str(UrlVisitor)
+    }
+}
+
+/// A key prefix: any string without `{` or `}`, which would move the keys'
+/// hash tag.
+struct Prefix(String);
+
+impl<'de> Deserialize<'de> for Prefix {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Prefix, D::Error> {
+        let prefix = String::deserialize(deserializer)?;
+        if prefix.contains(['{', '}']) {
+            return Err(de::Error::custom(format_args!(
+                "{prefix:?} holds a '{{' or '}}', which would change the keys' hash tag: \
+                 use a prefix without braces, such as \"billing:\""
+            )));
+        }
+        Ok(Prefix(prefix))
     }
 }
 

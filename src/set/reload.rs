@@ -109,7 +109,7 @@ impl<C: Clock + Clone> LimiterSet<C> {
                     }
                     // Refuse a quota the buckets cannot take, or an N the
                     // limiter has no room for, before any limiter changes.
-                    let (_, split, _) = new
+                    let (quota, split, _) = new
                         .builder(name)
                         .validate()
                         .map_err(|e| SetError::config(name, e))?;
@@ -121,6 +121,15 @@ impl<C: Clock + Clone> LimiterSet<C> {
                             max_buckets: entry.buckets().1,
                         };
                         return Err(SetError::config(name, e));
+                    }
+                    // And what Redis's limiter alone refuses (a refill its
+                    // script cannot count), before any limiter changes.
+                    #[cfg(not(feature = "redis"))]
+                    let _ = quota;
+                    #[cfg(feature = "redis")]
+                    if let Some(Entry::Redis(limiter)) = self.limiters.get(name.as_str()) {
+                        (limiter.can_change(quota, split.buckets))
+                            .map_err(|e| SetError::redis(name, e))?;
                     }
                     Step::Change(new)
                 }
@@ -176,9 +185,10 @@ impl<C: Clock + Clone> LimiterSet<C> {
     /// rate or burst changed get the new quota live
     /// ([`ShardedLimiter::set_quota`](crate::ShardedLimiter::set_quota): no
     /// fresh burst, and whoever holds them sees it at once), and those whose
-    /// N changed get it live too
-    /// ([`set_buckets`](crate::ShardedLimiter::set_buckets), up to the
-    /// `max_buckets` they were built with); new limiters
+    /// N changed get it live too, with the quota in the same step
+    /// ([`set_quota_and_buckets`](crate::ShardedLimiter::set_quota_and_buckets),
+    /// up to the `max_buckets` they were built with, so that any settings a
+    /// limiter could be built with are reached); new limiters
     /// are built, each reading a clone of `clock`; limiters left out are not
     /// in the new set. This set is left as it was but for the quotas: use
     /// the one in the [`Reload`].
@@ -220,8 +230,8 @@ impl<C: Clock + Clone> LimiterSet<C> {
     /// work, or grow N past its `max_buckets`, or change a setting other
     /// than the rate, the burst and N (k, `max_buckets`, the salt, tiers,
     /// borrowing, the cache, where the buckets live), or that is a Redis
-    /// limiter to add or change (use `reload_connect`). Nothing changes
-    /// then.
+    /// limiter to add or change (use `reload_connect`). Every limiter's new
+    /// settings are checked before any changes, so nothing changes then.
     pub fn reload(&self, config: &SetConfig, clock: C) -> Result<Reload<C>, SetError> {
         let steps = self.plan(config)?;
         let mut added = Map::default();
@@ -246,14 +256,18 @@ impl<C: Clock + Clone> LimiterSet<C> {
 
     /// As [`reload`](Self::reload), for a set with Redis limiters: those
     /// added connect to their server, and a changed quota or N is set in
-    /// Redis for the whole fleet
-    /// ([`RedisLimiter::set_quota`](crate::redis::RedisLimiter::set_quota),
-    /// [`set_buckets`](crate::redis::RedisLimiter::set_buckets)).
+    /// Redis for the whole fleet, in one script per limiter
+    /// ([`RedisLimiter::set_quota_and_buckets`](crate::redis::RedisLimiter::set_quota_and_buckets)).
+    /// Redis limiters added are built as `connect` builds them: one whose
+    /// server is unreachable is added all the same, and decides by its
+    /// failure policy until the server answers.
     ///
     /// # Errors
-    /// As [`reload`](Self::reload), and a [`SetError`] for a Redis limiter
-    /// that could not connect or whose quota or N Redis could not change;
-    /// the limiters changed before it stay changed.
+    /// As [`reload`](Self::reload) (checked, for Redis limiters too, before
+    /// anything changes), and a [`SetError`] for a Redis limiter whose quota
+    /// or N Redis could not change. Redis limiters are changed first, each
+    /// in one script: after such an error, the Redis limiters changed before
+    /// it stay changed, and no in-process limiter has changed.
     #[cfg(feature = "redis")]
     pub async fn reload_connect(&self, config: &SetConfig, clock: C) -> Result<Reload<C>, SetError>
     where
@@ -267,37 +281,28 @@ impl<C: Clock + Clone> LimiterSet<C> {
                 added.insert((*name).into(), entry);
             }
         }
+        // Redis first: a change there is the only step that can still fail
+        // (Redis does not answer), and each is one script, so a failure
+        // leaves no limiter half-changed and no in-process one changed.
         for (name, step) in &steps {
-            let Step::Change(new) = step else { continue };
-            match &self.limiters[*name] {
-                Entry::Local(limiter) => change_local(limiter, name, new)?,
-                Entry::Redis(limiter) => {
-                    let (quota, split, _) =
-                        (new.builder(name).validate()).map_err(|e| SetError::config(name, e))?;
-                    let change = |buckets_first| async move {
-                        if split.buckets == limiter.buckets() {
-                            return limiter.set_quota(quota).await;
-                        }
-                        if buckets_first {
-                            limiter.set_buckets(split.buckets).await?;
-                            limiter.set_quota(quota).await
-                        } else {
-                            limiter.set_quota(quota).await?;
-                            limiter.set_buckets(split.buckets).await
-                        }
-                    };
-                    change(buckets_first(split.buckets, limiter.buckets()))
-                        .await
-                        .map_err(|e| SetError::redis_change(name, e))?;
-                }
+            if let (Step::Change(new), Entry::Redis(limiter)) = (step, &self.limiters[*name]) {
+                let (quota, split, _) =
+                    (new.builder(name).validate()).map_err(|e| SetError::config(name, e))?;
+                (limiter.set_quota_and_buckets(quota, split.buckets).await)
+                    .map_err(|e| SetError::redis_change(name, e))?;
+            }
+        }
+        for (name, step) in &steps {
+            if let (Step::Change(new), Entry::Local(limiter)) = (step, &self.limiters[*name]) {
+                change_local(limiter, name, new)?;
             }
         }
         Ok(self.assemble(config, &steps, added))
     }
 }
 
-/// Changes a running limiter in process to `new`'s quota and N, in the
-/// order of [`buckets_first`].
+/// Changes a running limiter in process to `new`'s quota and N, in one
+/// step, so that every target [`LimiterSet::plan`] accepted is reached.
 fn change_local<C: Clock>(
     limiter: &ShardedLimiter<C>,
     name: &str,
@@ -305,26 +310,7 @@ fn change_local<C: Clock>(
 ) -> Result<(), SetError> {
     let (quota, split, _) =
         (new.builder(name).validate()).map_err(|e| SetError::config(name, e))?;
-    let result = if split.buckets == limiter.buckets() {
-        limiter.set_quota(quota)
-    } else if buckets_first(split.buckets, limiter.buckets()) {
-        limiter
-            .set_buckets(split.buckets)
-            .and_then(|()| limiter.set_quota(quota))
-    } else {
-        limiter
-            .set_quota(quota)
-            .and_then(|()| limiter.set_buckets(split.buckets))
-    };
-    result.map_err(|e| SetError::config(name, e))
-}
-
-/// Whether a change to `to` buckets from `from` (and a new quota) changes N
-/// first: the one that makes room goes first, fewer buckets before a
-/// smaller burst, a larger burst before more buckets (each bucket needs a
-/// token).
-fn buckets_first(to: u32, from: u32) -> bool {
-    to < from
+    (limiter.set_quota_and_buckets(quota, split.buckets)).map_err(|e| SetError::config(name, e))
 }
 
 /// The settings of each limiter of a set built from a config.

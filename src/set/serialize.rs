@@ -87,7 +87,8 @@ mod redis {
             entry(map, "deadline", &span(&self.deadline))?;
             entry(map, "retry_every", &span(&self.retry_every))?;
             entry(map, "connect_timeout", &span(&self.connect_timeout))?;
-            entry(map, "cache_denials", &self.cache_denials)
+            entry(map, "cache_denials", &self.cache_denials)?;
+            entry(map, "key_prefix", &self.key_prefix)
         }
     }
 

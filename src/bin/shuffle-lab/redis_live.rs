@@ -122,7 +122,7 @@ mod live {
     use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
     use shuffle_limiter::ShardedLimiter;
-    use shuffle_limiter::redis::{BuildError, FailurePolicy, RedisOptions};
+    use shuffle_limiter::redis::{BuildError, FailurePolicy, RedisOptions, Source};
 
     use super::RedisLive;
     use crate::SimulateArgs;
@@ -191,6 +191,21 @@ mod live {
                     status: 1,
                 },
             })?;
+        // A limiter builds while Redis is away (and decides by its policy),
+        // but a measurement of Redis without Redis measures nothing: one
+        // weightless decision must reach it.
+        let probe = limiter.decide("shuffle-lab-probe", 0).await;
+        if let Ok(decision) = &probe
+            && decision.source() == Source::Policy
+        {
+            let e = decision.error().map_or_else(String::new, |e| e.to_string());
+            return Err(Failure {
+                message: format!(
+                    "error: --redis-url: {e} (start Redis there, or point --redis-url at one)"
+                ),
+                status: 1,
+            });
+        }
         let limiter = Arc::new(limiter);
 
         let run = STEP * LIVE_STEPS;
