@@ -140,3 +140,44 @@ async fn a_grant_of_the_local_fallback_is_refunded_to_it_not_to_redis() {
     };
     assert_eq!(from_redis.remaining(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refund_to_a_bucket_key_of_another_type_is_refused_whole() {
+    use redis::AsyncCommands;
+    let server = RedisServer::start();
+    let limiter = ShardedLimiter::builder()
+        .quota(Quota::new(4, Duration::from_secs(8)).with_burst(8))
+        .buckets(4)
+        .per_tenant(2)
+        .name("typed")
+        .build_redis(
+            &server.url(),
+            RedisOptions::new(FailurePolicy::FailClosed).deadline(Duration::from_secs(2)),
+        )
+        .await
+        .unwrap();
+    // A weight of 3 is paid by both of the tenant's buckets (2 each).
+    let grant = limiter.check_n("t", 3).await.unwrap().unwrap();
+    let [first, second] = *grant.payments() else {
+        panic!("{grant:?}");
+    };
+    let mut connection = server.connection().await;
+    let key = limiter.key(second.bucket()).unwrap().to_owned();
+    let _: () = connection.del(&key).await.unwrap();
+    let _: () = connection.hset(&key, "a", "b").await.unwrap();
+    let before: Option<u64> = connection
+        .get(limiter.key(first.bucket()).unwrap())
+        .await
+        .unwrap();
+    let err = limiter.refund(grant).await.unwrap_err();
+    assert!(
+        matches!(err, shuffle_limiter::redis::Error::NotABucket { .. }),
+        "{err:?}"
+    );
+    // Nothing was given back, not even to the bucket that is a bucket.
+    let after: Option<u64> = connection
+        .get(limiter.key(first.bucket()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(before, after);
+}

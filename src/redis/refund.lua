@@ -30,11 +30,21 @@ end
 local now = clock(ARGV[2 * payers + 3])
 local drawn_under = ARGV[2] + 0
 
-local reply = { 1, version }
+-- Everything is read before anything is written: a key of another type
+-- refuses the whole refund (a script's writes are not undone by its
+-- error), as draw.lua refuses a draw.
+local function read(key)
+  local value = redis.pcall('GET', key)
+  if type(value) == 'table' and value.err then
+    return nil, redis.error_reply('NOTABUCKET ' .. key .. ' holds another type: ' .. value.err)
+  end
+  return value
+end
+local reply, tats = { 1, version }, {}
 for i = 1, payers do
-  local born = redis.pcall('GET', KEYS[i] .. ':born')
-  if type(born) == 'table' and born.err then
-    return redis.error_reply('NOTABUCKET ' .. KEYS[i] .. ':born holds another type: ' .. born.err)
+  local born, bad = read(KEYS[i] .. ':born')
+  if bad then
+    return bad
   end
   if born then
     born = tonumber(born)
@@ -45,11 +55,19 @@ for i = 1, payers do
   else
     born = 0
   end
-  local same = born <= drawn_under
-  reply[2 + i] = same and 1 or 0
+  local tat
+  tat, bad = read(KEYS[i])
+  if bad then
+    return bad
+  end
+  reply[2 + i] = born <= drawn_under and 1 or 0
+  tats[i] = reply[2 + i] == 1 and tonumber(tat)
+end
+
+for i = 1, payers do
   -- A missing key is a full bucket, and a full one takes nothing back; a
   -- string that is not a time is left for draw.lua to repair.
-  local tat = same and tonumber(redis.call('GET', KEYS[i]))
+  local tat = tats[i]
   if tat and tat == tat and tat % 1 == 0 and tat > now and tat < 9007199254740992
     and tat - now <= ARGV[2 * i + 2] + 0 then
     local back = tat - ARGV[2 * i + 1]
