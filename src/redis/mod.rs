@@ -192,6 +192,7 @@ mod error;
 mod layout;
 mod options;
 mod quota;
+mod refund;
 mod script;
 mod spread;
 mod store;

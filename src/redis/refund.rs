@@ -1,0 +1,205 @@
+//! Tokens given back to a Redis limiter's buckets: a refund of a grant, to
+//! the generation of each bucket that paid it (`refund.lua`), and a
+//! reservation a waiter gave up (`giveback.lua`).
+
+use std::sync::Arc;
+
+use ::redis::aio::ConnectionLike;
+
+use super::RedisLimiter;
+use super::error::Error;
+use super::layout::Layout;
+use super::quota::{ATTEMPTS, run};
+use super::script::MICROS;
+use super::store::Shared;
+use crate::clock::Clock;
+use crate::error::RefundTooLarge;
+use crate::limiter::decision::Reserved;
+use crate::{Grant, Payment, Refunded};
+
+impl<Conn, C> Shared<Conn, C>
+where
+    Conn: ConnectionLike + Clone + Send + Sync,
+    C: Clock,
+{
+    /// Gives a reservation back in the background, where a runtime runs
+    /// (without one, its tokens stay taken: the budget can only lose).
+    pub(super) fn give_back(shared: &Arc<Self>, reserved: Reserved)
+    where
+        Conn: 'static,
+        C: 'static,
+    {
+        // A policy's grant is used at once, never reserved; were one given
+        // back, Redis never paid it.
+        if reserved.grant.payments().is_empty() || reserved.grant.generation().0 {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let shared = Arc::clone(shared);
+        runtime.spawn(async move {
+            let (version, split) = shared.current();
+            let payments = reserved.grant.payments();
+            let mut written = reserved.written.iter();
+            for batch in shared.batches(payments) {
+                let mut invocation = shared.changes.give_back.prepare_invoke();
+                for payment in batch {
+                    invocation.key(shared.script.key(payment.bucket()).unwrap_or_default());
+                }
+                invocation.key(shared.script.quota_key(batch[0].bucket()));
+                invocation.arg(version);
+                for (payment, written) in batch.iter().zip(&mut written) {
+                    let cost = u64::from(payment.tokens()) * (split.interval() / MICROS);
+                    invocation.arg(*written).arg(cost);
+                }
+                // A failure leaves the tokens taken, which is safe.
+                if run(&invocation, &shared.connection).await.is_ok() {
+                    shared.forget(batch);
+                }
+            }
+        });
+    }
+
+    /// Forgets what this process knew of the buckets that were just given
+    /// tokens back: a remembered denial or room would deny what they can
+    /// now pay.
+    fn forget(&self, payments: &[Payment]) {
+        for payment in payments {
+            self.denials.forget(payment.bucket());
+            self.rooms.forget(payment.bucket());
+        }
+    }
+
+    /// The payments one script can take together: all of them in one slot,
+    /// one at a time when each bucket has a slot of its own.
+    fn batches<'p>(&self, payments: &'p [Payment]) -> std::slice::Chunks<'p, Payment> {
+        let size = match self.options.layout {
+            Layout::OneSlot => payments.len().max(1),
+            Layout::Spread => 1,
+        };
+        payments.chunks(size)
+    }
+}
+
+impl<Conn, C> RedisLimiter<Conn, C>
+where
+    Conn: ConnectionLike + Clone + Send + Sync + 'static,
+    C: Clock + 'static,
+{
+    /// Gives back every token `grant` took, as [`ShardedLimiter::refund`](crate::ShardedLimiter::refund)
+    /// does, in one script: nothing to a bucket that a change of N removed
+    /// since the grant, or that this limiter does not have ([`Refunded`]
+    /// says how many tokens went back and how many found their bucket gone).
+    ///
+    /// # Errors
+    /// The errors of a round trip to Redis; nothing is then given back.
+    pub async fn refund(&self, grant: Grant) -> Result<Refunded, Error> {
+        let tokens = grant.tokens();
+        match self.refund_n(grant, tokens).await {
+            Ok(result) => result,
+            Err(_) => unreachable!("a grant's own tokens can be refunded"),
+        }
+    }
+
+    /// Gives back `tokens` of what `grant` took, as
+    /// [`ShardedLimiter::refund_n`](crate::ShardedLimiter::refund_n) does, in one script.
+    ///
+    /// # Errors
+    /// The outer [`RefundTooLarge`] when `tokens` is more than the grant
+    /// took (found without asking Redis); the inner error for a failed round
+    /// trip. Nothing is given back in either case (but by the scripts that
+    /// ran before a failed one, in the spread layout, one bucket each).
+    pub async fn refund_n(
+        &self,
+        grant: Grant,
+        tokens: u32,
+    ) -> Result<Result<Refunded, Error>, RefundTooLarge> {
+        let shared = &self.store.shared;
+        if grant.generation().0 {
+            // The local fallback paid it: Redis never did.
+            return Ok(Ok(match &shared.fallback {
+                Some(local) => local.refund_n(grant, tokens)?,
+                None => {
+                    let _checked = grant.refunds(tokens)?;
+                    Refunded {
+                        given: 0,
+                        gone: tokens,
+                    }
+                }
+            }));
+        }
+        let refunds: Vec<_> = grant.refunds(tokens)?.collect();
+        let mut refunded = Refunded::default();
+        for batch in shared.batches(&refunds) {
+            match self.refund_batch(batch, grant.generation().1).await {
+                Ok(given) => {
+                    for (payment, given) in batch.iter().zip(given) {
+                        refunded.add(payment.tokens(), given);
+                    }
+                }
+                Err(e) => return Ok(Err(e)),
+            }
+        }
+        Ok(Ok(refunded))
+    }
+
+    /// Gives back the payments of one script call, under the quota Redis
+    /// holds (read again when it changed), of a grant drawn under the
+    /// quota's version `generation`: per payment, whether its bucket is the
+    /// one that paid (a bucket past N, or added since, is not).
+    async fn refund_batch(&self, batch: &[Payment], generation: u64) -> Result<Vec<bool>, Error> {
+        let shared = &self.store.shared;
+        for _ in 0..ATTEMPTS {
+            let (version, split) = shared.current();
+            let here: Vec<Payment> = batch
+                .iter()
+                .copied()
+                .filter(|p| p.bucket() < split.buckets)
+                .collect();
+            if here.is_empty() {
+                return Ok(vec![false; batch.len()]);
+            }
+            let mut invocation = shared.changes.refund.prepare_invoke();
+            for payment in &here {
+                invocation.key(shared.script.key(payment.bucket()).unwrap_or_default());
+            }
+            invocation.key(shared.script.quota_key(here[0].bucket()));
+            invocation.arg(version).arg(generation);
+            let interval = split.interval() / MICROS;
+            for payment in &here {
+                let capacity = u64::from(split.burst_of(payment.bucket())) * interval;
+                invocation
+                    .arg(u64::from(payment.tokens()) * interval)
+                    .arg(capacity);
+            }
+            let reply: Vec<i64> = invocation
+                .invoke_async(&mut shared.connection.clone())
+                .await
+                .map_err(Error::from_redis)?;
+            match reply[..] {
+                [1, _, ref same @ ..] if same.len() == here.len() => {
+                    let given: Vec<Payment> = (here.iter().zip(same))
+                        .filter(|&(_, &same)| same == 1)
+                        .map(|(p, _)| *p)
+                        .collect();
+                    shared.forget(&given);
+                    let mut same = here.iter().zip(same).map(|(_, &same)| same == 1);
+                    return Ok(batch
+                        .iter()
+                        .map(|p| p.bucket() < split.buckets && same.next() == Some(true))
+                        .collect());
+                }
+                [0, _] => shared.refresh().await?,
+                _ => {
+                    return Err(Error::Reply {
+                        detail: format!("{reply:?}"),
+                    });
+                }
+            }
+        }
+        Err(Error::Reply {
+            detail: "the quota kept changing under refund".to_owned(),
+        })
+    }
+}
