@@ -5,17 +5,9 @@ use std::time::Duration;
 
 use shuffle_limiter::{Clock, ManualClock, Quota, ShardedLimiter};
 
-fn make(quota: Quota, n: u32, k: u32) -> (ShardedLimiter<ManualClock>, ManualClock) {
-    let clock = ManualClock::new();
-    let limiter = ShardedLimiter::builder()
-        .quota(quota)
-        .buckets(n)
-        .per_tenant(k)
-        .clock(clock.clone())
-        .build()
-        .expect("valid configuration");
-    (limiter, clock)
-}
+#[path = "support/manual.rs"]
+mod manual;
+use manual::make;
 
 /// Checks until the first denial and returns the grants, failing at once
 /// rather than looping when more than `most` are granted.

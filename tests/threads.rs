@@ -7,17 +7,9 @@ use std::time::Duration;
 
 use shuffle_limiter::{Clock, ManualClock, Quota, ShardedLimiter};
 
-fn make(quota: Quota, n: u32, k: u32) -> (ShardedLimiter<ManualClock>, ManualClock) {
-    let clock = ManualClock::new();
-    let limiter = ShardedLimiter::builder()
-        .quota(quota)
-        .buckets(n)
-        .per_tenant(k)
-        .clock(clock.clone())
-        .build()
-        .expect("valid configuration");
-    (limiter, clock)
-}
+#[path = "support/manual.rs"]
+mod manual;
+use manual::make;
 
 #[test]
 fn threads_racing_over_thousands_of_tenants_use_the_budget_exactly() {
