@@ -68,7 +68,7 @@
 //! - [`Clock`], [`MonotonicClock`], [`ManualClock`]: time.
 //! - [`blast`]: the exact blast-radius math for choosing N and k
 //!   ([`Limiter::blast_radius`] gives it for a built limiter); the
-//!   `cli` feature builds the `shuffle-lab` command on it.
+//!   `shuffle-lab` command, a package of its own, is built on it.
 //!
 //! # Integrations (cargo features)
 //! Each works with every store: in process and over Redis alike.

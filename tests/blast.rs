@@ -1,8 +1,6 @@
 //! Tests for `shuffle_limiter::blast`: known values, exactness, precision, errors.
 
-use num_bigint::BigUint;
-use num_traits::{One, Zero};
-use shuffle_limiter::blast::{BlastError, BlastRadius, Fraction};
+use shuffle_limiter::blast::{BlastError, BlastRadius, Count, Fraction};
 
 fn frac(n: u64, d: u64) -> Fraction {
     Fraction::new(n, d).unwrap()
@@ -12,12 +10,16 @@ fn strings(v: &[Fraction]) -> Vec<String> {
     v.iter().map(ToString::to_string).collect()
 }
 
+fn count(n: u64) -> Count {
+    Count::from(n)
+}
+
 /// C(n, r) by Pascal's rule, an independent oracle for small n.
-fn pascal(max: usize) -> Vec<Vec<BigUint>> {
-    let mut rows: Vec<Vec<BigUint>> = vec![vec![BigUint::one()]];
+fn pascal(max: usize) -> Vec<Vec<Count>> {
+    let mut rows: Vec<Vec<Count>> = vec![vec![count(1)]];
     for n in 1..=max {
         let prev = &rows[n - 1];
-        let mut row = vec![BigUint::one(); n + 1];
+        let mut row = vec![count(1); n + 1];
         for r in 1..n {
             row[r] = &prev[r - 1] + &prev[r];
         }
@@ -26,10 +28,16 @@ fn pascal(max: usize) -> Vec<Vec<BigUint>> {
     rows
 }
 
-/// C(n, r) = n! / (r! (n - r)!) from full factorial products, another oracle.
-fn factorial_binomial(n: u32, r: u32) -> BigUint {
-    let fact = |m: u32| (1..=m).fold(BigUint::one(), |acc, i| acc * i);
-    fact(n) / (fact(r) * fact(n - r))
+/// C(n, r) = n! / (r! (n - r)!) from full factorial products, another
+/// oracle: the quotient as a reduced fraction, which is `C(n, r) / 1`.
+fn factorial_binomial(n: u32, r: u32) -> Fraction {
+    let fact = |m: u32| (1..=m).fold(count(1), |acc, i| acc * count(i.into()));
+    Fraction::new(fact(n), fact(r) * fact(n - r)).unwrap()
+}
+
+/// A count as the fraction `x / 1`, to compare with [`factorial_binomial`].
+fn whole(x: &Count) -> Fraction {
+    Fraction::new(x.clone(), 1u32).unwrap()
 }
 
 // ---------------------------------------------------------------- known values
@@ -39,7 +47,7 @@ fn sixteen_buckets_two_per_tenant() {
     let b = BlastRadius::new(16, 2).unwrap();
     assert_eq!(b.buckets(), 16);
     assert_eq!(b.per_tenant(), 2);
-    assert_eq!(*b.shards(), BigUint::from(120u32));
+    assert_eq!(*b.shards(), count(120));
     assert_eq!(strings(&b.overlap_pmf_exact()), ["91/120", "7/30", "1/120"]);
     assert_eq!(b.overlap_pmf(), [91.0 / 120.0, 7.0 / 30.0, 1.0 / 120.0]);
     assert_eq!(b.p_identical_exact(), frac(1, 120));
@@ -74,7 +82,7 @@ fn eight_buckets_two_per_tenant() {
 fn edge_shapes() {
     // k = N: one shard, everyone identical.
     let b = BlastRadius::new(5, 5).unwrap();
-    assert_eq!(*b.shards(), BigUint::one());
+    assert_eq!(*b.shards(), count(1));
     assert_eq!(
         strings(&b.overlap_pmf_exact()),
         ["0/1", "0/1", "0/1", "0/1", "0/1", "1/1"]
@@ -101,7 +109,7 @@ fn edge_shapes() {
 #[test]
 fn c_1000_500_is_exact() {
     let b = BlastRadius::new(1000, 500).unwrap();
-    assert_eq!(*b.shards(), factorial_binomial(1000, 500));
+    assert_eq!(whole(b.shards()), factorial_binomial(1000, 500));
     let s = b.shards().to_string();
     assert_eq!(s.len(), 300);
     assert!(s.starts_with("270288240945436"), "{s}");
@@ -120,7 +128,7 @@ fn shards_match_independent_formulas() {
     }
     for (n, k) in [(2048, 4), (1000, 3), (777, 388), (1500, 1499), (4000, 17)] {
         assert_eq!(
-            *BlastRadius::new(n, k).unwrap().shards(),
+            whole(BlastRadius::new(n, k).unwrap().shards()),
             factorial_binomial(n, k),
             "C({n},{k})"
         );
@@ -130,9 +138,9 @@ fn shards_match_independent_formulas() {
 #[test]
 fn pmf_sums_to_exactly_one_and_matches_the_formula() {
     let table = pascal(60);
-    let c = |n: u32, r: u32| -> BigUint {
+    let c = |n: u32, r: u32| -> Count {
         if r > n {
-            BigUint::zero()
+            count(0)
         } else {
             table[n as usize][r as usize].clone()
         }
@@ -182,10 +190,15 @@ fn exact(x: f64) -> Fraction {
         (frac_bits | (1 << 52), exp - 1075)
     };
     if e >= 0 {
-        Fraction::new(BigUint::from(mant) << e as u64, 1u32).unwrap()
+        Fraction::new(count(mant) * two(e as u32), 1u32).unwrap()
     } else {
-        Fraction::new(mant, BigUint::one() << (-e) as u64).unwrap()
+        Fraction::new(mant, two((-e) as u32)).unwrap()
     }
+}
+
+/// `2^e`, exactly.
+fn two(e: u32) -> Count {
+    count(2).pow(e)
 }
 
 /// |a - b|, exactly.
@@ -193,11 +206,8 @@ fn dist(a: &Fraction, b: &Fraction) -> Fraction {
     let x = a.numer() * b.denom();
     let y = b.numer() * a.denom();
     let d = a.denom() * b.denom();
-    if x >= y {
-        Fraction::new(x - y, d).unwrap()
-    } else {
-        Fraction::new(y - x, d).unwrap()
-    }
+    let diff = x.checked_sub(&y).or_else(|| y.checked_sub(&x)).unwrap();
+    Fraction::new(diff, d).unwrap()
 }
 
 /// Asserts that `x` is the f64 nearest to `f` (ties to even).
@@ -289,7 +299,6 @@ fn below_f64_range_rounds_to_nearest() {
     assert_eq!(b.p_disjoint(), 0.0);
     assert_eq!(b.p_any_overlap(), 1.0);
     // Subnormals: exact powers of two, and rounding at the bottom of the range.
-    let two = |e: u64| BigUint::one() << e;
     assert_eq!(
         Fraction::new(1u32, two(1060)).unwrap().to_f64(),
         f64::from_bits(1 << 14)
@@ -308,7 +317,7 @@ fn below_f64_range_rounds_to_nearest() {
         f64::from_bits(2)
     ); // a tie: to even
     assert_eq!(Fraction::new(1u32, two(1076)).unwrap().to_f64(), 0.0);
-    let f = Fraction::new(1u32, BigUint::from(3u32).pow(670)).unwrap();
+    let f = Fraction::new(1u32, count(3).pow(670)).unwrap();
     assert_nearest(&f, f.to_f64());
     assert!(f.to_f64() > 0.0 && !f.to_f64().is_normal());
     // Large values: exact, and overflow to infinity.
@@ -458,8 +467,8 @@ fn every_error() {
 fn fractions_are_reduced_and_ordered() {
     let f = Fraction::new(84u32, 360u32).unwrap();
     assert_eq!(f.to_string(), "7/30");
-    assert_eq!(*f.numer(), BigUint::from(7u32));
-    assert_eq!(*f.denom(), BigUint::from(30u32));
+    assert_eq!(*f.numer(), count(7));
+    assert_eq!(*f.denom(), count(30));
     assert_eq!(frac(0, 9).to_string(), "0/1");
     assert_eq!(frac(9, 9).to_string(), "1/1");
     assert!(frac(1, 3) < frac(1, 2));

@@ -1,8 +1,7 @@
 //! Tests for `shuffle_limiter::blast::BorrowingRadius`: exact values with
 //! spill buckets and a reserve, the reduction to no borrowing, and errors.
 
-use num_bigint::BigUint;
-use shuffle_limiter::blast::{BlastError, BlastRadius, Fraction};
+use shuffle_limiter::blast::{BlastError, BlastRadius, Count, Fraction};
 
 fn frac(n: u64, d: u64) -> Fraction {
     Fraction::new(n, d).unwrap()
@@ -14,9 +13,11 @@ fn c(n: u64, r: u64) -> u64 {
     if r > n {
         return 0;
     }
-    let fact = |m: u64| (1..=m).fold(BigUint::from(1u32), |acc, i| acc * i);
-    let x = fact(n) / (fact(r) * fact(n - r));
-    u64::try_from(x).unwrap()
+    let fact = |m: u64| (1..=m).fold(Count::from(1u32), |acc, i| acc * Count::from(i));
+    // n! / (r! (n - r)!) as a reduced fraction: a whole number.
+    let x = Fraction::new(fact(n), fact(r) * fact(n - r)).unwrap();
+    assert_eq!(*x.denom(), Count::from(1u32));
+    x.numer().to_u64().unwrap()
 }
 
 #[test]
@@ -24,7 +25,7 @@ fn eight_buckets_two_own_two_spill_half_reserve() {
     let b = BlastRadius::new(8, 2).unwrap().borrowing(2, 0.5).unwrap();
     assert_eq!((b.spill(), b.reserve()), (2, 0.5));
     assert_eq!(*b.reserve_exact(), frac(1, 2));
-    assert_eq!(*b.spill_sets(), BigUint::from(15u32));
+    assert_eq!(*b.spill_sets(), Count::from(15u32));
     assert_eq!(b.p_fully_down_exact(), frac(1, 420));
     assert_eq!(b.p_fully_down(), 1.0 / 420.0);
     assert_eq!(b.p_unaffected_exact(), frac(6, 28));
@@ -156,7 +157,7 @@ fn reserves_are_taken_exactly_and_huge_sizes_stay_exact() {
         .unwrap();
     assert_eq!(
         *huge.p_fully_down_exact().denom(),
-        BlastRadius::new(1000, 500).unwrap().shards() * BigUint::from(c(500, 8))
+        BlastRadius::new(1000, 500).unwrap().shards() * &Count::from(c(500, 8))
     );
     // About 4.0e-317: a subnormal, the nearest double all the same.
     let p = huge.p_fully_down();

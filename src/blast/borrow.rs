@@ -4,7 +4,7 @@
 use num_bigint::BigUint;
 use num_traits::One;
 
-use super::{BlastError, BlastRadius, Fraction, Impact, binomial};
+use super::{BlastError, BlastRadius, Count, Fraction, Impact, binomial};
 
 /// The blast-radius report for a limiter that lends idle capacity: `N`
 /// buckets, `k` of them a tenant's own, the next `d` of its ranking its
@@ -69,7 +69,7 @@ pub struct BorrowingRadius {
     spill: u32,
     reserve: Fraction,
     /// `C(N − k, d)`.
-    spill_sets: BigUint,
+    spill_sets: Count,
 }
 
 impl BlastRadius {
@@ -102,7 +102,7 @@ impl BlastRadius {
             radius: self.clone(),
             spill,
             reserve,
-            spill_sets: binomial(n - k, spill),
+            spill_sets: Count(binomial(n - k, spill)),
         })
     }
 }
@@ -130,13 +130,13 @@ impl BorrowingRadius {
     }
 
     /// `C(N − k, d)`: the spill sets a tenant with a given shard may have.
-    pub fn spill_sets(&self) -> &BigUint {
+    pub fn spill_sets(&self) -> &Count {
         &self.spill_sets
     }
 
     /// `x / (C(N, k) · C(N − k, d))`, over all (shard, spill set) pairs.
     fn over_pairs(&self, x: BigUint) -> Fraction {
-        Fraction::reduced(x, self.radius.shards() * &self.spill_sets)
+        Fraction::reduced(x, &self.radius.shards().0 * &self.spill_sets.0)
     }
 
     /// How many (shard, spill set) pairs leave a tenant fully down.
@@ -153,7 +153,7 @@ impl BorrowingRadius {
     /// flooder's `k + d`.
     fn untouched_pairs(&self) -> BigUint {
         let (n, k, d) = (self.radius.buckets, self.radius.per_tenant, self.spill);
-        binomial(n - k - d, k) * &self.spill_sets
+        binomial(n - k - d, k) * &self.spill_sets.0
     }
 }
 
@@ -185,7 +185,7 @@ impl BorrowingRadius {
     /// The chance that another tenant is neither fully down nor unaffected,
     /// exactly.
     pub fn p_degraded_exact(&self) -> Fraction {
-        let all = self.radius.shards() * &self.spill_sets;
+        let all = &self.radius.shards().0 * &self.spill_sets.0;
         self.over_pairs(all - self.down_pairs() - self.untouched_pairs())
     }
 
@@ -211,7 +211,7 @@ impl BorrowingRadius {
     /// ```
     pub fn tenants(&self, tenants: u64) -> Impact {
         let others = tenants.saturating_sub(1);
-        let all = self.radius.shards() * &self.spill_sets;
+        let all = &self.radius.shards().0 * &self.spill_sets.0;
         let total = |x: BigUint| Fraction::reduced(x * others, all.clone()).to_f64();
         let (down, untouched) = (self.down_pairs(), self.untouched_pairs());
         let degraded = &all - &down - &untouched;
@@ -252,7 +252,7 @@ impl BorrowingRadius {
     /// rounded down to whole tokens by the limiter).
     pub fn burst_share_exact(&self) -> Fraction {
         let (n, k, d) = (self.radius.buckets, self.radius.per_tenant, self.spill);
-        let (r, q) = (self.reserve.numer(), self.reserve.denom());
+        let (r, q) = (&self.reserve.numer().0, &self.reserve.denom().0);
         // (k · q + d · (q − r)) / (N · q)
         Fraction::reduced(q * k + (q - r) * d, q * n)
     }

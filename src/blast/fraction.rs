@@ -10,6 +10,8 @@ use num_bigint::BigUint;
 use num_integer::Integer;
 use num_traits::{One, ToPrimitive, Zero};
 
+use super::Count;
+
 /// A non-negative rational number `numer / denom`, always stored in lowest terms.
 ///
 /// Two equal values therefore have equal numerators and denominators, and
@@ -26,15 +28,18 @@ use num_traits::{One, ToPrimitive, Zero};
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Fraction {
-    numer: BigUint,
-    denom: BigUint,
+    numer: Count,
+    denom: Count,
 }
 
 impl Fraction {
     /// `numer / denom` in lowest terms, or `None` when `denom` is zero.
-    pub fn new(numer: impl Into<BigUint>, denom: impl Into<BigUint>) -> Option<Fraction> {
+    ///
+    /// Either may be a machine integer (`u8` to `u128`, `usize`) or a
+    /// [`Count`].
+    pub fn new(numer: impl Into<Count>, denom: impl Into<Count>) -> Option<Fraction> {
         let denom = denom.into();
-        (!denom.is_zero()).then(|| Fraction::reduced(numer.into(), denom))
+        (!denom.is_zero()).then(|| Fraction::reduced(numer.into().0, denom.0))
     }
 
     /// `numer / denom` in lowest terms; `denom` is never zero here (every
@@ -42,23 +47,24 @@ impl Fraction {
     pub(super) fn reduced(numer: BigUint, denom: BigUint) -> Fraction {
         debug_assert!(!denom.is_zero());
         let g = numer.gcd(&denom);
-        if g.is_one() {
-            Fraction { numer, denom }
+        let (numer, denom) = if g.is_one() {
+            (numer, denom)
         } else {
-            Fraction {
-                numer: numer / &g,
-                denom: denom / &g,
-            }
+            (numer / &g, denom / &g)
+        };
+        Fraction {
+            numer: Count(numer),
+            denom: Count(denom),
         }
     }
 
     /// The numerator, in lowest terms.
-    pub fn numer(&self) -> &BigUint {
+    pub fn numer(&self) -> &Count {
         &self.numer
     }
 
     /// The denominator, in lowest terms (never zero).
-    pub fn denom(&self) -> &BigUint {
+    pub fn denom(&self) -> &Count {
         &self.denom
     }
 
@@ -78,65 +84,17 @@ impl Fraction {
     /// `f64::MAX` gives `f64::INFINITY`.
     ///
     /// ```
-    /// use num_bigint::BigUint;
-    /// use shuffle_limiter::blast::Fraction;
+    /// use shuffle_limiter::blast::{Count, Fraction};
     ///
     /// // 1 / 10^400 is below f64's range: it comes out as 0.0, not NaN.
-    /// let tiny = Fraction::new(1u32, BigUint::from(10u32).pow(400)).unwrap();
+    /// let tiny = Fraction::new(1u32, Count::from(10u32).pow(400)).unwrap();
     /// assert_eq!(tiny.to_f64(), 0.0);
     /// // 1 / 10^300 keeps full precision, although 10^300 is near f64::MAX.
-    /// let small = Fraction::new(1u32, BigUint::from(10u32).pow(300)).unwrap();
+    /// let small = Fraction::new(1u32, Count::from(10u32).pow(300)).unwrap();
     /// assert_eq!(small.to_f64(), 1e-300);
     /// ```
     pub fn to_f64(&self) -> f64 {
-        if self.numer.is_zero() {
-            return 0.0;
-        }
-        let (n, d) = (&self.numer, &self.denom);
-        // Binary exponent e with 2^e <= n/d < 2^(e+1).
-        let diff = n.bits() as i64 - d.bits() as i64;
-        let at_least_2_pow_diff = if diff >= 0 {
-            *n >= d << diff as u64
-        } else {
-            n << (-diff) as u64 >= *d
-        };
-        let e = if at_least_2_pow_diff { diff } else { diff - 1 };
-        if e > 1023 {
-            return f64::INFINITY;
-        }
-        if e < -1076 {
-            // Below half of the smallest subnormal: rounds to zero.
-            return 0.0;
-        }
-        // Weight of the last bit the result can keep: 53 significant bits for a
-        // normal number, a fixed 2^-1074 for a subnormal one.
-        let lsb = (e - 52).max(-1074);
-        // q = floor(n / d / 2^lsb), r the remainder, both exact.
-        let (q, r, divisor) = if lsb <= 0 {
-            let (q, r) = (n << (-lsb) as u64).div_rem(d);
-            (q, r, d.clone())
-        } else {
-            let dd = d << lsb as u64;
-            let (q, r) = n.div_rem(&dd);
-            (q, r, dd)
-        };
-        let mut m = q.to_u64().expect("quotient has at most 53 bits");
-        // Round half to even on the remainder.
-        match (r << 1u32).cmp(&divisor) {
-            Ordering::Greater => m += 1,
-            Ordering::Equal if m & 1 == 1 => m += 1,
-            _ => {}
-        }
-        // m <= 2^53 is exact in f64; scaling by powers of two in steps that stay
-        // normal is exact, except for the final overflow to infinity.
-        let mut x = m as f64;
-        let mut shift = lsb;
-        while shift != 0 {
-            let step = shift.clamp(-1000, 1000);
-            x *= pow2(step);
-            shift -= step;
-        }
-        x
+        ratio_to_f64(&self.numer.0, &self.denom.0)
     }
 
     /// `x` exactly, for a finite `x ≥ 0`: every such `f64` is an integer
@@ -164,8 +122,59 @@ impl Fraction {
 
     /// `1 - self` for a value in `[0, 1]`.
     pub(super) fn one_minus(&self) -> Fraction {
-        Fraction::reduced(&self.denom - &self.numer, self.denom.clone())
+        Fraction::reduced(&self.denom.0 - &self.numer.0, self.denom.0.clone())
     }
+}
+
+/// `n / d` as the nearest `f64`, for `d > 0`; see [`Fraction::to_f64`].
+pub(super) fn ratio_to_f64(n: &BigUint, d: &BigUint) -> f64 {
+    if n.is_zero() {
+        return 0.0;
+    }
+    // Binary exponent e with 2^e <= n/d < 2^(e+1).
+    let diff = n.bits() as i64 - d.bits() as i64;
+    let at_least_2_pow_diff = if diff >= 0 {
+        *n >= d << diff as u64
+    } else {
+        n << (-diff) as u64 >= *d
+    };
+    let e = if at_least_2_pow_diff { diff } else { diff - 1 };
+    if e > 1023 {
+        return f64::INFINITY;
+    }
+    if e < -1076 {
+        // Below half of the smallest subnormal: rounds to zero.
+        return 0.0;
+    }
+    // Weight of the last bit the result can keep: 53 significant bits for a
+    // normal number, a fixed 2^-1074 for a subnormal one.
+    let lsb = (e - 52).max(-1074);
+    // q = floor(n / d / 2^lsb), r the remainder, both exact.
+    let (q, r, divisor) = if lsb <= 0 {
+        let (q, r) = (n << (-lsb) as u64).div_rem(d);
+        (q, r, d.clone())
+    } else {
+        let dd = d << lsb as u64;
+        let (q, r) = n.div_rem(&dd);
+        (q, r, dd)
+    };
+    let mut m = q.to_u64().expect("quotient has at most 53 bits");
+    // Round half to even on the remainder.
+    match (r << 1u32).cmp(&divisor) {
+        Ordering::Greater => m += 1,
+        Ordering::Equal if m & 1 == 1 => m += 1,
+        _ => {}
+    }
+    // m <= 2^53 is exact in f64; scaling by powers of two in steps that stay
+    // normal is exact, except for the final overflow to infinity.
+    let mut x = m as f64;
+    let mut shift = lsb;
+    while shift != 0 {
+        let step = shift.clamp(-1000, 1000);
+        x *= pow2(step);
+        shift -= step;
+    }
+    x
 }
 
 /// `2^e` for `-1022 <= e <= 1023`, exactly.
@@ -197,8 +206,8 @@ impl Add for Fraction {
 
     fn add(self, rhs: Fraction) -> Fraction {
         Fraction::reduced(
-            self.numer * &rhs.denom + rhs.numer * &self.denom,
-            self.denom * rhs.denom,
+            self.numer.0 * &rhs.denom.0 + rhs.numer.0 * &self.denom.0,
+            self.denom.0 * rhs.denom.0,
         )
     }
 }

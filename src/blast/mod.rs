@@ -15,7 +15,7 @@
 //! C(N − k, d))` of the others, the share of the budget one tenant can use,
 //! `(k + d) / N`, and what the owners of a lent bucket keep.
 //!
-//! Everything here is exact: counts are [`BigUint`]s and probabilities are
+//! Everything here is exact: counts are [`Count`]s and probabilities are
 //! reduced [`Fraction`]s; the `f64` variants are derived from the exact values by
 //! a correctly rounded conversion ([`Fraction::to_f64`]), so tiny probabilities such
 //! as `1 / C(1000, 500) ≈ 3.7e-300` keep every significant bit. A probability below
@@ -52,6 +52,7 @@ use num_bigint::BigUint;
 use num_traits::{One, Zero};
 
 mod borrow;
+mod count;
 mod error;
 mod fraction;
 mod nested;
@@ -59,6 +60,7 @@ mod noisy;
 mod resize;
 
 pub use borrow::BorrowingRadius;
+pub use count::Count;
 pub use error::BlastError;
 pub use fraction::Fraction;
 pub use nested::NestedRadius;
@@ -149,7 +151,7 @@ pub struct FailureImpact {
 pub struct BlastRadius {
     buckets: u32,
     per_tenant: u32,
-    shards: BigUint,
+    shards: Count,
 }
 
 /// # Construction and shape
@@ -178,7 +180,7 @@ impl BlastRadius {
         Ok(BlastRadius {
             buckets,
             per_tenant,
-            shards: binomial(buckets, per_tenant),
+            shards: Count(binomial(buckets, per_tenant)),
         })
     }
 
@@ -207,13 +209,13 @@ impl BlastRadius {
     /// assert_eq!(b.shards().to_string().len(), 300); // about 2.7e299
     /// # Ok::<(), shuffle_limiter::blast::BlastError>(())
     /// ```
-    pub fn shards(&self) -> &BigUint {
+    pub fn shards(&self) -> &Count {
         &self.shards
     }
 
     /// `x / C(N, k)`, reduced.
     fn over_shards(&self, x: BigUint) -> Fraction {
-        Fraction::reduced(x, self.shards.clone())
+        Fraction::reduced(x, self.shards.0.clone())
     }
 }
 
@@ -333,10 +335,10 @@ impl BlastRadius {
     /// For `T = 0` every number is zero.
     pub fn tenants(&self, tenants: u64) -> TenantImpact {
         let others = tenants.saturating_sub(1);
-        let total = |x: BigUint| Fraction::reduced(x * others, self.shards.clone()).to_f64();
+        let total = |x: BigUint| Fraction::reduced(x * others, self.shards.0.clone()).to_f64();
         let disjoint = binomial(self.buckets - self.per_tenant, self.per_tenant);
         // Every share 1..k-1: all shards but the identical one and the disjoint ones.
-        let degraded = &self.shards - &disjoint - 1u32;
+        let degraded = &self.shards.0 - &disjoint - 1u32;
         let shuffle_sharded = Impact {
             fully_down: total(BigUint::one()),
             degraded: total(degraded),

@@ -4,7 +4,7 @@
 use num_bigint::BigUint;
 use num_traits::{One, Zero};
 
-use super::{BlastError, BlastRadius, Fraction, Impact, binomial};
+use super::{BlastError, BlastRadius, Count, Fraction, Impact, binomial};
 
 /// What one flooding user does to the other users of its tenant, and to
 /// other tenants, when each user draws from `j` of its tenant's `k`
@@ -51,7 +51,7 @@ pub struct NestedRadius {
     radius: BlastRadius,
     per_user: u32,
     /// `C(k, j)`: the subsets a user of a tenant may have.
-    subsets: BigUint,
+    subsets: Count,
 }
 
 impl BlastRadius {
@@ -72,7 +72,7 @@ impl BlastRadius {
         Ok(NestedRadius {
             radius: self.clone(),
             per_user,
-            subsets: binomial(k, per_user),
+            subsets: Count(binomial(k, per_user)),
         })
     }
 }
@@ -90,12 +90,12 @@ impl NestedRadius {
     }
 
     /// `C(k, j)`: how many subsets a user of a tenant may have.
-    pub fn subsets(&self) -> &BigUint {
+    pub fn subsets(&self) -> &Count {
         &self.subsets
     }
 
     fn over_subsets(&self, x: BigUint) -> Fraction {
-        Fraction::reduced(x, self.subsets.clone())
+        Fraction::reduced(x, self.subsets.0.clone())
     }
 
     /// `C(k − j, j)`: the subsets that miss the flooder's.
@@ -131,7 +131,7 @@ impl NestedRadius {
     /// `1 − C(k − j, j) / C(k, j) − 1 / C(k, j)`, exactly: the chance that
     /// another user loses some, not all, of its buckets.
     pub fn p_user_degraded_exact(&self) -> Fraction {
-        self.over_subsets(&self.subsets - self.disjoint_subsets() - 1u32)
+        self.over_subsets(&self.subsets.0 - self.disjoint_subsets() - 1u32)
     }
 
     /// [`p_user_degraded_exact`](Self::p_user_degraded_exact), correctly rounded.
@@ -143,11 +143,11 @@ impl NestedRadius {
     /// number of the other `U − 1` fully down, degraded and unaffected.
     pub fn users(&self, users: u64) -> Impact {
         let others = users.saturating_sub(1);
-        let total = |x: BigUint| Fraction::reduced(x * others, self.subsets.clone()).to_f64();
+        let total = |x: BigUint| Fraction::reduced(x * others, self.subsets.0.clone()).to_f64();
         let disjoint = self.disjoint_subsets();
         Impact {
             fully_down: total(BigUint::one()),
-            degraded: total(&self.subsets - &disjoint - 1u32),
+            degraded: total(&self.subsets.0 - &disjoint - 1u32),
             unaffected: total(disjoint),
         }
     }
@@ -195,7 +195,7 @@ impl NestedRadius {
 
     /// The chance that another tenant is neither, exactly.
     pub fn p_tenant_degraded_exact(&self) -> Fraction {
-        let rest = self.radius.shards() - self.down_shards() - self.missing_shards();
+        let rest = &self.radius.shards().0 - self.down_shards() - self.missing_shards();
         self.radius.over_shards(rest)
     }
 
@@ -210,10 +210,10 @@ impl NestedRadius {
     pub fn tenants(&self, tenants: u64) -> Impact {
         let others = tenants.saturating_sub(1);
         let total =
-            |x: BigUint| Fraction::reduced(x * others, self.radius.shards().clone()).to_f64();
+            |x: BigUint| Fraction::reduced(x * others, self.radius.shards().0.clone()).to_f64();
         let (down, missing) = (self.down_shards(), self.missing_shards());
         Impact {
-            degraded: total(self.radius.shards() - &down - &missing),
+            degraded: total(&self.radius.shards().0 - &down - &missing),
             fully_down: total(down),
             unaffected: total(missing),
         }

@@ -54,7 +54,7 @@ impl BlastRadius {
     /// memory in proportion. `h = 0` is no flood: nobody is covered.
     pub fn noisy(&self, noisy: u32) -> NoisyTenants {
         let (n, k) = (self.buckets, self.per_tenant);
-        let all = self.shards.pow(noisy);
+        let all = self.shards.0.pow(noisy);
         // Inclusion–exclusion, the positive and negative terms apart.
         let (mut plus, mut minus) = (BigUint::zero(), BigUint::zero());
         let mut choose = BigUint::one(); // C(k, i)
@@ -108,8 +108,9 @@ impl NoisyTenants {
     pub fn p_degraded_exact(&self) -> Fraction {
         let (c, u) = (&self.covered, &self.untouched);
         // 1 − c − u over the common denominator c.denom · u.denom.
-        let d = c.denom() * u.denom();
-        let taken = c.numer() * u.denom() + u.numer() * c.denom();
+        let (cn, cd, un, ud) = (&c.numer().0, &c.denom().0, &u.numer().0, &u.denom().0);
+        let d = cd * ud;
+        let taken = cn * ud + un * cd;
         Fraction::reduced(&d - taken, d)
     }
 
@@ -123,7 +124,7 @@ impl NoisyTenants {
     /// degraded and unaffected (untouched). Zero when `T ≤ h`.
     pub fn tenants(&self, tenants: u64) -> Impact {
         let others = tenants.saturating_sub(u64::from(self.noisy));
-        let times = |p: &Fraction| Fraction::reduced(p.numer() * others, p.denom().clone());
+        let times = |p: &Fraction| Fraction::reduced(&p.numer().0 * others, p.denom().0.clone());
         Impact {
             fully_down: times(&self.covered).to_f64(),
             degraded: times(&self.p_degraded_exact()).to_f64(),

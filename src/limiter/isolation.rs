@@ -3,10 +3,8 @@
 
 use std::fmt;
 
-use num_bigint::BigUint;
-
 use crate::assign::Assignment;
-use crate::blast::{BlastRadius, Fraction};
+use crate::blast::{BlastRadius, Count, Fraction};
 use crate::quota::{Per, Quota};
 
 /// Fewer distinct shards than this, or a single bucket, is weak isolation:
@@ -74,7 +72,7 @@ impl Isolation {
     }
 
     /// C(N, k): the distinct shards.
-    pub fn shards(&self) -> &BigUint {
+    pub fn shards(&self) -> &Count {
         self.blast.shards()
     }
 
@@ -109,7 +107,7 @@ impl Isolation {
     /// Whether isolation is weak: one bucket, or fewer than
     /// [`WEAK_ISOLATION_SHARDS`] distinct shards.
     pub fn is_weak(&self) -> bool {
-        self.buckets() == 1 || *self.shards() < BigUint::from(WEAK_ISOLATION_SHARDS)
+        self.buckets() == 1 || *self.shards() < Count::from(WEAK_ISOLATION_SHARDS)
     }
 
     /// The full blast-radius report for this N and k.
@@ -129,7 +127,7 @@ impl fmt::Display for Isolation {
              {} at once (k·B/N)",
             if n == 1 { "" } else { "s" },
             self.shards(),
-            if *self.shards() == BigUint::from(1u8) {
+            if *self.shards() == Count::from(1u8) {
                 ""
             } else {
                 "s"

@@ -1,10 +1,8 @@
 //! What the subcommands share: the failure type, the checked blast-radius
 //! report, and number formatting.
 
-use num_bigint::BigUint;
-use num_traits::ToPrimitive;
 use serde::Serialize;
-use shuffle_limiter::blast::{BlastError, BlastRadius, Fraction, Impact};
+use shuffle_limiter::blast::{BlastError, BlastRadius, Count, Fraction, Impact};
 
 /// The largest `k` the exact report is computed for: it has `k + 1` exact
 /// fractions.
@@ -189,16 +187,9 @@ pub(crate) fn short(x: &Fraction) -> String {
     }
 }
 
-/// Serializes a big integer as a decimal string: JSON numbers cannot hold it.
-pub(crate) fn decimal<S: serde::Serializer>(x: &BigUint, s: S) -> Result<S::Ok, S::Error> {
+/// Serializes an exact count as a decimal string: JSON numbers cannot hold it.
+pub(crate) fn decimal<S: serde::Serializer>(x: &Count, s: S) -> Result<S::Ok, S::Error> {
     s.collect_str(x)
-}
-
-/// log10 of a positive big integer, to f64 precision.
-pub(crate) fn log10(x: &BigUint) -> f64 {
-    let drop = x.bits().saturating_sub(64);
-    let top = (x >> drop).to_f64().unwrap_or(f64::INFINITY);
-    top.log10() + drop as f64 * std::f64::consts::LOG10_2
 }
 
 /// A probability or share, readably.
@@ -217,7 +208,7 @@ pub(crate) fn p(x: f64) -> String {
 }
 
 /// A big decimal number, abbreviated when long.
-pub(crate) fn big(x: &BigUint) -> String {
+pub(crate) fn big(x: &Count) -> String {
     let s = x.to_string();
     if s.len() <= 24 {
         s

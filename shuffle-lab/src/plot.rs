@@ -70,7 +70,7 @@ pub(crate) fn run(a: &PlotArgs) -> Result<PlotReport, Failure> {
             let b = common::radius(n, k, FLAGS)?;
             Ok(Point {
                 per_tenant: k,
-                log10_p_identical: -common::log10(b.shards()),
+                log10_p_identical: -b.shards().log10(),
                 bucket_blast_radius: b.bucket_blast_radius(),
             })
         })

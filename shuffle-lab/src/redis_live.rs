@@ -59,7 +59,8 @@ pub(crate) fn check(a: &SimulateArgs) -> Result<(), Failure> {
     if a.redis_url.is_some() && !cfg!(feature = "redis") {
         return Err(usage(
             "error: --redis-url needs shuffle-lab built with the `redis` feature: build it \
-             with --features cli,redis, or drop --redis-url",
+             with --features redis (cargo run -p shuffle-lab --features redis), or drop \
+             --redis-url",
         ));
     }
     Ok(())

@@ -2,9 +2,8 @@
 
 use std::fmt;
 
-use num_bigint::BigUint;
 use serde::Serialize;
-use shuffle_limiter::blast::Fraction;
+use shuffle_limiter::blast::{Count, Fraction};
 
 use crate::SizeArgs;
 use crate::borrow::{self, SizeSection};
@@ -19,7 +18,7 @@ pub(crate) struct SizeReport {
     buckets: u32,
     per_tenant: u32,
     #[serde(serialize_with = "common::decimal")]
-    shards: BigUint,
+    shards: Count,
     p_identical: f64,
     p_disjoint: f64,
     p_any_overlap: f64,

@@ -3,9 +3,8 @@
 
 use std::fmt;
 
-use num_bigint::BigUint;
 use serde::Serialize;
-use shuffle_limiter::blast::{BlastRadius, Fraction, NestedRadius, NoisyTenants};
+use shuffle_limiter::blast::{BlastRadius, Count, Fraction, NestedRadius, NoisyTenants};
 
 use crate::NestedArgs;
 use crate::common::{self, Failure, Outcome, p, usage};
@@ -22,7 +21,7 @@ pub(crate) fn noisy(b: &BlastRadius, a: &NestedArgs) -> Result<Option<NoisyTenan
              once, 1 or more",
         ));
     }
-    let bits = common::log10(b.shards()) / std::f64::consts::LOG10_2;
+    let bits = b.shards().log10() / std::f64::consts::LOG10_2;
     if f64::from(h) * bits > MAX_NOISY_BITS {
         return Err(usage(format!(
             "error: --noisy {h} with C({}, {}) ≈ 2^{bits:.0} shards makes exact numbers of \
@@ -125,7 +124,7 @@ impl fmt::Display for NoisySection {
 pub(crate) struct NestedSection {
     per_user: u32,
     #[serde(serialize_with = "common::decimal")]
-    subsets: BigUint,
+    subsets: Count,
     p_user_fully_down: f64,
     #[serde(serialize_with = "common::display")]
     p_user_fully_down_exact: Fraction,

@@ -2,8 +2,8 @@
 
 use std::fmt;
 
-use num_bigint::BigUint;
 use serde::Serialize;
+use shuffle_limiter::blast::Count;
 
 use crate::common::{self, Failure, Flags, big, p};
 use crate::{BucketRange, SweepArgs};
@@ -28,7 +28,7 @@ pub(crate) struct SweepReport {
 struct SweepRow {
     buckets: u32,
     #[serde(serialize_with = "common::decimal")]
-    shards: BigUint,
+    shards: Count,
     p_identical: f64,
     bucket_blast_radius: f64,
 }

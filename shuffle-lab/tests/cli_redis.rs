@@ -6,7 +6,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use serde_json::Value;
 
-#[path = "support/redis_server.rs"]
+#[path = "../../tests/support/redis_server.rs"]
 mod redis_server;
 use redis_server::{RedisServer, free_port};
 

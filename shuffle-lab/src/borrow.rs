@@ -5,7 +5,7 @@
 use std::fmt;
 
 use serde::Serialize;
-use shuffle_limiter::blast::{BlastError, BlastRadius, BorrowingRadius, Fraction};
+use shuffle_limiter::blast::{BlastError, BlastRadius, BorrowingRadius, Count, Fraction};
 use shuffle_limiter::{DEFAULT_LENDER_RESERVE, MAX_PER_TENANT, Shard};
 
 use crate::BorrowArgs;
@@ -115,7 +115,7 @@ pub(crate) struct SizeSection {
     spill: u32,
     reserve: f64,
     #[serde(serialize_with = "common::decimal")]
-    spill_sets: num_bigint::BigUint,
+    spill_sets: Count,
     p_fully_down: f64,
     #[serde(serialize_with = "common::display")]
     p_fully_down_exact: Fraction,

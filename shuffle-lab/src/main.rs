@@ -12,6 +12,10 @@
 //! shuffle-lab plot     --buckets 16 [--per-tenant-max 8] --svg tradeoff.svg [--json]
 //! ```
 //!
+//! In this repository, run it with `cargo run --release -p shuffle-lab -- size ...`,
+//! or install it with `cargo install --path shuffle-lab` (add
+//! `--features redis` for `simulate --redis-url`).
+//!
 //! `--nodes` is still accepted for `--buckets`. Each subcommand computes a
 //! report struct first; the table is its `Display` and `--json` its
 //! `Serialize`, so both always show the same numbers.
