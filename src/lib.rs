@@ -127,7 +127,8 @@ pub use error::{ConfigError, InsufficientCapacity, RefundTooLarge};
 pub use limiter::builder::{
     Builder, DEFAULT_BUCKETS, DEFAULT_LENDER_RESERVE, DEFAULT_PER_TENANT, DEFAULT_TENANT_CACHE,
 };
-pub use limiter::decision::{BucketState, DenialReason, Denied, Grant, Payment, Refunded};
+pub use limiter::decision::{BucketState, Grant, Payment, Refunded};
+pub use limiter::denied::{DenialReason, Denied};
 pub use limiter::isolation::{Isolation, WEAK_ISOLATION_SHARDS};
 pub use limiter::tenant::Tenant;
 pub use limiter::tiers::MAX_TIERED_TENANTS;

@@ -18,7 +18,8 @@ use std::future::Future;
 
 use crate::Shard;
 use crate::limiter::core::Core;
-use crate::limiter::decision::{Denied, Grant};
+use crate::limiter::decision::Grant;
+use crate::limiter::denied::Denied;
 
 pub use crate::limiter::memory::InProcess;
 #[cfg(feature = "redis")]

@@ -9,7 +9,8 @@ use crate::error::InsufficientCapacity;
 
 use super::ShardedLimiter;
 use super::core::Resolved;
-use super::decision::{BucketState, Denied, Grant};
+use super::decision::{BucketState, Grant};
+use super::denied::Denied;
 use super::memory::InProcess;
 use super::tenant::{Owned, Tenant};
 

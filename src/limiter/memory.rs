@@ -17,7 +17,8 @@ use crate::store::sealed::{Apply, NotReserved};
 use crate::sync::{AtomicU64, Ordering};
 
 use super::core::{Core, MAX_NOW, Resolved, Split, Whom};
-use super::decision::{Denied, Grant, Reserved, answer};
+use super::decision::{Grant, Reserved, answer};
+use super::denied::Denied;
 
 /// Buckets kept in this process's memory: lock-free, with the time read from
 /// a [`Clock`]. The store of a [`ShardedLimiter`](super::ShardedLimiter).

@@ -12,6 +12,7 @@ mod changing;
 mod checks;
 pub(crate) mod core;
 pub(crate) mod decision;
+pub(crate) mod denied;
 pub(crate) mod isolation;
 pub(crate) mod live;
 pub(crate) mod memory;

@@ -9,7 +9,8 @@ use crate::error::InsufficientCapacity;
 
 use super::Limiter;
 use super::core::{Id, Resolved, Whom};
-use super::decision::{Denied, Grant};
+use super::decision::Grant;
+use super::denied::Denied;
 use super::memory::InProcess;
 
 /// One tenant of a limiter, with its shard resolved once.
