@@ -96,6 +96,7 @@ pub mod blast;
 mod clock;
 mod draw;
 mod error;
+pub mod guide;
 mod limiter;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
