@@ -2,13 +2,13 @@
 //! examples that compile.
 //!
 //! These modules hold no code, only documentation; every example in them is
-//! a doctest. Start with `choosing` (what the budget means, and how to
+//! a doctest. Start with [`choosing`] (what the budget means, and how to
 //! pick N and k), then read the one for what you are building:
 //!
-//! - `choosing`: why shuffle sharding, the budget exactly, choosing N and
+//! - [`choosing`]: why shuffle sharding, the budget exactly, choosing N and
 //!   k with a worked example, the k trade, more than one flooder, picking N,
 //!   and checking it all against the real assignment with `shuffle-lab`.
-//! - `borrowing`: lending idle capacity to a lone tenant without giving up
+//! - [`borrowing`]: lending idle capacity to a lone tenant without giving up
 //!   the isolation.
 //! - `users_and_tiers`: users isolated inside a tenant, tiers with a larger
 //!   k, and the same assignment over anything else ([`Sharder`](crate::Sharder)).
@@ -28,4 +28,5 @@
 //! The guides of optional features are compiled with their feature (docs.rs
 //! shows them all, each marked with the feature it needs).
 
+pub mod borrowing;
 pub mod choosing;
