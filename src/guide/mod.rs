@@ -10,7 +10,7 @@
 //!   and checking it all against the real assignment with `shuffle-lab`.
 //! - [`borrowing`]: lending idle capacity to a lone tenant without giving up
 //!   the isolation.
-//! - `users_and_tiers`: users isolated inside a tenant, tiers with a larger
+//! - [`users_and_tiers`]: users isolated inside a tenant, tiers with a larger
 //!   k, and the same assignment over anything else ([`Sharder`](crate::Sharder)).
 //! - `live`: changing the quota or N of a running limiter, refunds, and
 //!   reloading a config.
@@ -30,3 +30,4 @@
 
 pub mod borrowing;
 pub mod choosing;
+pub mod users_and_tiers;
