@@ -12,7 +12,7 @@
 //!   the isolation.
 //! - [`users_and_tiers`]: users isolated inside a tenant, tiers with a larger
 //!   k, and the same assignment over anything else ([`Sharder`](crate::Sharder)).
-//! - `live`: changing the quota or N of a running limiter, refunds, and
+//! - [`live`]: changing the quota or N of a running limiter, refunds, and
 //!   reloading a config.
 //! - `upstream` (feature `tokio`): calling a rate-limited upstream — waits,
 //!   deadlines, jitter, dropped waits.
@@ -30,4 +30,5 @@
 
 pub mod borrowing;
 pub mod choosing;
+pub mod live;
 pub mod users_and_tiers;
