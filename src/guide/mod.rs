@@ -14,7 +14,7 @@
 //!   k, and the same assignment over anything else ([`Sharder`](crate::Sharder)).
 //! - [`live`]: changing the quota or N of a running limiter, refunds, and
 //!   reloading a config.
-//! - `upstream` (feature `tokio`): calling a rate-limited upstream — waits,
+//! - [`upstream`](upstream/index.html) (feature `tokio`): calling a rate-limited upstream — waits,
 //!   deadlines, jitter, dropped waits.
 //! - `per_upstream` (feature `serde`): one limiter per upstream, built from a
 //!   config (`LimiterSet`), some of them in Redis.
@@ -31,4 +31,7 @@
 pub mod borrowing;
 pub mod choosing;
 pub mod live;
+#[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+pub mod upstream;
 pub mod users_and_tiers;
