@@ -16,7 +16,7 @@
 //!   reloading a config.
 //! - [`upstream`](upstream/index.html) (feature `tokio`): calling a rate-limited upstream — waits,
 //!   deadlines, jitter, dropped waits.
-//! - `per_upstream` (feature `serde`): one limiter per upstream, built from a
+//! - [`per_upstream`](per_upstream/index.html) (feature `serde`): one limiter per upstream, built from a
 //!   config (`LimiterSet`), some of them in Redis.
 //! - `tower` (feature `tower`): the layer for axum and tower servers.
 //! - `metrics` (feature `metrics`): the counters, gauges and `tracing`
@@ -31,6 +31,9 @@
 pub mod borrowing;
 pub mod choosing;
 pub mod live;
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+pub mod per_upstream;
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub mod upstream;
