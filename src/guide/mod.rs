@@ -18,7 +18,7 @@
 //!   deadlines, jitter, dropped waits.
 //! - [`per_upstream`](per_upstream/index.html) (feature `serde`): one limiter per upstream, built from a
 //!   config (`LimiterSet`), some of them in Redis.
-//! - `tower` (feature `tower`): the layer for axum and tower servers.
+//! - [`tower`](tower/index.html) (feature `tower`): the layer for axum and tower servers.
 //! - `metrics` (feature `metrics`): the counters, gauges and `tracing`
 //!   events.
 //! - `redis` (feature `redis`): many processes, one budget — the failure
@@ -34,6 +34,9 @@ pub mod live;
 #[cfg(feature = "serde")]
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 pub mod per_upstream;
+#[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+pub mod tower;
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub mod upstream;
