@@ -19,7 +19,7 @@
 //! - [`per_upstream`](per_upstream/index.html) (feature `serde`): one limiter per upstream, built from a
 //!   config (`LimiterSet`), some of them in Redis.
 //! - [`tower`](tower/index.html) (feature `tower`): the layer for axum and tower servers.
-//! - `metrics` (feature `metrics`): the counters, gauges and `tracing`
+//! - [`metrics`](metrics/index.html) (feature `metrics`): the counters, gauges and `tracing`
 //!   events.
 //! - `redis` (feature `redis`): many processes, one budget — the failure
 //!   policy, isolation over Redis, Cluster and Valkey, the layouts, the key
@@ -31,6 +31,9 @@
 pub mod borrowing;
 pub mod choosing;
 pub mod live;
+#[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+pub mod metrics;
 #[cfg(feature = "serde")]
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 pub mod per_upstream;
