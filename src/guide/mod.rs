@@ -21,7 +21,7 @@
 //! - [`tower`](tower/index.html) (feature `tower`): the layer for axum and tower servers.
 //! - [`metrics`](metrics/index.html) (feature `metrics`): the counters, gauges and `tracing`
 //!   events.
-//! - `redis` (feature `redis`): many processes, one budget — the failure
+//! - [`redis`](redis/index.html) (feature `redis`): many processes, one budget — the failure
 //!   policy, isolation over Redis, Cluster and Valkey, the layouts, the key
 //!   prefix, the burst caveat, and how it is tested.
 //!
@@ -37,6 +37,9 @@ pub mod metrics;
 #[cfg(feature = "serde")]
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 pub mod per_upstream;
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub mod redis;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod tower;
