@@ -1,37 +1,11 @@
-//! Rate-limit many tenants against one shared budget without letting one
-//! noisy tenant take the others down.
+#![doc = include_str!("../README.md")]
 //!
-//! # The model
-//! A global budget — rate R with burst B, say the 5 requests/s an upstream API
-//! allows all of your tenants together — is split into N lock-free token
-//! buckets. Each tenant is assigned k of the N buckets from its id alone
-//! (*shuffle sharding*: no lookup table, no coordination; every process
-//! computes the same shard), and each request draws from whichever of the
-//! tenant's buckets has the most room.
-//!
-//! A flooding tenant can only drain its own k buckets. Another tenant shares
-//! exactly j of them with probability C(k,j)·C(N−k,k−j)/C(N,k): with N = 16
-//! and k = 2, 91 in 120 tenants share none and do not notice, 28 in 120 share
-//! one and keep half their buckets, and only the 1 in 120 holding the
-//! identical pair goes down with it. The budget itself is never exceeded:
-//! over any window of length t, all tenants together get at most R·t + B.
-//!
-//! # Quick start
+//! ## In tests and simulations
+//! Time moves only when you say so: give the limiter a [`ManualClock`].
 //! ```
 //! use std::time::Duration;
 //! use shuffle_limiter::{ManualClock, Quota, ShardedLimiter};
 //!
-//! let limiter = ShardedLimiter::builder()
-//!     .quota(Quota::per_second(5).with_burst(5)) // the global budget
-//!     .buckets(5)                                // N
-//!     .per_tenant(2)                             // k
-//!     .build()?;
-//! match limiter.check("tenant-42") {
-//!     Ok(grant) => println!("paid by bucket {}", grant.bucket()),
-//!     Err(denied) => println!("retry in {:?}", denied.retry_after()),
-//! }
-//!
-//! // In tests and simulations, time moves only when you say so.
 //! let clock = ManualClock::new();
 //! let sim = ShardedLimiter::builder()
 //!     .quota(Quota::per_second(800))
@@ -47,7 +21,9 @@
 //! # Ok::<(), shuffle_limiter::ConfigError>(())
 //! ```
 //!
-//! # The pieces
+//! ## The pieces
+//! - [`guide`]: the guides, rustdoc only: choosing N and k, borrowing, users
+//!   and tiers, live changes, and one per integration.
 //! - [`Quota`]: the global budget; [`ShardedLimiter`] documents exactly how it
 //!   is split over the buckets.
 //! - [`Assignment`] and [`Shard`]: the specified tenant → buckets function
@@ -70,20 +46,12 @@
 //!   ([`Limiter::blast_radius`] gives it for a built limiter); the
 //!   `shuffle-lab` command, a package of its own, is built on it.
 //!
-//! # Integrations (cargo features)
-//! Each works with every store: in process and over Redis alike.
-//! - `tokio`: wait for a grant before calling a rate-limited upstream
-//!   ([`Limiter::until_ready`] and the [`wait`] module).
-//! - `tower`: a layer for axum and tower servers that answers 429 with
-//!   `Retry-After` and the IETF `RateLimit` fields (the [`tower`] module).
-//! - `serde`: one limiter per upstream, built from a TOML or JSON config
-//!   (the [`set`] module).
-//! - `metrics`: grant and denial counters per limiter and bucket through the
-//!   `metrics` facade, and `tracing` events at debug and trace level (the
-//!   [`metrics`] module).
-//! - `redis`: one budget shared by many processes, with the bucket state in
-//!   Redis, one round trip per decision and an explicit failure policy (the
-//!   [`redis`] module).
+//! ## The integrations' modules
+//! - `tokio`: [`Limiter::until_ready`] and the [`wait`] module.
+//! - `tower`: the [`tower`] module.
+//! - `serde`: the [`set`] module.
+//! - `metrics`: the [`metrics`] module.
+//! - `redis`: the [`redis`] module.
 //!
 //! docs.rs shows every feature's items, each marked with the feature it
 //! needs.
@@ -96,6 +64,7 @@ pub mod blast;
 mod clock;
 mod draw;
 mod error;
+pub mod guide;
 mod limiter;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]

@@ -1,0 +1,1 @@
+#![doc = include_str!("users_and_tiers.md")]
