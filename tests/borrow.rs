@@ -201,3 +201,57 @@ fn without_borrowing_nothing_is_borrowed_and_shards_do_not_change() {
     assert_eq!(grants.len(), 8);
     assert!(grants.iter().all(|g| !g.borrowed()));
 }
+
+#[test]
+fn a_weighted_request_the_own_buckets_pay_together_is_not_borrowed() {
+    // 8 buckets of 4 tokens, k = 2, d = 2, no reserve: a full spill bucket
+    // could lend a request of up to 4 tokens. Pooling comes before
+    // borrowing: a weight no own bucket pays alone but the two pay
+    // together is paid by them, and the spill buckets keep every token.
+    let limiter = lending(Quota::per_second(32), 8, 2, 2, 0.0);
+    let tenant = limiter.tenant("pooled");
+    let (own, spill) = (
+        tenant.shard().buckets().to_vec(),
+        tenant.shard().spill().to_vec(),
+    );
+    let held = |buckets: &[u32]| -> Vec<u64> {
+        let snapshot = limiter.snapshot();
+        buckets
+            .iter()
+            .map(|&b| snapshot[b as usize].available())
+            .collect()
+    };
+    let pooled = |n: u32| {
+        let grant = tenant.check_n(n).unwrap().unwrap();
+        assert!(!grant.borrowed(), "weight {n}: {grant:?}");
+        let mut paid: Vec<(u32, u32)> = grant
+            .payments()
+            .iter()
+            .map(|p| (p.bucket(), p.tokens()))
+            .collect();
+        paid.sort();
+        assert_eq!(held(&spill), [4, 4], "weight {n}: the spill buckets lent");
+        paid
+    };
+    // Three tokens from each own bucket, one at a time: one left in each.
+    for _ in 0..6 {
+        assert!(!tenant.check().unwrap().borrowed());
+    }
+    assert_eq!(held(&own), [1, 1]);
+    // Two tokens, which a spill bucket could lend alone.
+    assert_eq!(
+        pooled(2),
+        [(own[0].min(own[1]), 1), (own[0].max(own[1]), 1)]
+    );
+    assert_eq!(tenant.remaining(), 0);
+    // Full again, the whole sum of the two bursts, more than a spill
+    // bucket holds.
+    limiter.clock().advance(limiter.full_in("pooled"));
+    assert_eq!(
+        pooled(8),
+        [(own[0].min(own[1]), 4), (own[0].max(own[1]), 4)]
+    );
+    assert_eq!(held(&own), [0, 0]);
+    // Now the own buckets are empty: a spill bucket lends.
+    assert!(tenant.check_n(2).unwrap().unwrap().borrowed());
+}

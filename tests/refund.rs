@@ -102,3 +102,28 @@ fn a_refund_to_a_limiter_with_fewer_buckets_gives_back_what_fits() {
     let refunded = small.refund(grant);
     assert_eq!((refunded.given(), refunded.gone()), (fits, 15 - fits));
 }
+
+#[test]
+fn a_refund_reaches_a_bucket_added_after_several_changes_of_n() {
+    // Each change of N is a new version of the split; a bucket it adds is
+    // born at that version, and a grant it pays afterwards is refunded to
+    // it. Two changes are not enough to tell the version advancing by 2
+    // (0, 2, 4) from one doubling (0, 0, 4): four are (8 against 12, so
+    // such a bucket would look born after the grant it paid).
+    let limiter = limiter(Quota::per_second(80).with_burst(80), 8, 8);
+    for buckets in [4, 8, 4, 8] {
+        limiter.set_buckets(buckets).unwrap();
+    }
+    let name = (0..)
+        .map(|t| format!("t{t}"))
+        .find(|t| limiter.shard(t).buckets().iter().all(|&b| b >= 4))
+        .unwrap();
+    // Buckets added start empty: let them fill.
+    limiter.clock().advance(std::time::Duration::from_secs(10));
+    let before = limiter.remaining(&name);
+    let grant = limiter.check(&name).unwrap();
+    assert!(grant.bucket() >= 4);
+    let refunded = limiter.refund(grant);
+    assert_eq!((refunded.given(), refunded.gone()), (1, 0));
+    assert_eq!(limiter.remaining(&name), before);
+}

@@ -159,6 +159,41 @@ fn a_cost_larger_than_every_capacity_together_is_never_granted() {
     ));
 }
 
+#[test]
+fn read_again_with_room_in_every_own_bucket_a_single_token_is_paid_not_denied() {
+    // The rest of the draw, as a store calls it after the common case found
+    // no own bucket with room for one token, and read the buckets again:
+    // meanwhile other requests gave tokens back, and now every own bucket
+    // has room (30, 25 and 20 at now = 100). The roomiest pays; a denial
+    // here would name a time before now.
+    let rest = |span: super::Span, tats: [u64; 4]| {
+        super::rest(PACE, span, |_| 3, |j| tats[j], 100, 1, || 0)
+    };
+    let own = super::Span::own(3);
+    let lending = super::Span {
+        own: 3,
+        spill: 1,
+        reserve: 0,
+    };
+    for span in [own, lending] {
+        match rest(span, [100, 105, 110, 0]) {
+            Outcome::Pooled(pool) => {
+                let paid: Vec<_> = pool.payments().collect();
+                assert_eq!(paid, [(0, 100, 110, 1)], "{span:?}");
+                assert_eq!((pool.remaining, pool.full_in), (3 + 2 + 2 - 1, 10));
+            }
+            other => panic!("{span:?}: {other:?}"),
+        }
+    }
+    // With one own bucket short of a token the rule is the same.
+    assert!(matches!(rest(own, [100, 105, 125, 0]), Outcome::Pooled(_)));
+    // None with room: denied, at the first time one has it.
+    assert_eq!(
+        rest(own, [125, 128, 130, 0]),
+        Outcome::Deny { index: 0, at: 105 }
+    );
+}
+
 proptest::proptest! {
     /// The straight-line path for two buckets decides as the general
     /// one: same winner, tie, denial and counts, on nearby times so that
