@@ -69,6 +69,16 @@ fn start() -> u64 {
     next_u64() | 1
 }
 
+/// Where two or more buckets have equal room, a per-thread pseudo-random
+/// starting point keeps any one of them from being favoured.
+#[inline]
+pub(crate) fn tie_break(k: usize) -> usize {
+    if k == 1 {
+        return 0;
+    }
+    position(k as u64) as usize
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

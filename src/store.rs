@@ -38,8 +38,8 @@ pub(crate) mod sealed {
 
     use super::{Core, Denied, Future, Grant, Shard};
     use crate::error::InsufficientCapacity;
-    use crate::limiter::core::Whom;
     use crate::limiter::decision::Reserved;
+    use crate::limiter::whom::Whom;
 
     /// Why a store made no reservation: the denial, and whether the store
     /// drew it at the instant asked for (its retry time counts from there)

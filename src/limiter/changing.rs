@@ -268,7 +268,7 @@ impl<C: Clock> ShardedLimiter<C> {
 mod tests {
     use std::time::Duration;
 
-    use crate::limiter::core::Whom;
+    use crate::limiter::whom::Whom;
     use crate::{ManualClock, Quota, ShardedLimiter};
 
     #[test]

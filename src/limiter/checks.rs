@@ -8,11 +8,12 @@ use crate::draw::Pace;
 use crate::error::InsufficientCapacity;
 
 use super::ShardedLimiter;
-use super::core::Resolved;
 use super::decision::{BucketState, Grant};
 use super::denied::Denied;
 use super::memory::InProcess;
-use super::tenant::{Owned, Tenant};
+use super::tenant::Tenant;
+use super::whom::Owned;
+use super::whom::Resolved;
 
 /// # Deciding, in process
 impl<C: Clock> ShardedLimiter<C> {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::live::LiveSplit;
 use super::tiers::Tiers;
+use super::whom::{Id, Whom};
 use crate::assign::{Assignment, MAX_PER_TENANT, ShardCache};
 use crate::draw::{Pace, Span};
 use crate::error::{ConfigError, InsufficientCapacity};
@@ -306,29 +307,6 @@ impl Shards {
     }
 }
 
-/// Whose buckets a decision draws on: a shard resolved under some N, with
-/// whom it belongs to, so that a decision made under another N (the limiter
-/// changed N in between) resolves it again.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Whom<'a> {
-    pub(crate) shard: Shard,
-    /// The N `shard` was resolved under.
-    pub(crate) buckets: u32,
-    pub(crate) id: Id<'a>,
-}
-
-/// Who a shard belongs to.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Id<'a> {
-    Tenant(&'a [u8]),
-    User(&'a [u8], &'a [u8]),
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))] // the Redis fallback's
-    /// Not known: the shard is used as it is, whatever N is by then. Its
-    /// buckets that a smaller N removed are sealed (they never grant), so
-    /// a decision on it can only be denied there, never exceed the budget.
-    Fixed,
-}
-
 impl Core {
     /// The quota now.
     pub(crate) fn quota(&self) -> Quota {
@@ -415,55 +393,6 @@ impl Core {
     #[inline]
     pub(crate) fn record(&self, result: &Result<Grant, Denied>) {
         self.metrics.record(result);
-    }
-}
-
-/// A shard with what resolves it again under another N: a [`Whom`], or a
-/// tenant handle, which keeps its tenant's id (and is read in place, without
-/// a copy, on the hot path).
-pub(crate) trait Resolved {
-    /// The shard, as resolved under [`buckets`](Self::buckets).
-    fn shard(&self) -> &Shard;
-    /// The N the shard was resolved under.
-    fn buckets(&self) -> u32;
-    /// Whom the shard belongs to.
-    fn id(&self) -> Id<'_>;
-
-    /// The same, as a [`Whom`].
-    fn whom(&self) -> Whom<'_> {
-        Whom {
-            shard: *self.shard(),
-            buckets: self.buckets(),
-            id: self.id(),
-        }
-    }
-}
-
-impl Resolved for Whom<'_> {
-    #[inline]
-    fn shard(&self) -> &Shard {
-        &self.shard
-    }
-
-    #[inline]
-    fn buckets(&self) -> u32 {
-        self.buckets
-    }
-
-    fn id(&self) -> Id<'_> {
-        self.id
-    }
-}
-
-#[cfg_attr(not(feature = "redis"), allow(dead_code))] // the Redis fallback's
-impl Whom<'_> {
-    /// A shard used as it is (see [`Id::Fixed`]).
-    pub(crate) fn fixed(shard: Shard, buckets: u32) -> Whom<'static> {
-        Whom {
-            shard,
-            buckets,
-            id: Id::Fixed,
-        }
     }
 }
 

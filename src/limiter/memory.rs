@@ -13,12 +13,14 @@ use crate::clock::{Clock, MonotonicClock};
 use crate::draw::{
     self, Outcome, Pace, Pool, Short, Single, Step, give_back, refund, rescale, resize,
 };
+use crate::random::tie_break;
 use crate::store::sealed::{Apply, NotReserved};
 use crate::sync::{AtomicU64, Ordering};
 
-use super::core::{Core, MAX_NOW, Resolved, Split, Whom};
+use super::core::{Core, MAX_NOW, Split};
 use super::decision::{Grant, Reserved, answer};
 use super::denied::Denied;
+use super::whom::{Resolved, Whom};
 
 /// Buckets kept in this process's memory: lock-free, with the time read from
 /// a [`Clock`]. The store of a [`ShardedLimiter`](super::ShardedLimiter).
@@ -479,14 +481,4 @@ enum Declined {
     /// No own bucket can pay alone under the split read at this version,
     /// and what follows.
     Short(u64, Short),
-}
-
-/// Where two or more buckets have equal room, a per-thread pseudo-random
-/// starting point keeps any one of them from being favoured.
-#[inline]
-pub(crate) fn tie_break(k: usize) -> usize {
-    if k == 1 {
-        return 0;
-    }
-    crate::random::position(k as u64) as usize
 }

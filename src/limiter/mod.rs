@@ -18,6 +18,7 @@ pub(crate) mod live;
 pub(crate) mod memory;
 pub(crate) mod tenant;
 pub(crate) mod tiers;
+pub(crate) mod whom;
 
 use std::fmt;
 use std::time::Duration;

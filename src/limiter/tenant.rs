@@ -8,10 +8,10 @@ use crate::clock::{Clock, MonotonicClock};
 use crate::error::InsufficientCapacity;
 
 use super::Limiter;
-use super::core::{Id, Resolved, Whom};
 use super::decision::Grant;
 use super::denied::Denied;
 use super::memory::InProcess;
+use super::whom::{Id, Owned, Resolved, Whom};
 
 /// One tenant of a limiter, with its shard resolved once.
 ///
@@ -36,31 +36,6 @@ pub struct Tenant<'a, S = InProcess<MonotonicClock>> {
     /// The N `shard` was resolved under.
     pub(crate) buckets: u32,
     pub(crate) id: Owned,
-}
-
-/// Who a handle is for, kept to resolve its shard again.
-#[derive(Debug, Clone)]
-pub(crate) enum Owned {
-    Tenant(Box<[u8]>),
-    User(Box<[u8]>, Box<[u8]>),
-}
-
-impl Owned {
-    pub(crate) fn tenant(tenant: &[u8]) -> Owned {
-        Owned::Tenant(tenant.into())
-    }
-
-    pub(crate) fn user(tenant: &[u8], user: &[u8]) -> Owned {
-        Owned::User(tenant.into(), user.into())
-    }
-
-    /// The same, borrowed.
-    pub(crate) fn id(&self) -> Id<'_> {
-        match self {
-            Owned::Tenant(tenant) => Id::Tenant(tenant),
-            Owned::User(tenant, user) => Id::User(tenant, user),
-        }
-    }
 }
 
 impl<'a, S> Tenant<'a, S> {

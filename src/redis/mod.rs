@@ -180,8 +180,7 @@ use ::redis::aio::{ConnectionLike, ConnectionManager};
 
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::InsufficientCapacity;
-use crate::limiter::core::Resolved as _;
-use crate::limiter::tenant::Owned;
+use crate::limiter::whom::{Owned, Resolved as _};
 use crate::store::sealed::Apply as _;
 use crate::{Denied, Grant, Limiter, ShardedLimiter, Tenant};
 

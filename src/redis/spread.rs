@@ -28,7 +28,7 @@ use super::store::{Decision, ERRORS, Shared, Source};
 use crate::clock::Clock;
 use crate::draw::{MAX_K, Outcome, Single};
 use crate::limiter::core::Split;
-use crate::limiter::memory::tie_break;
+use crate::random::tie_break;
 use crate::{Denied, Shard};
 
 /// Per bucket, the local time (the breaker's microseconds) at which this

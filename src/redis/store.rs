@@ -24,14 +24,14 @@ use crate::assign::ShardCache;
 use crate::clock::{Clock, MonotonicClock};
 use crate::draw::Outcome;
 use crate::error::InsufficientCapacity;
-use crate::limiter::core::{Core, Id, Shards, Split, Whom};
+use crate::limiter::core::{Core, Shards, Split};
 use crate::limiter::decision::Reserved;
 use crate::limiter::denied::DenialReason;
 use crate::limiter::live::LiveSplit;
-use crate::limiter::memory::tie_break;
-use crate::limiter::tenant::Owned;
+use crate::limiter::whom::{Id, Owned, Whom};
 use crate::metrics::{Metrics, RedisMetrics};
 use crate::quota::Quota;
+use crate::random::tie_break;
 use crate::store::Store;
 use crate::store::sealed::{Apply, NotReserved};
 use crate::{Denied, Grant, Shard, ShardedLimiter};
@@ -301,11 +301,11 @@ where
         let result = match (&self.fallback, self.options.policy) {
             (Some(local), _) => match local.core.split.get().check_weight(shard, n) {
                 Ok(()) => {
+                    // Through the store seam, as any limiter's decision:
+                    // the in-process store answers at once.
                     let whom = Whom::fixed(*shard, local.core.buckets());
-                    local
-                        .store
-                        .take(&local.core, &whom, n)
-                        .map(Grant::by_fallback)
+                    let decided = local.store.apply(&local.core, whom, n);
+                    decided.into_inner().map(Grant::by_fallback)
                 }
                 Err(_) => Err(deny()),
             },

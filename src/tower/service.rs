@@ -15,7 +15,7 @@ use super::key::{Found, Missing};
 use super::layer::Config;
 use super::respond::{Reason, Rejection, Respond};
 use crate::Shard;
-use crate::limiter::core::Whom;
+use crate::limiter::whom::Whom;
 use crate::store::{InProcess, Store};
 
 /// The service made by [`RateLimitLayer`](super::RateLimitLayer): asks the

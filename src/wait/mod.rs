@@ -96,7 +96,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::InsufficientCapacity;
-use crate::limiter::core::Whom;
+use crate::limiter::whom::Whom;
 use crate::store::Store;
 use crate::{Denied, Grant, Limiter};
 pub use clock::TokioClock;

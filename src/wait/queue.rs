@@ -7,8 +7,8 @@ use std::time::Duration;
 use tokio::time::{Instant, sleep_until};
 
 use super::Waiter;
-use crate::limiter::core::Whom;
 use crate::limiter::decision::Reserved;
+use crate::limiter::whom::Whom;
 use crate::store::Store;
 use crate::{Denied, Grant, Limiter};
 
