@@ -68,7 +68,7 @@ const VERSION_LIMIT: u64 = 1 << 53;
 
 /// The version, quota and N a quota key holds, as the scripts read it:
 /// decimal digits only, and a version from 1 to below [`VERSION_LIMIT`].
-fn parse_quota(text: &str) -> Option<(u64, Quota, u32)> {
+pub(super) fn parse_quota(text: &str) -> Option<(u64, Quota, u32)> {
     fn number<T: std::str::FromStr>(word: Option<&str>) -> Option<T> {
         let word = word.filter(|w| !w.is_empty() && w.bytes().all(|b| b.is_ascii_digit()))?;
         word.parse().ok()

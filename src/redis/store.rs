@@ -17,7 +17,7 @@ use super::denial_cache::DenialCache;
 use super::error::Error;
 use super::layout::Layout;
 use super::options::{FailurePolicy, RedisOptions};
-use super::quota::ChangeScripts;
+use super::quota::{ChangeScripts, parse_quota};
 use super::script::{Answer, DrawScript, Drawn, MICROS, answer};
 use super::spread::Rooms;
 use crate::assign::ShardCache;
@@ -183,10 +183,9 @@ where
         let Ok(Ok(text)) = timeout(self.options.deadline, read).await else {
             return;
         };
-        // Only the version is compared here; a text that does not start
-        // with one is for `refresh` to refuse.
+        // A key that does not read as a quota is for `refresh` to refuse.
         let version = text.as_deref().map_or(Some(0), |text| {
-            text.split(' ').next().and_then(|v| v.parse::<u64>().ok())
+            parse_quota(text).map(|(version, ..)| version)
         });
         if version != Some(self.version.load(Ordering::Relaxed)) {
             let _ = timeout(self.options.deadline, self.refresh()).await;
