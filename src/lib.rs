@@ -92,14 +92,16 @@ pub mod wait;
 
 pub use assign::{Assignment, MAX_BUCKETS, MAX_PER_TENANT, Shard};
 pub use clock::{Clock, ManualClock, MonotonicClock};
-pub use error::{ConfigError, InsufficientCapacity, RefundTooLarge};
+pub use error::{ConfigError, RefundTooLarge};
 pub use limiter::builder::{
     Builder, DEFAULT_BUCKETS, DEFAULT_LENDER_RESERVE, DEFAULT_PER_TENANT, DEFAULT_TENANT_CACHE,
 };
 pub use limiter::decision::{BucketState, Grant, Payment, Refunded};
 pub use limiter::denied::{DenialReason, Denied};
 pub use limiter::isolation::{Isolation, WEAK_ISOLATION_SHARDS};
-pub use limiter::tenant::Tenant;
+pub use limiter::handle::Handle;
+pub use limiter::limit::Limit;
+pub use limiter::request::Request;
 pub use limiter::tiers::MAX_TIERED_TENANTS;
 pub use limiter::{Limiter, ShardedLimiter};
 pub use quota::Quota;

@@ -244,6 +244,8 @@ impl RedisMetrics {
             Source::Redis => 0,
             Source::CachedDenial => 1,
             Source::Policy => 2,
+            // Not a decision of Redis's, nor of the policy standing in for it.
+            Source::Limiter => return,
         };
         self.decisions[i].increment(1);
     }

@@ -37,9 +37,22 @@ pub(crate) mod sealed {
     use std::time::Duration;
 
     use super::{Core, Denied, Future, Grant, Shard};
-    use crate::error::InsufficientCapacity;
-    use crate::limiter::decision::Reserved;
+    use crate::Limiter;
+    use crate::limiter::decision::{BucketState, Refunded, Reserved};
     use crate::limiter::whom::Whom;
+    use crate::quota::Quota;
+
+    /// A change of a running limiter, as [`Apply::change`] takes it.
+    #[derive(Debug, Clone, Copy)]
+    #[allow(unreachable_pub)]
+    pub enum Change {
+        /// A new quota, over the same N.
+        Quota(Quota),
+        /// A new N, under the same quota.
+        Buckets(u32),
+        /// Both at once.
+        Both(Quota, u32),
+    }
 
     /// Why a store made no reservation: the denial, and whether the store
     /// drew it at the instant asked for (its retry time counts from there)
@@ -67,7 +80,12 @@ pub(crate) mod sealed {
     /// The store's one operation, out of reach of other crates: they can
     /// neither name the trait nor make the `Core` it takes.
     #[allow(unreachable_pub, private_interfaces)]
-    pub trait Apply: Send + Sync {
+    pub trait Apply: Send + Sync + Sized {
+        /// What the store's fallible operations (changes, refunds and
+        /// reads) fail with.
+        type Error: std::error::Error + Send + Sync + 'static;
+
+
         /// The decision in flight: ready at once in process, a round trip
         /// to Redis otherwise. It owns what it needs, so it can outlive the
         /// call.
@@ -79,6 +97,32 @@ pub(crate) mod sealed {
         /// Applies the draw for `n` tokens to `whom`'s buckets, atomically
         /// (under N at that moment: see [`Whom`]).
         fn apply(&self, core: &Core, whom: Whom<'_>, n: u32) -> Self::Pending;
+
+        /// A decision already made: `denied`, without asking the store.
+        fn denied(denied: Denied) -> Self::Pending;
+
+        /// Gives back what `grant` took, where its buckets still exist.
+        fn refund(
+            limiter: &Limiter<Self>,
+            grant: Grant,
+        ) -> impl Future<Output = Result<Refunded, Self::Error>> + Send;
+
+        /// Changes the quota or N of the running limiter.
+        fn change(
+            limiter: &Limiter<Self>,
+            change: Change,
+        ) -> impl Future<Output = Result<(), Self::Error>> + Send;
+
+        /// Tokens the buckets of `shard` could give now.
+        fn remaining(
+            limiter: &Limiter<Self>,
+            shard: Shard,
+        ) -> impl Future<Output = Result<u64, Self::Error>> + Send;
+
+        /// The state of every bucket, read now.
+        fn snapshot(
+            limiter: &Limiter<Self>,
+        ) -> impl Future<Output = Result<Vec<BucketState>, Self::Error>> + Send;
 
         /// Applies the draw as it will be `lead` from now, now: a grant the
         /// caller may use from then on, which later requests line up
@@ -105,7 +149,7 @@ pub(crate) mod sealed {
             core: &Core,
             shard: &Shard,
             n: u32,
-        ) -> Result<(), InsufficientCapacity> {
+        ) -> Result<(), Denied> {
             core.split.get().check_weight(shard, n)
         }
     }

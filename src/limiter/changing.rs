@@ -3,7 +3,7 @@
 use std::cell::Cell;
 
 use crate::clock::Clock;
-use crate::error::{ConfigError, RefundTooLarge};
+use crate::error::ConfigError;
 use crate::quota::Quota;
 use crate::{Grant, Refunded, ShardedLimiter};
 
@@ -200,7 +200,9 @@ impl<C: Clock> ShardedLimiter<C> {
     /// ([`Refunded`]).
     ///
     /// Refund a grant to the limiter that made it: to another, it gives
-    /// back to buckets of the same numbers there, where they exist.
+    /// back to buckets of the same numbers there, where they exist. To give
+    /// back only some of its tokens (a weighted request that took its
+    /// worst case and used less), refund [`part`](Grant::part) of it.
     ///
     /// ```
     /// use shuffle_limiter::{ManualClock, Quota, ShardedLimiter};
@@ -219,35 +221,8 @@ impl<C: Clock> ShardedLimiter<C> {
     /// # Ok::<(), shuffle_limiter::ConfigError>(())
     /// ```
     pub fn refund(&self, grant: Grant) -> Refunded {
-        let tokens = grant.tokens();
-        self.refund_n(grant, tokens)
-            .expect("a grant's own tokens can be refunded")
-    }
-
-    /// Gives back `tokens` of what `grant` took: for a weighted request that
-    /// took its worst case and used less. The last bucket to pay is paid
-    /// back first, each up to what it paid, never beyond its burst.
-    ///
-    /// ```
-    /// use shuffle_limiter::{ManualClock, Quota, ShardedLimiter};
-    ///
-    /// let limiter = ShardedLimiter::builder()
-    ///     .quota(Quota::per_second(10))
-    ///     .buckets(1)
-    ///     .clock(ManualClock::new())
-    ///     .build()?;
-    /// let grant = limiter.check_n("t", 8).unwrap().unwrap(); // the worst case
-    /// limiter.refund_n(grant, 5).unwrap(); // it used 3
-    /// assert_eq!(limiter.remaining("t"), 7);
-    /// # Ok::<(), shuffle_limiter::ConfigError>(())
-    /// ```
-    ///
-    /// # Errors
-    /// [`RefundTooLarge`] when `tokens` is more than the grant took; nothing
-    /// is given back.
-    pub fn refund_n(&self, grant: Grant, tokens: u32) -> Result<Refunded, RefundTooLarge> {
-        let refunds = grant.refunds(tokens)?;
-        Ok(self.core.split.steady(|split| {
+        let refunds = grant.refunds(grant.tokens()).expect("a grant's own tokens");
+        self.core.split.steady(|split| {
             let mut refunded = Refunded::default();
             for payment in refunds {
                 let (bucket, tokens) = (payment.bucket(), payment.tokens());
@@ -260,7 +235,7 @@ impl<C: Clock> ShardedLimiter<C> {
                 );
             }
             refunded
-        }))
+        })
     }
 }
 

@@ -5,11 +5,12 @@
 use std::sync::Arc;
 
 use super::live::LiveSplit;
+use super::request::Request;
 use super::tiers::Tiers;
 use super::whom::{Id, Whom};
 use crate::assign::{Assignment, MAX_PER_TENANT, ShardCache};
 use crate::draw::{Pace, Span};
-use crate::error::{ConfigError, InsufficientCapacity};
+use crate::error::ConfigError;
 use crate::metrics::Metrics;
 use crate::quota::Quota;
 use crate::{Denied, Grant, Shard};
@@ -125,44 +126,30 @@ impl Split {
 
     /// Whether the shard's own buckets together could ever pay for `n`
     /// tokens.
-    pub(crate) fn check_weight(&self, shard: &Shard, n: u32) -> Result<(), InsufficientCapacity> {
-        let max = shard
+    pub(crate) fn check_weight(&self, shard: &Shard, n: u32) -> Result<(), Denied> {
+        let most = shard
             .buckets()
             .iter()
             .fold(0u32, |sum, &b| sum.saturating_add(self.burst_of(b)));
-        if n > max {
-            return Err(InsufficientCapacity {
-                requested: n,
-                max,
-                alone: false,
-            });
-        }
-        Ok(())
+        never_fits(shard, n, most)
     }
 
     #[cfg_attr(not(feature = "redis"), allow(dead_code))] // the Redis store's
     /// Whether one of the shard's own buckets alone could ever pay for `n`
     /// tokens, for a store that cannot take from several at once.
-    pub(crate) fn check_weight_alone(
-        &self,
-        shard: &Shard,
-        n: u32,
-    ) -> Result<(), InsufficientCapacity> {
-        let max = shard
-            .buckets()
-            .iter()
-            .map(|&b| self.burst_of(b))
-            .max()
-            .unwrap_or(0);
-        if n > max {
-            return Err(InsufficientCapacity {
-                requested: n,
-                max,
-                alone: true,
-            });
-        }
-        Ok(())
+    pub(crate) fn check_weight_alone(&self, shard: &Shard, n: u32) -> Result<(), Denied> {
+        let most = shard.buckets().iter().map(|&b| self.burst_of(b)).max();
+        never_fits(shard, n, most.unwrap_or(0))
     }
+}
+
+/// The denial of `n` tokens on `shard` when at most `most` fit.
+fn never_fits(shard: &Shard, n: u32, most: u32) -> Result<(), Denied> {
+    if n > most {
+        let bucket = shard.buckets().first().copied().unwrap_or(0);
+        return Err(Denied::never_fits(n, most, bucket));
+    }
+    Ok(())
 }
 
 /// k buckets per tenant fit in `buckets`, or the error saying so. (With
@@ -336,13 +323,6 @@ impl Core {
         self.shards.tenant(tenant, self.buckets(), &self.cache)
     }
 
-    /// The buckets `user` of `tenant` draws from in a nested check: its
-    /// `per_user` of the tenant's shard (from the cache), then the tenant's
-    /// spill buckets. Nothing per user is kept.
-    pub(crate) fn user_shard(&self, tenant: &[u8], user: &[u8]) -> Shard {
-        self.shards.user(tenant, user, self.buckets(), &self.cache)
-    }
-
     /// The tenant's shard under N now, with what resolves it again under
     /// another.
     #[inline]
@@ -353,6 +333,15 @@ impl Core {
             shard,
             buckets,
             id: Id::Tenant(tenant),
+        }
+    }
+
+    /// Whose buckets `request` draws on: its tenant's, or its user's.
+    #[inline]
+    pub(crate) fn whom<'a>(&self, request: &'a Request<'_>) -> Whom<'a> {
+        match Id::of(request) {
+            Id::User(tenant, user) => self.user(tenant, user),
+            _ => self.tenant(request.tenant_id()),
         }
     }
 
@@ -430,6 +419,7 @@ mod tests {
         // Together they pay up to the sum of their bursts.
         assert_eq!(split.check_weight(&shard, 10), Ok(()));
         let err = split.check_weight(&shard, 11).unwrap_err();
-        assert_eq!((err.requested(), err.max()), (11, 10));
+        let reason = crate::DenialReason::NeverFits { asked: 11, most: 10 };
+        assert_eq!((err.reason(), err.retry_after()), (reason, Duration::MAX));
     }
 }

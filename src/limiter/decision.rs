@@ -68,6 +68,45 @@ impl Grant {
         self.payments().iter().map(Payment::tokens).sum()
     }
 
+    /// The part of this grant that `tokens` of its tokens are, to
+    /// [refund](crate::Limit::refund): the last bucket to pay first, each
+    /// up to what it paid. For a weighted request that took its worst case
+    /// and used less. It takes the grant, so that no token is given back
+    /// twice.
+    ///
+    /// ```
+    /// use shuffle_limiter::{ManualClock, Quota, Request, ShardedLimiter};
+    ///
+    /// let limiter = ShardedLimiter::builder()
+    ///     .quota(Quota::per_second(10))
+    ///     .buckets(1)
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// let grant = limiter.check(Request::tenant("t").tokens(8))?; // the worst case
+    /// limiter.refund(grant.part(5)?); // it used 3
+    /// assert_eq!(limiter.remaining("t"), 7);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`RefundTooLarge`] when `tokens` is more than the grant took.
+    pub fn part(self, tokens: u32) -> Result<Grant, RefundTooLarge> {
+        let mut payments = [Payment::default(); MAX_K];
+        // A part of no tokens still names the grant's bucket.
+        payments[0] = Payment::new(self.bucket(), 0);
+        let mut payers = 0;
+        for payment in self.refunds(tokens)? {
+            payments[payers] = payment;
+            payers += 1;
+        }
+        // `refunds` runs from the last payer back: keep the order they paid in.
+        payments[..payers].reverse();
+        Ok(Grant {
+            paid: Paid::Pooled(payments, payers as u64),
+            ..self
+        })
+    }
+
     /// What a refund of `tokens` gives back to whom: the last bucket to pay
     /// first, each up to what it paid.
     pub(crate) fn refunds(

@@ -28,11 +28,25 @@ pub enum DenialReason {
     /// a value that is not the limiter's) and the failure policy denied;
     /// [`Denied::retry_after`] is when the store is next tried.
     StoreUnavailable,
+    /// The request asks for more tokens than the tenant's buckets can ever
+    /// hold together: no wait grants it. [`Denied::retry_after`] is
+    /// [`Duration::MAX`]; split the request, or raise the burst. Found
+    /// without drawing (and, over Redis, without asking Redis).
+    NeverFits {
+        /// The tokens asked for.
+        asked: u32,
+        /// The most one request of this tenant (or user) can ever be
+        /// granted: the sum of its own buckets' bursts; over Redis in the
+        /// spread layout, whose buckets cannot pay one request together,
+        /// the largest of them.
+        most: u32,
+    },
 }
 
 impl Denied {
     /// How long until one of the tenant's buckets could grant the same
-    /// request; never zero.
+    /// request; never zero, and [`Duration::MAX`] for a request that never
+    /// fits ([`DenialReason::NeverFits`]).
     ///
     /// ```
     /// use std::time::Duration;
@@ -69,6 +83,16 @@ impl Denied {
     }
 
     /// A denial by the tenant's buckets.
+    /// A request of `asked` tokens where at most `most` can ever fit, as
+    /// though denied by `bucket`.
+    pub(crate) fn never_fits(asked: u32, most: u32, bucket: u32) -> Denied {
+        Denied {
+            retry_after: Duration::MAX,
+            bucket,
+            reason: DenialReason::NeverFits { asked, most },
+        }
+    }
+
     pub(crate) fn limited(retry_after: Duration, bucket: u32) -> Denied {
         Denied {
             retry_after,
@@ -86,6 +110,11 @@ impl fmt::Display for Denied {
                 f,
                 "the limiter's store could not decide and its failure policy denied: retry in {:?}",
                 self.retry_after
+            ),
+            DenialReason::NeverFits { asked, most } => write!(
+                f,
+                "a request of {asked} tokens can never be granted: this tenant's buckets \
+                 grant at most {most} at once; split the request or raise the burst"
             ),
         }
     }

@@ -3,7 +3,7 @@
 //! it is in `checks.rs`).
 
 use std::fmt;
-use std::future::{Ready, ready};
+use std::future::{Future, Ready, ready};
 use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
@@ -14,11 +14,13 @@ use crate::draw::{
     self, Outcome, Pace, Pool, Short, Single, Step, give_back, refund, rescale, resize,
 };
 use crate::random::tie_break;
-use crate::store::sealed::{Apply, NotReserved};
+use crate::error::ConfigError;
+use crate::store::sealed::{Apply, Change, NotReserved};
 use crate::sync::{AtomicU64, Ordering};
 
 use super::core::{Core, MAX_NOW, Split};
-use super::decision::{Grant, Reserved, answer};
+use super::ShardedLimiter;
+use super::decision::{BucketState, Grant, Refunded, Reserved, answer};
 use super::denied::Denied;
 use super::whom::{Resolved, Whom};
 
@@ -441,12 +443,37 @@ impl<C: Clock> InProcess<C> {
 
 #[allow(private_interfaces)] // see `Apply`
 impl<C: Clock> Apply for InProcess<C> {
+    type Error = ConfigError;
     type Pending = Ready<Result<Grant, Denied>>;
     type Reserving = Ready<Result<Reserved, NotReserved>>;
 
     #[inline]
     fn apply(&self, core: &Core, whom: Whom<'_>, n: u32) -> Self::Pending {
         ready(self.take(core, &whom, n))
+    }
+
+    fn denied(denied: Denied) -> Self::Pending {
+        ready(Err(denied))
+    }
+
+    fn refund(limiter: &ShardedLimiter<C>, grant: Grant) -> impl Future<Output = Result<Refunded, ConfigError>> + Send {
+        ready(Ok(limiter.refund(grant)))
+    }
+
+    fn change(limiter: &ShardedLimiter<C>, change: Change) -> impl Future<Output = Result<(), ConfigError>> + Send {
+        ready(match change {
+            Change::Quota(quota) => limiter.set_quota(quota),
+            Change::Buckets(buckets) => limiter.set_buckets(buckets),
+            Change::Both(quota, buckets) => limiter.set_quota_and_buckets(quota, buckets),
+        })
+    }
+
+    fn remaining(limiter: &ShardedLimiter<C>, shard: Shard) -> impl Future<Output = Result<u64, ConfigError>> + Send {
+        ready(Ok(limiter.store.remaining(&limiter.core, &shard)))
+    }
+
+    fn snapshot(limiter: &ShardedLimiter<C>) -> impl Future<Output = Result<Vec<BucketState>, ConfigError>> + Send {
+        ready(Ok(limiter.snapshot()))
     }
 
     fn reserve(&self, core: &Core, whom: Whom<'_>, n: u32, lead: Duration) -> Self::Reserving {

@@ -4,7 +4,8 @@
 //! - `core.rs`: what every limiter is, whatever its store.
 //! - `memory.rs`: the in-process store, and the draw applied to its atomics.
 //! - `checks.rs`: the in-process limiter's checks, its synchronous face.
-//! - `tenant.rs`: a handle for one tenant, or one user of a tenant.
+//! - `request.rs`: what a caller asks for; `handle.rs`: a request resolved once.
+//! - `limit.rs`: the face every limiter has, whatever its store.
 //! - `decision.rs`: what a decision returns.
 
 pub(crate) mod builder;
@@ -16,7 +17,9 @@ pub(crate) mod denied;
 pub(crate) mod isolation;
 pub(crate) mod live;
 pub(crate) mod memory;
-pub(crate) mod tenant;
+pub(crate) mod handle;
+pub(crate) mod limit;
+pub(crate) mod request;
 pub(crate) mod tiers;
 pub(crate) mod whom;
 
@@ -29,6 +32,8 @@ use crate::clock::MonotonicClock;
 use crate::quota::Quota;
 
 use self::core::Core;
+use self::handle::Handle;
+use self::request::Request;
 use self::isolation::Isolation;
 use self::memory::InProcess;
 
@@ -74,18 +79,20 @@ impl<S> Limiter<S> {
 
 /// # Inspecting
 impl<S> Limiter<S> {
-    /// The tenant's shard, from the cache when it was seen recently.
+    /// The buckets a request draws on: its tenant's shard, from the cache
+    /// when the tenant was seen recently; for one user of the tenant, the
+    /// user's j of them ([`Builder::per_user`](crate::Builder::per_user)),
+    /// in the user's order, then the tenant's spill buckets (computed each
+    /// time: one SHA-256; nothing per user is kept).
     #[inline]
-    pub fn shard(&self, tenant: impl AsRef<[u8]>) -> Shard {
-        self.core.shard(tenant.as_ref())
+    pub fn shard<'r>(&self, request: impl Into<Request<'r>>) -> Shard {
+        self.core.whom(&request.into()).shard
     }
 
-    /// The buckets `user` of `tenant` draws from in a nested check: its j
-    /// of the tenant's shard ([`Builder::per_user`](crate::Builder::per_user)),
-    /// in the user's order, then the tenant's spill buckets. Computed each
-    /// time (one SHA-256); nothing per user is kept.
-    pub fn shard_nested(&self, tenant: impl AsRef<[u8]>, user: impl AsRef<[u8]>) -> Shard {
-        self.core.user_shard(tenant.as_ref(), user.as_ref())
+    /// A handle for `request`, with its buckets resolved once: for a hot
+    /// tenant or a loop ([`Handle`]).
+    pub fn handle<'a>(&'a self, request: impl Into<Request<'a>>) -> Handle<'a, S> {
+        Handle::of(self, request.into())
     }
 
     /// The assignment this limiter uses now (N, k and its salt): a copy,

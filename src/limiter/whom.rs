@@ -1,6 +1,6 @@
-//! Who draws: a shard with whom it belongs to ([`Whom`], [`Id`]), the owned
-//! id a handle keeps ([`Owned`]), and what resolves a shard again after a
-//! change of N ([`Resolved`]). Both stores take these; neither defines them.
+//! Who draws: a shard with whom it belongs to ([`Whom`], [`Id`]), and what
+//! resolves a shard again after a change of N ([`Resolved`]). Both stores
+//! take these; neither defines them.
 
 use crate::Shard;
 
@@ -25,31 +25,6 @@ pub(crate) enum Id<'a> {
     /// buckets that a smaller N removed are sealed (they never grant), so
     /// a decision on it can only be denied there, never exceed the budget.
     Fixed,
-}
-
-/// Who a handle is for, kept to resolve its shard again.
-#[derive(Debug, Clone)]
-pub(crate) enum Owned {
-    Tenant(Box<[u8]>),
-    User(Box<[u8]>, Box<[u8]>),
-}
-
-impl Owned {
-    pub(crate) fn tenant(tenant: &[u8]) -> Owned {
-        Owned::Tenant(tenant.into())
-    }
-
-    pub(crate) fn user(tenant: &[u8], user: &[u8]) -> Owned {
-        Owned::User(tenant.into(), user.into())
-    }
-
-    /// The same, borrowed.
-    pub(crate) fn id(&self) -> Id<'_> {
-        match self {
-            Owned::Tenant(tenant) => Id::Tenant(tenant),
-            Owned::User(tenant, user) => Id::User(tenant, user),
-        }
-    }
 }
 
 /// A shard with what resolves it again under another N: a [`Whom`], or a
@@ -86,6 +61,29 @@ impl Resolved for Whom<'_> {
 
     fn id(&self) -> Id<'_> {
         self.id
+    }
+}
+
+impl<'a> Id<'a> {
+    /// Who `request` is for.
+    #[inline]
+    pub(crate) fn of(request: &'a crate::Request<'_>) -> Id<'a> {
+        match request.user_id() {
+            None => Id::Tenant(request.tenant_id()),
+            Some(user) => Id::User(request.tenant_id(), user),
+        }
+    }
+
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))] // a Redis decision's
+    /// The same, owning its ids, or `None` for [`Id::Fixed`].
+    pub(crate) fn to_owned(self) -> Option<crate::Request<'static>> {
+        match self {
+            Id::Tenant(tenant) => Some(crate::Request::from(tenant.to_vec())),
+            Id::User(tenant, user) => {
+                Some(crate::Request::from(tenant.to_vec()).user(user.to_vec()))
+            }
+            Id::Fixed => None,
+        }
     }
 }
 

@@ -179,10 +179,9 @@ use std::time::Duration;
 use ::redis::aio::{ConnectionLike, ConnectionManager};
 
 use crate::clock::{Clock, MonotonicClock};
-use crate::error::InsufficientCapacity;
-use crate::limiter::whom::{Owned, Resolved as _};
+use crate::limiter::whom::Resolved as _;
 use crate::store::sealed::Apply as _;
-use crate::{Denied, Grant, Limiter, ShardedLimiter, Tenant};
+use crate::{Denied, Grant, Handle, Limiter, Request, ShardedLimiter};
 
 mod breaker;
 mod build;
@@ -194,6 +193,7 @@ mod quota;
 mod refund;
 mod script;
 mod spread;
+mod state;
 mod store;
 
 pub use error::{BuildError, Error};
@@ -216,155 +216,56 @@ use store::{ERRORS, FROM_CACHE, FROM_POLICY, FROM_REDIS, Target};
 pub type RedisLimiter<Conn = ConnectionManager, C = MonotonicClock> = Limiter<RedisStore<Conn, C>>;
 
 /// # Deciding, over Redis
+///
+/// A Redis limiter checks through [`Limit::check`](crate::Limit::check)
+/// (`use shuffle_limiter::Limit`), one round trip per decision; its failure
+/// policy decides if Redis does not answer within the deadline.
 impl<Conn, C> RedisLimiter<Conn, C>
 where
     Conn: ConnectionLike + Clone + Send + Sync + 'static,
     C: Clock + 'static,
 {
-    /// Takes one token for `tenant` from whichever of its buckets has the
-    /// most room, in one round trip to Redis; the failure policy decides if
-    /// Redis does not answer within the deadline.
-    ///
-    /// ```no_run
-    /// use shuffle_limiter::{Quota, ShardedLimiter};
-    /// use shuffle_limiter::redis::{FailurePolicy, RedisOptions};
-    ///
-    /// # async fn run() -> Result<(), shuffle_limiter::redis::BuildError> {
-    /// let limiter = ShardedLimiter::builder()
-    ///     .quota(Quota::per_second(5))
-    ///     .name("upstream")
-    ///     .build_redis("redis://127.0.0.1:6379", RedisOptions::new(FailurePolicy::FailClosed))
-    ///     .await?;
-    /// match limiter.check("tenant-42").await {
-    ///     Ok(grant) => println!("paid by bucket {}", grant.bucket()),
-    ///     Err(denied) => println!("retry in {:?}", denied.retry_after()),
-    /// }
-    /// # Ok(())
-    /// # }
-    /// ```
-    ///
-    /// # Errors
-    /// [`Denied`] when all of the tenant's buckets are empty (or the policy
-    /// denies).
-    pub async fn check(&self, tenant: impl AsRef<[u8]>) -> Result<Grant, Denied> {
-        self.tenant(tenant).check().await
-    }
-
-    /// Takes `n` tokens at once for `tenant`: from its roomiest bucket when
-    /// that one holds them, otherwise from several of its buckets together,
-    /// all or nothing, in one atomic script.
-    ///
-    /// A weight of 0 is always granted (when Redis answers): it takes
-    /// nothing, writes nothing, and its [`Grant::remaining`] reads the
-    /// tenant's tokens left.
-    ///
-    /// # Errors
-    /// As [`ShardedLimiter::check_n`]: the outer [`InsufficientCapacity`]
-    /// when the tenant's buckets could never hold `n` tokens together (found
-    /// without asking Redis), the inner [`Denied`] when they do not now.
-    pub async fn check_n(
-        &self,
-        tenant: impl AsRef<[u8]>,
-        n: u32,
-    ) -> Result<Result<Grant, Denied>, InsufficientCapacity> {
-        self.tenant(tenant).check_n(n).await
-    }
-
-    /// As [`check_n`](Self::check_n), and how the decision was made: by
-    /// Redis, from a cached denial, or by the failure policy, with the error
-    /// that made the policy step in.
+    /// As [`Limit::check`](crate::Limit::check), and how the decision was
+    /// made: by Redis, from a cached denial, or by the failure policy, with
+    /// the error that made the policy step in.
     ///
     /// ```no_run
     /// # use shuffle_limiter::redis::{RedisLimiter, Source};
     /// # async fn run(limiter: RedisLimiter) {
-    /// let decision = limiter.decide("tenant-42", 1).await.unwrap();
+    /// let decision = limiter.decide("tenant-42").await;
     /// if decision.source() == Source::Policy {
     ///     eprintln!("Redis failed: {}", decision.error().unwrap());
     /// }
     /// # }
     /// ```
-    ///
-    /// # Errors
-    /// [`InsufficientCapacity`] as for [`check_n`](Self::check_n).
-    pub async fn decide(
-        &self,
-        tenant: impl AsRef<[u8]>,
-        n: u32,
-    ) -> Result<Decision, InsufficientCapacity> {
-        let whom = self.core.tenant(tenant.as_ref());
-        self.store.check_weight(&self.core, &whom.shard, n)?;
-        Ok(self.store.shared.decide(Target::of(&whom), n).await)
-    }
-
-    /// A handle for one tenant with its shard resolved once, keeping a copy
-    /// of the tenant's id to follow a change of N (as
-    /// [`ShardedLimiter::tenant`]).
-    pub fn tenant(&self, tenant: impl AsRef<[u8]>) -> Tenant<'_, RedisStore<Conn, C>> {
-        Tenant::of(self, Owned::tenant(tenant.as_ref()))
-    }
-
-    /// As [`ShardedLimiter::check_nested`]: one token for `user` of
-    /// `tenant`, from the user's j buckets.
-    ///
-    /// # Errors
-    /// [`Denied`] when all of the user's buckets are empty (or the policy
-    /// denies).
-    pub async fn check_nested(
-        &self,
-        tenant: impl AsRef<[u8]>,
-        user: impl AsRef<[u8]>,
-    ) -> Result<Grant, Denied> {
-        self.user(tenant, user).check().await
-    }
-
-    /// As [`ShardedLimiter::check_n_nested`].
-    ///
-    /// # Errors
-    /// As [`check_n`](Self::check_n), for the user's buckets.
-    pub async fn check_n_nested(
-        &self,
-        tenant: impl AsRef<[u8]>,
-        user: impl AsRef<[u8]>,
-        n: u32,
-    ) -> Result<Result<Grant, Denied>, InsufficientCapacity> {
-        self.user(tenant, user).check_n(n).await
-    }
-
-    /// A handle for one user of one tenant, with the user's buckets
-    /// resolved once ([`ShardedLimiter::user`]).
-    pub fn user(
-        &self,
-        tenant: impl AsRef<[u8]>,
-        user: impl AsRef<[u8]>,
-    ) -> Tenant<'_, RedisStore<Conn, C>> {
-        Tenant::of(self, Owned::user(tenant.as_ref(), user.as_ref()))
+    pub async fn decide<'r>(&self, request: impl Into<Request<'r>>) -> Decision {
+        let request = request.into();
+        let whom = self.core.whom(&request);
+        let n = request.weight();
+        if let Err(denied) = self.store.check_weight(&self.core, &whom.shard, n) {
+            let shared = &self.store.shared;
+            return shared.decided(Err(denied), Source::Limiter, None);
+        }
+        self.store.shared.decide(Target::of(&whom), n).await
     }
 }
 
-impl<Conn, C> Tenant<'_, RedisStore<Conn, C>>
+impl<Conn, C> Handle<'_, RedisStore<Conn, C>>
 where
     Conn: ConnectionLike + Clone + Send + Sync + 'static,
     C: Clock + 'static,
 {
-    /// As [`RedisLimiter::check`], without resolving the shard again.
+    /// As [`Limit::check`](crate::Limit::check), without resolving the
+    /// shard again.
     ///
     /// # Errors
-    /// [`Denied`] when all of the tenant's buckets are empty (or the policy
-    /// denies).
+    /// [`Denied`] when the buckets are short, the request never fits, or
+    /// the policy denies.
     pub async fn check(&self) -> Result<Grant, Denied> {
-        let target = Target::of(&self.whom());
-        self.limiter.store.shared.decide(target, 1).await.result
-    }
-
-    /// As [`RedisLimiter::check_n`].
-    ///
-    /// # Errors
-    /// As [`RedisLimiter::check_n`].
-    pub async fn check_n(&self, n: u32) -> Result<Result<Grant, Denied>, InsufficientCapacity> {
-        let limiter = self.limiter;
+        let (limiter, n) = (self.limiter, self.weight());
         limiter.store.check_weight(&limiter.core, &self.shard, n)?;
         let target = Target::of(&self.whom());
-        Ok(self.limiter.store.shared.decide(target, n).await.result)
+        limiter.store.shared.decide(target, n).await.result
     }
 }
 

@@ -17,6 +17,7 @@ use ::redis::Script;
 use ::redis::aio::ConnectionLike;
 
 use super::RedisLimiter;
+use crate::store::sealed::Change;
 use super::build::{in_micros, replica_share};
 use super::error::{BuildError, Error};
 use super::layout::Layout;
@@ -168,65 +169,37 @@ where
     }
 }
 
-/// # Changing while running, over Redis
 impl<Conn, C> RedisLimiter<Conn, C>
 where
     Conn: ConnectionLike + Clone + Send + Sync + 'static,
     C: Clock + 'static,
 {
-    /// Changes the budget of every process sharing this limiter, at once:
-    /// as [`ShardedLimiter::set_quota`](crate::ShardedLimiter::set_quota), each bucket keeps the share of its
-    /// burst it held, in one script that moves all N buckets and stores the
-    /// quota beside them. Every process's next decision uses the new quota,
-    /// whatever it was built with.
+    /// Changes the quota, N or both for every process sharing this limiter,
+    /// at once (the `set_*` of [`Limit`](crate::Limit) over Redis), in one
+    /// script that moves every bucket and stores the quota and N beside
+    /// them. A new quota keeps each bucket's share of its burst; a new N
+    /// alone keeps each staying bucket's tokens (up to its new burst),
+    /// starts added buckets empty and deletes removed ones. Every process
+    /// must have been built with room for a new N
+    /// ([`Builder::max_buckets`](crate::Builder::max_buckets)).
     ///
-    /// # Errors
-    /// [`Error::Config`] when the buckets cannot take the quota,
-    /// [`Error::SpreadQuota`] in the [spread layout](super::Layout::Spread)
-    /// (not yet), [`Error::NotAQuota`] or [`Error::NotABucket`] when the quota
-    /// key or a bucket key holds something else, and the errors of a round
-    /// trip to Redis; the quota is then unchanged.
-    pub async fn set_quota(&self, quota: Quota) -> Result<(), Error> {
-        self.change(Rescale::Share, |_, buckets| (quota, buckets))
-            .await
-    }
-
-    /// Changes N, the number of buckets, for every process sharing this
-    /// limiter, at once: as
-    /// [`ShardedLimiter::set_buckets`](crate::ShardedLimiter::set_buckets),
-    /// buckets that stay keep their tokens (up to their new burst), buckets
-    /// added start empty and buckets removed are deleted with their tokens,
-    /// in one script that also stores N beside the quota. Every process's
-    /// next decision uses the new N and its tenant's new shard.
-    ///
-    /// Every process must have been built with room for the new N
-    /// ([`Builder::max_buckets`](crate::Builder::max_buckets)): one without
-    /// it fails its decisions with [`Error::Config`] until it is rebuilt
-    /// (its failure policy decides meanwhile).
-    ///
-    /// # Errors
-    /// [`Error::Config`] when this limiter cannot have `buckets` buckets
-    /// (beyond its room, or too few for a shard or the burst),
-    /// [`Error::SpreadQuota`] in the [spread layout](super::Layout::Spread)
-    /// (not yet), [`Error::NotAQuota`] or [`Error::NotABucket`] when the quota
-    /// key or a bucket key holds something else, and the errors of a round
-    /// trip to Redis; N is then unchanged.
-    pub async fn set_buckets(&self, buckets: u32) -> Result<(), Error> {
-        self.change(Rescale::Tokens, |quota, _| (quota, buckets))
-            .await
-    }
-
-    /// Changes the quota and N together for every process sharing this
-    /// limiter, in one script: as
-    /// [`ShardedLimiter::set_quota_and_buckets`](crate::ShardedLimiter::set_quota_and_buckets),
-    /// any quota and N the limiter could be built with (within its room) is
-    /// reached, whatever the two are now.
-    ///
-    /// # Errors
-    /// As [`set_quota`](Self::set_quota) and
-    /// [`set_buckets`](Self::set_buckets); nothing is then changed.
-    pub async fn set_quota_and_buckets(&self, quota: Quota, buckets: u32) -> Result<(), Error> {
-        self.change(Rescale::Share, |_, _| (quota, buckets)).await
+    /// Fails with [`Error::Config`] when the buckets cannot take the change,
+    /// [`Error::SpreadQuota`] in the spread layout (not yet),
+    /// [`Error::NotAQuota`] or [`Error::NotABucket`] when the quota key or a
+    /// bucket key holds something else, and the errors of a round trip;
+    /// nothing is then changed.
+    pub(super) async fn change_in_redis(&self, change: Change) -> Result<(), Error> {
+        match change {
+            Change::Quota(quota) => {
+                self.change(Rescale::Share, |_, buckets| (quota, buckets))
+                    .await
+            }
+            Change::Buckets(buckets) => {
+                self.change(Rescale::Tokens, |quota, _| (quota, buckets))
+                    .await
+            }
+            Change::Both(quota, buckets) => self.change(Rescale::Share, |_, _| (quota, buckets)).await,
+        }
     }
 
     /// Moves every bucket from the quota and N in force to the ones `next`

@@ -13,7 +13,6 @@ use super::quota::{ATTEMPTS, run};
 use super::script::MICROS;
 use super::store::Shared;
 use crate::clock::Clock;
-use crate::error::RefundTooLarge;
 use crate::limiter::decision::Reserved;
 use crate::{Grant, Payment, Refunded};
 
@@ -87,61 +86,37 @@ where
     Conn: ConnectionLike + Clone + Send + Sync + 'static,
     C: Clock + 'static,
 {
-    /// Gives back every token `grant` took, as [`ShardedLimiter::refund`](crate::ShardedLimiter::refund)
-    /// does, in one script: nothing to a bucket that a change of N removed
-    /// since the grant, or that this limiter does not have ([`Refunded`]
-    /// says how many tokens went back and how many found their bucket gone).
+    /// Gives back every token `grant` took (the [`Limit::refund`] of a
+    /// Redis limiter), as [`ShardedLimiter::refund`] does, in one script per
+    /// batch: nothing to a bucket that a change of N removed since the
+    /// grant, or that this limiter does not have. On a failed round trip
+    /// nothing is given back (but by the scripts that ran before it, in the
+    /// spread layout, one bucket each).
     ///
-    /// # Errors
-    /// The errors of a round trip to Redis; nothing is then given back.
-    pub async fn refund(&self, grant: Grant) -> Result<Refunded, Error> {
-        let tokens = grant.tokens();
-        match self.refund_n(grant, tokens).await {
-            Ok(result) => result,
-            Err(_) => unreachable!("a grant's own tokens can be refunded"),
-        }
-    }
-
-    /// Gives back `tokens` of what `grant` took, as
-    /// [`ShardedLimiter::refund_n`](crate::ShardedLimiter::refund_n) does, in one script.
-    ///
-    /// # Errors
-    /// The outer [`RefundTooLarge`] when `tokens` is more than the grant
-    /// took (found without asking Redis); the inner error for a failed round
-    /// trip. Nothing is given back in either case (but by the scripts that
-    /// ran before a failed one, in the spread layout, one bucket each).
-    pub async fn refund_n(
-        &self,
-        grant: Grant,
-        tokens: u32,
-    ) -> Result<Result<Refunded, Error>, RefundTooLarge> {
+    /// [`Limit::refund`]: crate::Limit::refund
+    /// [`ShardedLimiter::refund`]: crate::ShardedLimiter::refund
+    pub(super) async fn refund_in_redis(&self, grant: Grant) -> Result<Refunded, Error> {
         let shared = &self.store.shared;
+        let tokens = grant.tokens();
         if grant.generation().0 {
             // The local fallback paid it: Redis never did.
-            return Ok(Ok(match &shared.fallback {
-                Some(local) => local.refund_n(grant, tokens)?,
-                None => {
-                    let _checked = grant.refunds(tokens)?;
-                    Refunded {
-                        given: 0,
-                        gone: tokens,
-                    }
-                }
-            }));
+            return Ok(match &shared.fallback {
+                Some(local) => local.refund(grant),
+                None => Refunded {
+                    given: 0,
+                    gone: tokens,
+                },
+            });
         }
-        let refunds: Vec<_> = grant.refunds(tokens)?.collect();
+        let refunds: Vec<_> = grant.refunds(tokens).expect("a grant's own tokens").collect();
         let mut refunded = Refunded::default();
         for batch in shared.batches(&refunds) {
-            match self.refund_batch(batch, grant.generation().1).await {
-                Ok(given) => {
-                    for (payment, given) in batch.iter().zip(given) {
-                        refunded.add(payment.tokens(), given);
-                    }
-                }
-                Err(e) => return Ok(Err(e)),
+            let given = self.refund_batch(batch, grant.generation().1).await?;
+            for (payment, given) in batch.iter().zip(given) {
+                refunded.add(payment.tokens(), given);
             }
         }
-        Ok(Ok(refunded))
+        Ok(refunded)
     }
 
     /// Gives back the payments of one script call, under the quota Redis

@@ -19,22 +19,22 @@ use super::layout::Layout;
 use super::options::{FailurePolicy, RedisOptions};
 use super::quota::{ChangeScripts, parse_quota};
 use super::script::{Answer, DrawScript, Drawn, MICROS, answer};
+use super::RedisLimiter;
 use super::spread::Rooms;
 use crate::assign::ShardCache;
 use crate::clock::{Clock, MonotonicClock};
 use crate::draw::Outcome;
-use crate::error::InsufficientCapacity;
 use crate::limiter::core::{Core, Shards, Split};
-use crate::limiter::decision::Reserved;
+use crate::limiter::decision::{BucketState, Refunded, Reserved};
 use crate::limiter::denied::DenialReason;
 use crate::limiter::live::LiveSplit;
-use crate::limiter::whom::{Id, Owned, Whom};
+use crate::limiter::whom::{Id, Whom};
 use crate::metrics::{Metrics, RedisMetrics};
 use crate::quota::Quota;
 use crate::random::tie_break;
 use crate::store::Store;
-use crate::store::sealed::{Apply, NotReserved};
-use crate::{Denied, Grant, Shard, ShardedLimiter};
+use crate::store::sealed::{Apply, Change, NotReserved};
+use crate::{Denied, Grant, Request, Shard, ShardedLimiter};
 
 /// Buckets kept in Redis, shared by every process that builds the same
 /// limiter: the store of a [`RedisLimiter`](super::RedisLimiter).
@@ -68,7 +68,7 @@ impl<Conn, C> fmt::Debug for RedisStore<Conn, C> {
 pub(super) struct Target {
     pub(super) shard: Shard,
     pub(super) buckets: u32,
-    pub(super) id: Option<Owned>,
+    pub(super) id: Option<Request<'static>>,
 }
 
 impl Target {
@@ -76,11 +76,7 @@ impl Target {
         Target {
             shard: whom.shard,
             buckets: whom.buckets,
-            id: match whom.id {
-                Id::Tenant(tenant) => Some(Owned::tenant(tenant)),
-                Id::User(tenant, user) => Some(Owned::user(tenant, user)),
-                Id::Fixed => None,
-            },
+            id: whom.id.to_owned(),
         }
     }
 }
@@ -140,7 +136,7 @@ where
     fn resolve(&self, target: &Target, buckets: u32) -> Shard {
         match &target.id {
             Some(id) if target.buckets != buckets => {
-                (self.shards.of(id.id(), buckets, &self.no_cache)).unwrap_or(target.shard)
+                (self.shards.of(Id::of(id), buckets, &self.no_cache)).unwrap_or(target.shard)
             }
             _ => target.shard,
         }
@@ -321,11 +317,14 @@ where
         error: Option<Arc<Error>>,
     ) -> Decision {
         let count = match source {
-            Source::Redis => FROM_REDIS,
-            Source::CachedDenial => FROM_CACHE,
-            Source::Policy => FROM_POLICY,
+            Source::Redis => Some(FROM_REDIS),
+            Source::CachedDenial => Some(FROM_CACHE),
+            Source::Policy => Some(FROM_POLICY),
+            Source::Limiter => None,
         };
-        self.counts[count].fetch_add(1, Ordering::Relaxed);
+        if let Some(count) = count {
+            self.counts[count].fetch_add(1, Ordering::Relaxed);
+        }
         self.redis_metrics.decided(source);
         // The local fallback counted its own decisions, under the same name.
         if source != Source::Policy || self.fallback.is_none() {
@@ -349,12 +348,44 @@ where
     Conn: ConnectionLike + Clone + Send + Sync + 'static,
     C: Clock + 'static,
 {
+    type Error = Error;
     type Pending = Pending;
     type Reserving = Pin<Box<dyn Future<Output = Result<Reserved, NotReserved>> + Send>>;
 
     fn apply(&self, _core: &Core, whom: Whom<'_>, n: u32) -> Pending {
         let (shared, target) = (Arc::clone(&self.shared), Target::of(&whom));
         Box::pin(async move { shared.decide(target, n).await.result })
+    }
+
+    fn denied(denied: Denied) -> Pending {
+        Box::pin(std::future::ready(Err(denied)))
+    }
+
+    fn refund(
+        limiter: &RedisLimiter<Conn, C>,
+        grant: Grant,
+    ) -> impl Future<Output = Result<Refunded, Error>> + Send {
+        limiter.refund_in_redis(grant)
+    }
+
+    fn change(
+        limiter: &RedisLimiter<Conn, C>,
+        change: Change,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        limiter.change_in_redis(change)
+    }
+
+    fn remaining(
+        limiter: &RedisLimiter<Conn, C>,
+        shard: Shard,
+    ) -> impl Future<Output = Result<u64, Error>> + Send {
+        limiter.remaining_in_redis(shard)
+    }
+
+    fn snapshot(
+        limiter: &RedisLimiter<Conn, C>,
+    ) -> impl Future<Output = Result<Vec<BucketState>, Error>> + Send {
+        limiter.snapshot_in_redis()
     }
 
     fn reserve(&self, _core: &Core, whom: Whom<'_>, n: u32, lead: Duration) -> Self::Reserving {
@@ -371,7 +402,7 @@ where
         async move { shared.catch_up().await }
     }
 
-    fn check_weight(&self, core: &Core, shard: &Shard, n: u32) -> Result<(), InsufficientCapacity> {
+    fn check_weight(&self, core: &Core, shard: &Shard, n: u32) -> Result<(), Denied> {
         match self.shared.options.layout {
             Layout::OneSlot => core.split.get().check_weight(shard, n),
             Layout::Spread => core.split.get().check_weight_alone(shard, n),
@@ -398,6 +429,9 @@ pub enum Source {
     /// shard's keys hold something else: the
     /// [`FailurePolicy`](super::FailurePolicy) decided.
     Policy,
+    /// The limiter itself, without asking Redis: a request that can never
+    /// fit ([`DenialReason::NeverFits`](crate::DenialReason::NeverFits)).
+    Limiter,
 }
 
 /// A decision of a [`RedisLimiter`](super::RedisLimiter), and how it was made.

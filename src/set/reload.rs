@@ -288,7 +288,7 @@ impl<C: Clock + Clone> LimiterSet<C> {
             if let (Step::Change(new), Entry::Redis(limiter)) = (step, &self.limiters[*name]) {
                 let (quota, split, _) =
                     (new.builder(name).validate()).map_err(|e| SetError::config(name, e))?;
-                (limiter.set_quota_and_buckets(quota, split.buckets).await)
+                (crate::Limit::set_quota_and_buckets(&**limiter, quota, split.buckets).await)
                     .map_err(|e| SetError::redis_change(name, e))?;
             }
         }

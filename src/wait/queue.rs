@@ -1,18 +1,17 @@
 //! The one wait every method of the module comes down to: reserve the
 //! earliest slot, sleep until it, keep it or give it back.
 
-use std::ops::Deref;
 use std::time::Duration;
 
 use tokio::time::{Instant, sleep_until};
 
-use super::Waiter;
+use super::Jitter;
 use crate::limiter::decision::Reserved;
 use crate::limiter::whom::Whom;
 use crate::store::Store;
 use crate::{Denied, Grant, Limiter};
 
-impl<S: Store, L: Deref<Target = Limiter<S>>> Waiter<'_, S, L> {
+impl<S: Store> Limiter<S> {
     /// The one wait: draw now; on a denial, reserve the earliest slot the
     /// shard can give (the draw as it will be then, applied now, so that
     /// later callers line up behind), sleep exactly until it (plus jitter),
@@ -33,13 +32,15 @@ impl<S: Store, L: Deref<Target = Limiter<S>>> Waiter<'_, S, L> {
     /// Dropping the future while it sleeps gives the reservation back to
     /// the buckets that paid it where nothing drew on them since (otherwise
     /// the callers behind keep their slots, and the budget loses it).
-    pub(super) async fn wait(
+    pub(super) async fn wait_for(
         &self,
         whom: Whom<'_>,
         n: u32,
         max_wait: Option<Duration>,
+        jitter: Jitter,
     ) -> Result<Grant, Denied> {
-        let limiter: &Limiter<S> = &self.limiter;
+        let limiter = self;
+        limiter.store.check_weight(&limiter.core, &whom.shard, n)?;
         // A deadline too far to represent is no deadline.
         let deadline = max_wait.and_then(|d| Instant::now().checked_add(d));
         let mut lead = Duration::ZERO;
@@ -58,7 +59,7 @@ impl<S: Store, L: Deref<Target = Limiter<S>>> Waiter<'_, S, L> {
                         reserved: Some(reserved),
                         epoch,
                     };
-                    let wake = ready + self.jitter.sample();
+                    let wake = ready + jitter.sample();
                     sleep_until(deadline.map_or(wake, |d| wake.min(d.max(ready)))).await;
                     limiter.store.catch_up(&limiter.core).await;
                     if held.current() {

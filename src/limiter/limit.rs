@@ -1,0 +1,149 @@
+//! The limiter's face over any store: [`Limit`].
+
+use std::future::Future;
+
+use crate::quota::Quota;
+use crate::store::Store;
+use crate::store::sealed::Change;
+
+use super::Limiter;
+use super::decision::{BucketState, Grant, Refunded};
+use super::denied::Denied;
+use super::request::Request;
+
+/// What every limiter does, whatever its store: check, refund, change the
+/// quota or N, and read what is left. In process each answers at once; over
+/// Redis each is a round trip.
+///
+/// Code written against `Limit` (or against `Limiter<S>` for any
+/// [`Store`] `S`) runs unchanged over both stores:
+///
+/// ```
+/// use shuffle_limiter::store::Store;
+/// use shuffle_limiter::{Limit, Limiter, ManualClock, Quota, Request, ShardedLimiter};
+///
+/// /// Takes the worst case of a batch, and gives back what it did not use.
+/// async fn send_batch<S: Store>(limiter: &Limiter<S>, tenant: &str, used: u32) -> u64 {
+///     let grant = limiter.check(Request::tenant(tenant).tokens(4)).await.unwrap();
+///     let unused = grant.part(4 - used).unwrap();
+///     limiter.refund(unused).await.unwrap();
+///     limiter.remaining(tenant).await.unwrap()
+/// }
+///
+/// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
+/// #     let mut f = std::pin::pin!(f);
+/// #     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+/// #     match f.as_mut().poll(&mut cx) { std::task::Poll::Ready(v) => v, _ => unreachable!() }
+/// # }
+/// let limiter = ShardedLimiter::builder()
+///     .quota(Quota::per_second(10))
+///     .buckets(1)
+///     .clock(ManualClock::new())
+///     .build()?;
+/// // In process, the futures are ready at once.
+/// assert_eq!(block_on(send_batch(&limiter, "t", 3)), 7);
+/// # Ok::<(), shuffle_limiter::ConfigError>(())
+/// ```
+///
+/// The same function takes a `RedisLimiter` (see the
+/// [Redis guide](crate::guide::redis)). A [`ShardedLimiter`] also has
+/// synchronous methods of the same names, which its callers reach first;
+/// generic code reaches these.
+///
+/// [`ShardedLimiter`]: crate::ShardedLimiter
+pub trait Limit: Send + Sync {
+    /// What the store's fallible operations fail with:
+    /// [`ConfigError`](crate::ConfigError) in process (only a change can
+    /// fail there), the Redis store's `Error` over Redis.
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// A decision in flight: ready at once in process, a round trip to
+    /// Redis otherwise. It owns what it needs (`'static`).
+    type Checking: Future<Output = Result<Grant, Denied>> + Send + 'static;
+
+    /// Takes the request's tokens from the roomiest of its buckets (or
+    /// several together, for a weighted request none can pay alone).
+    ///
+    /// The future's output is [`Denied`] when the buckets are short (with
+    /// when to retry), when the request can never fit
+    /// ([`DenialReason::NeverFits`](crate::DenialReason::NeverFits)), or when
+    /// the store could not decide and its failure policy denied.
+    fn check<'r>(&self, request: impl Into<Request<'r>>) -> Self::Checking;
+
+    /// Gives back what `grant` took (or [`part`](Grant::part) of it), to
+    /// the buckets that paid, where they still exist.
+    fn refund(&self, grant: Grant) -> impl Future<Output = Result<Refunded, Self::Error>> + Send;
+
+    /// Changes the budget, at once, for every tenant (and, over Redis,
+    /// every process), keeping what each bucket has used.
+    fn set_quota(&self, quota: Quota) -> impl Future<Output = Result<(), Self::Error>> + Send;
+
+    /// Changes N, the number of buckets: each tenant's shard moves to the
+    /// new N, buckets that stay keep their tokens.
+    fn set_buckets(&self, buckets: u32) -> impl Future<Output = Result<(), Self::Error>> + Send;
+
+    /// Changes the quota and N together, in one step.
+    fn set_quota_and_buckets(
+        &self,
+        quota: Quota,
+        buckets: u32,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send;
+
+    /// Tokens the request's buckets could give now, over all of them,
+    /// without taking any (its weight is not read).
+    fn remaining<'r>(
+        &self,
+        request: impl Into<Request<'r>>,
+    ) -> impl Future<Output = Result<u64, Self::Error>> + Send;
+
+    /// The state of every bucket, read now (each bucket read once, not all
+    /// at one instant).
+    fn snapshot(&self) -> impl Future<Output = Result<Vec<BucketState>, Self::Error>> + Send;
+}
+
+impl<S: Store> Limit for Limiter<S> {
+    type Error = S::Error;
+    type Checking = S::Pending;
+
+    #[inline]
+    fn check<'r>(&self, request: impl Into<Request<'r>>) -> Self::Checking {
+        let request = request.into();
+        let whom = self.core.whom(&request);
+        if let Err(denied) = self.store.check_weight(&self.core, &whom.shard, request.weight()) {
+            return S::denied(denied);
+        }
+        self.store.apply(&self.core, whom, request.weight())
+    }
+
+    fn refund(&self, grant: Grant) -> impl Future<Output = Result<Refunded, Self::Error>> + Send {
+        S::refund(self, grant)
+    }
+
+    fn set_quota(&self, quota: Quota) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        S::change(self, Change::Quota(quota))
+    }
+
+    fn set_buckets(&self, buckets: u32) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        S::change(self, Change::Buckets(buckets))
+    }
+
+    fn set_quota_and_buckets(
+        &self,
+        quota: Quota,
+        buckets: u32,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        S::change(self, Change::Both(quota, buckets))
+    }
+
+    fn remaining<'r>(
+        &self,
+        request: impl Into<Request<'r>>,
+    ) -> impl Future<Output = Result<u64, Self::Error>> + Send {
+        let shard = self.core.whom(&request.into()).shard;
+        S::remaining(self, shard)
+    }
+
+    fn snapshot(&self) -> impl Future<Output = Result<Vec<BucketState>, Self::Error>> + Send {
+        S::snapshot(self)
+    }
+}
