@@ -281,11 +281,11 @@ impl std::error::Error for ConfigError {}
 /// A refund of more tokens than the grant took.
 ///
 /// ```
-/// use shuffle_limiter::{Quota, ShardedLimiter};
+/// use shuffle_limiter::{Quota, Request, ShardedLimiter};
 ///
 /// let limiter = ShardedLimiter::builder().quota(Quota::per_second(10)).build()?;
-/// let grant = limiter.check_n("t", 2).unwrap().unwrap();
-/// let err = limiter.refund_n(grant, 3).unwrap_err();
+/// let grant = limiter.check(Request::tenant("t").tokens(2)).unwrap();
+/// let err = grant.part(3).unwrap_err();
 /// assert_eq!((err.requested(), err.granted()), (3, 2));
 /// # Ok::<(), shuffle_limiter::ConfigError>(())
 /// ```

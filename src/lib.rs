@@ -13,7 +13,7 @@
 //!     .per_tenant(2)
 //!     .clock(clock.clone())
 //!     .build()?;
-//! let tenant = sim.tenant("tenant-7"); // shard resolved once
+//! let tenant = sim.handle("tenant-7"); // shard resolved once
 //! let granted = (0..1000).filter(|_| tenant.check().is_ok()).count();
 //! assert_eq!(granted, 200); // its 2 buckets of 100 tokens each
 //! clock.advance(Duration::from_millis(10)); // 100/s per bucket: 1 token each
@@ -28,15 +28,16 @@
 //!   is split over the buckets.
 //! - [`Assignment`] and [`Shard`]: the specified tenant → buckets function
 //!   (`docs/assignment.md` is the contract, with known-answer vectors).
-//! - [`Limiter`], [`ShardedLimiter`], [`Tenant`], [`Grant`] (and its [`Payment`]s), [`Denied`]: the
-//!   decision. A limiter is one core (the split, the assignment, the tenant
-//!   cache) over one [`store`]: [`InProcess`](store::InProcess) atomics, or
-//!   Redis. The decision itself is written once, as a pure function that
-//!   every store applies atomically.
+//! - [`Request`], [`Limiter`], [`ShardedLimiter`], [`Handle`], [`Grant`]
+//!   (and its [`Payment`]s), [`Denied`]: the decision. A limiter is one core
+//!   (the split, the assignment, the tenant cache) over one [`store`]:
+//!   [`InProcess`](store::InProcess) atomics, or Redis; [`Limit`] is what
+//!   every limiter does, whatever its store. The decision itself is written
+//!   once, as a pure function that every store applies atomically.
 //! - Beyond one tenant, one shard: borrowing idle capacity from spill
 //!   buckets above a reserve ([`Builder::borrow_from`]), weighted requests
 //!   paid by several buckets together ([`Grant::payments`]), users isolated
-//!   inside a tenant ([`Builder::per_user`], [`ShardedLimiter::check_nested`])
+//!   inside a tenant ([`Builder::per_user`], [`Request::user`])
 //!   and tiers with a larger k ([`Builder::tier`]).
 //! - [`Sharder`]: the same assignment over anything else (worker addresses,
 //!   queue names): a tenant's shard of them, a stable member per resource id,
@@ -47,7 +48,7 @@
 //!   `shuffle-lab` command, a package of its own, is built on it.
 //!
 //! ## The integrations' modules
-//! - `tokio`: [`Limiter::until_ready`] and the [`wait`] module.
+//! - `tokio`: [`Limiter::wait`] and the [`wait`] module.
 //! - `tower`: the [`tower`] module.
 //! - `serde`: the [`set`] module.
 //! - `metrics`: the [`metrics`] module.
@@ -98,8 +99,8 @@ pub use limiter::builder::{
 };
 pub use limiter::decision::{BucketState, Grant, Payment, Refunded};
 pub use limiter::denied::{DenialReason, Denied};
-pub use limiter::isolation::{Isolation, WEAK_ISOLATION_SHARDS};
 pub use limiter::handle::Handle;
+pub use limiter::isolation::{Isolation, WEAK_ISOLATION_SHARDS};
 pub use limiter::limit::Limit;
 pub use limiter::request::Request;
 pub use limiter::tiers::MAX_TIERED_TENANTS;

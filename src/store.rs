@@ -3,7 +3,7 @@
 //! A [`Limiter`](crate::Limiter) is one core — the quota and its split, the
 //! assignment, the tenant cache — over one store. The store has a single
 //! operation: apply [the draw](crate#the-model) atomically to a tenant's k
-//! buckets. Everything built on a limiter ([`until_ready`], the tower layer,
+//! buckets. Everything built on a limiter ([`wait`], the tower layer,
 //! a `LimiterSet`) asks the store through that one operation, so it works
 //! the same over every store.
 //!
@@ -12,7 +12,7 @@
 //! - `RedisStore` (feature `redis`): one Lua script per decision in Redis,
 //!   shared by every process; the store of a `RedisLimiter`.
 //!
-//! [`until_ready`]: crate::Limiter::until_ready
+//! [`wait`]: crate::Limiter::wait
 
 use std::future::Future;
 
@@ -85,7 +85,6 @@ pub(crate) mod sealed {
         /// reads) fail with.
         type Error: std::error::Error + Send + Sync + 'static;
 
-
         /// The decision in flight: ready at once in process, a round trip
         /// to Redis otherwise. It owns what it needs, so it can outlive the
         /// call.
@@ -144,12 +143,7 @@ pub(crate) mod sealed {
         /// Whether `shard` could ever pay `n` tokens in this store: with its
         /// own buckets together, unless the store can only take from one
         /// bucket at a time.
-        fn check_weight(
-            &self,
-            core: &Core,
-            shard: &Shard,
-            n: u32,
-        ) -> Result<(), Denied> {
+        fn check_weight(&self, core: &Core, shard: &Shard, n: u32) -> Result<(), Denied> {
             core.split.get().check_weight(shard, n)
         }
     }

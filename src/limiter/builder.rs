@@ -166,7 +166,7 @@ impl<C: Clock> Builder<C> {
     }
 
     /// j: how many of its tenant's k buckets each *user* of a tenant draws
-    /// from in a nested check ([`check_nested`](crate::ShardedLimiter::check_nested)),
+    /// from in a request for one user ([`Request::user`](crate::Request::user)),
     /// 1 ≤ j ≤ k; k unless set, which gives every user all of its tenant's
     /// buckets.
     ///
@@ -177,7 +177,7 @@ impl<C: Clock> Builder<C> {
     /// same j buckets with probability 1 / C(k, j).
     ///
     /// ```
-    /// use shuffle_limiter::{ManualClock, Quota, ShardedLimiter};
+    /// use shuffle_limiter::{ManualClock, Quota, Request, ShardedLimiter};
     ///
     /// let limiter = ShardedLimiter::builder()
     ///     .quota(Quota::per_second(8))
@@ -187,14 +187,15 @@ impl<C: Clock> Builder<C> {
     ///     .clock(ManualClock::new())
     ///     .build()?;
     /// let shard = limiter.shard("acme");
-    /// let user = limiter.shard_nested("acme", "user-7");
+    /// let user7 = Request::tenant("acme").user("user-7");
+    /// let user = limiter.shard(user7.clone());
     /// assert_eq!(user.buckets().len(), 2);
     /// assert!(user.buckets().iter().all(|&b| shard.contains(b)));
     /// // Its two buckets hold one token each: the user is denied after two,
     /// // another user of the tenant may still be granted.
-    /// assert!(limiter.check_nested("acme", "user-7").is_ok());
-    /// assert!(limiter.check_nested("acme", "user-7").is_ok());
-    /// assert!(limiter.check_nested("acme", "user-7").is_err());
+    /// assert!(limiter.check(user7.clone()).is_ok());
+    /// assert!(limiter.check(user7.clone()).is_ok());
+    /// assert!(limiter.check(user7).is_err());
     /// # Ok::<(), shuffle_limiter::ConfigError>(())
     /// ```
     pub fn per_user(mut self, per_user: u32) -> Self {

@@ -38,7 +38,7 @@ impl<C: Clock> ShardedLimiter<C> {
     ///     .per_tenant(1)
     ///     .clock(clock.clone())
     ///     .build()?;
-    /// let tenant = limiter.tenant("t");
+    /// let tenant = limiter.handle("t");
     /// assert!(tenant.check().is_ok()); // 1 of its bucket's 2 tokens left
     /// // The upstream raises us from 4/s to 20/s: the bucket now holds half
     /// // of 10, and refills every 100 ms instead of every 500 ms.
@@ -86,7 +86,7 @@ impl<C: Clock> ShardedLimiter<C> {
     /// are granted at most `R·(c − start) + R·(end − c) + B`: the change
     /// never adds tokens. Checks never wait for a lock; a check that raced
     /// the change is decided again under the new N, on the tenant's new
-    /// shard. Tenant handles ([`tenant`](Self::tenant)) follow the change
+    /// shard. Handles ([`handle`](crate::Limiter::handle)) follow the change
     /// too. N can grow only up to the room the limiter was built with
     /// ([`Builder::max_buckets`](crate::Builder::max_buckets)).
     ///
@@ -100,7 +100,7 @@ impl<C: Clock> ShardedLimiter<C> {
     ///     .per_tenant(1)
     ///     .clock(ManualClock::new())
     ///     .build()?;
-    /// let tenant = limiter.tenant("t");
+    /// let tenant = limiter.handle("t");
     /// for _ in 0..3 {
     ///     tenant.check().unwrap(); // 1 of its bucket's 4 tokens left
     /// }

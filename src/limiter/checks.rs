@@ -70,7 +70,8 @@ impl<C: Clock> ShardedLimiter<C> {
     /// give now, over all of them, without taking any.
     pub fn remaining<'r>(&self, request: impl Into<Request<'r>>) -> u64 {
         let request = request.into();
-        self.store.remaining(&self.core, &self.core.whom(&request).shard)
+        self.store
+            .remaining(&self.core, &self.core.whom(&request).shard)
     }
 
     /// How long until all of `tenant`'s buckets are full again if nothing

@@ -419,7 +419,10 @@ mod tests {
         // Together they pay up to the sum of their bursts.
         assert_eq!(split.check_weight(&shard, 10), Ok(()));
         let err = split.check_weight(&shard, 11).unwrap_err();
-        let reason = crate::DenialReason::NeverFits { asked: 11, most: 10 };
+        let reason = crate::DenialReason::NeverFits {
+            asked: 11,
+            most: 10,
+        };
         assert_eq!((err.reason(), err.retry_after()), (reason, Duration::MAX));
     }
 }

@@ -40,7 +40,7 @@ impl Grant {
     /// by a Redis limiter's failure policy (`FailOpen`).
     ///
     /// ```
-    /// use shuffle_limiter::{ManualClock, Quota, ShardedLimiter};
+    /// use shuffle_limiter::{ManualClock, Quota, Request, ShardedLimiter};
     ///
     /// let limiter = ShardedLimiter::builder()
     ///     .quota(Quota::per_second(8))
@@ -49,7 +49,7 @@ impl Grant {
     ///     .clock(ManualClock::new())
     ///     .build()?;
     /// // Each bucket holds 2 tokens: a weight of 3 takes both.
-    /// let grant = limiter.check_n("t", 3).unwrap().unwrap();
+    /// let grant = limiter.check(Request::tenant("t").tokens(3)).unwrap();
     /// let paid: Vec<u32> = grant.payments().iter().map(|p| p.tokens()).collect();
     /// assert_eq!(paid, [2, 1]);
     /// assert_eq!(grant.payments()[0].bucket(), grant.bucket());

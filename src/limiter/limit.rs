@@ -109,7 +109,10 @@ impl<S: Store> Limit for Limiter<S> {
     fn check<'r>(&self, request: impl Into<Request<'r>>) -> Self::Checking {
         let request = request.into();
         let whom = self.core.whom(&request);
-        if let Err(denied) = self.store.check_weight(&self.core, &whom.shard, request.weight()) {
+        if let Err(denied) = self
+            .store
+            .check_weight(&self.core, &whom.shard, request.weight())
+        {
             return S::denied(denied);
         }
         self.store.apply(&self.core, whom, request.weight())

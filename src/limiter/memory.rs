@@ -13,13 +13,13 @@ use crate::clock::{Clock, MonotonicClock};
 use crate::draw::{
     self, Outcome, Pace, Pool, Short, Single, Step, give_back, refund, rescale, resize,
 };
-use crate::random::tie_break;
 use crate::error::ConfigError;
+use crate::random::tie_break;
 use crate::store::sealed::{Apply, Change, NotReserved};
 use crate::sync::{AtomicU64, Ordering};
 
-use super::core::{Core, MAX_NOW, Split};
 use super::ShardedLimiter;
+use super::core::{Core, MAX_NOW, Split};
 use super::decision::{BucketState, Grant, Refunded, Reserved, answer};
 use super::denied::Denied;
 use super::whom::{Resolved, Whom};
@@ -456,11 +456,17 @@ impl<C: Clock> Apply for InProcess<C> {
         ready(Err(denied))
     }
 
-    fn refund(limiter: &ShardedLimiter<C>, grant: Grant) -> impl Future<Output = Result<Refunded, ConfigError>> + Send {
+    fn refund(
+        limiter: &ShardedLimiter<C>,
+        grant: Grant,
+    ) -> impl Future<Output = Result<Refunded, ConfigError>> + Send {
         ready(Ok(limiter.refund(grant)))
     }
 
-    fn change(limiter: &ShardedLimiter<C>, change: Change) -> impl Future<Output = Result<(), ConfigError>> + Send {
+    fn change(
+        limiter: &ShardedLimiter<C>,
+        change: Change,
+    ) -> impl Future<Output = Result<(), ConfigError>> + Send {
         ready(match change {
             Change::Quota(quota) => limiter.set_quota(quota),
             Change::Buckets(buckets) => limiter.set_buckets(buckets),
@@ -468,11 +474,16 @@ impl<C: Clock> Apply for InProcess<C> {
         })
     }
 
-    fn remaining(limiter: &ShardedLimiter<C>, shard: Shard) -> impl Future<Output = Result<u64, ConfigError>> + Send {
+    fn remaining(
+        limiter: &ShardedLimiter<C>,
+        shard: Shard,
+    ) -> impl Future<Output = Result<u64, ConfigError>> + Send {
         ready(Ok(limiter.store.remaining(&limiter.core, &shard)))
     }
 
-    fn snapshot(limiter: &ShardedLimiter<C>) -> impl Future<Output = Result<Vec<BucketState>, ConfigError>> + Send {
+    fn snapshot(
+        limiter: &ShardedLimiter<C>,
+    ) -> impl Future<Output = Result<Vec<BucketState>, ConfigError>> + Send {
         ready(Ok(limiter.snapshot()))
     }
 

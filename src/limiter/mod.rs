@@ -14,11 +14,11 @@ mod checks;
 pub(crate) mod core;
 pub(crate) mod decision;
 pub(crate) mod denied;
+pub(crate) mod handle;
 pub(crate) mod isolation;
+pub(crate) mod limit;
 pub(crate) mod live;
 pub(crate) mod memory;
-pub(crate) mod handle;
-pub(crate) mod limit;
 pub(crate) mod request;
 pub(crate) mod tiers;
 pub(crate) mod whom;
@@ -33,9 +33,9 @@ use crate::quota::Quota;
 
 use self::core::Core;
 use self::handle::Handle;
-use self::request::Request;
 use self::isolation::Isolation;
 use self::memory::InProcess;
+use self::request::Request;
 
 /// Many tenants, one budget: a quota split over N lock-free GCRA buckets, each
 /// tenant drawing from its own k of them, in this process.
@@ -63,9 +63,10 @@ pub type ShardedLimiter<C = MonotonicClock> = Limiter<InProcess<C>>;
 ///
 /// Use it through its aliases: [`ShardedLimiter`] (buckets in this process)
 /// and, with the `redis` feature, `RedisLimiter` (buckets in Redis, shared by
-/// a fleet). Both have the accessors below and the waits of the `tokio`
-/// feature (`until_ready` and friends); each store adds its own way of
-/// checking — synchronous in process, `async` over Redis.
+/// a fleet). Both have the accessors below, the waits of the `tokio`
+/// feature ([`wait`](Limiter::wait)) and the [`Limit`](crate::Limit)
+/// trait's `async` checks, refunds, changes and reads; a [`ShardedLimiter`]
+/// also has synchronous ones of the same names.
 pub struct Limiter<S> {
     pub(crate) core: Core,
     pub(crate) store: S,

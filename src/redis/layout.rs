@@ -37,7 +37,7 @@ pub enum Layout {
     /// bucket, and the budget holds exactly as in [`OneSlot`](Self::OneSlot);
     /// a denial costs up to k round trips (fewer once the process knows
     /// which buckets are short). Weights one bucket cannot hold are refused
-    /// ([`InsufficientCapacity`](crate::InsufficientCapacity)), since buckets
+    /// ([`DenialReason::NeverFits`](crate::DenialReason::NeverFits)), since buckets
     /// on different nodes cannot pay one request together atomically, and
     /// borrowing is refused at build
     /// ([`BuildError::SpreadBorrowing`](super::BuildError::SpreadBorrowing)).

@@ -33,9 +33,11 @@
 //! # Everything else is the same too
 //! A [`RedisLimiter`] is a [`Limiter`] over the
 //! [`RedisStore`]: it has the same accessors as a [`ShardedLimiter`], the
-//! same waits (`until_ready`, `until_ready_within`, … with the `tokio`
-//! feature), works in the same [`RateLimitLayer`] (feature `tower`) and in a
-//! `LimiterSet` (feature `serde`); only its checks are `async`.
+//! same waits (`limiter.wait(request)` with the `tokio` feature), works in
+//! the same [`RateLimitLayer`] (feature `tower`) and in a `LimiterSet`
+//! (feature `serde`); it checks, refunds, changes and reads through the
+//! [`Limit`](crate::Limit) trait (`use shuffle_limiter::Limit`), each a
+//! round trip.
 //!
 //! [`RateLimitLayer`]: https://docs.rs/shuffle-limiter/latest/shuffle_limiter/tower/struct.RateLimitLayer.html
 //!
@@ -147,7 +149,7 @@
 //!
 //! # Example
 //! ```no_run
-//! use shuffle_limiter::{Quota, ShardedLimiter};
+//! use shuffle_limiter::{Limit, Quota, ShardedLimiter};
 //! use shuffle_limiter::redis::{FailurePolicy, RedisOptions};
 //!
 //! # async fn run() -> Result<(), shuffle_limiter::redis::BuildError> {

@@ -17,7 +17,6 @@ use ::redis::Script;
 use ::redis::aio::ConnectionLike;
 
 use super::RedisLimiter;
-use crate::store::sealed::Change;
 use super::build::{in_micros, replica_share};
 use super::error::{BuildError, Error};
 use super::layout::Layout;
@@ -27,6 +26,7 @@ use crate::clock::Clock;
 use crate::error::ConfigError;
 use crate::limiter::core::Split;
 use crate::quota::Quota;
+use crate::store::sealed::Change;
 
 /// The scripts after what every script of the limiter starts with.
 pub(super) const RESCALE_LUA: &str =
@@ -198,7 +198,9 @@ where
                 self.change(Rescale::Tokens, |quota, _| (quota, buckets))
                     .await
             }
-            Change::Both(quota, buckets) => self.change(Rescale::Share, |_, _| (quota, buckets)).await,
+            Change::Both(quota, buckets) => {
+                self.change(Rescale::Share, |_, _| (quota, buckets)).await
+            }
         }
     }
 

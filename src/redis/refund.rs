@@ -108,7 +108,10 @@ where
                 },
             });
         }
-        let refunds: Vec<_> = grant.refunds(tokens).expect("a grant's own tokens").collect();
+        let refunds: Vec<_> = grant
+            .refunds(tokens)
+            .expect("a grant's own tokens")
+            .collect();
         let mut refunded = Refunded::default();
         for batch in shared.batches(&refunds) {
             let given = self.refund_batch(batch, grant.generation().1).await?;

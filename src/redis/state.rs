@@ -3,9 +3,9 @@ use ::redis::aio::ConnectionLike;
 
 use super::RedisLimiter;
 use super::error::Error;
+use crate::Shard;
 use crate::clock::Clock;
 use crate::limiter::decision::BucketState;
-use crate::Shard;
 
 impl<Conn, C> RedisLimiter<Conn, C>
 where

@@ -12,6 +12,7 @@ use ::redis::aio::{ConnectionLike, ConnectionManager};
 use crossbeam_utils::CachePadded;
 use tokio::time::timeout;
 
+use super::RedisLimiter;
 use super::breaker::Breaker;
 use super::denial_cache::DenialCache;
 use super::error::Error;
@@ -19,7 +20,6 @@ use super::layout::Layout;
 use super::options::{FailurePolicy, RedisOptions};
 use super::quota::{ChangeScripts, parse_quota};
 use super::script::{Answer, DrawScript, Drawn, MICROS, answer};
-use super::RedisLimiter;
 use super::spread::Rooms;
 use crate::assign::ShardCache;
 use crate::clock::{Clock, MonotonicClock};

@@ -11,6 +11,7 @@ use crate::limiter::ShardedLimiter;
 use crate::quota::Quota;
 #[cfg(feature = "redis")]
 use crate::redis::RedisLimiter;
+use crate::{Denied, Grant, Limit, Request};
 
 /// One limiter of a [`LimiterSet`](super::LimiterSet), whichever its store:
 /// what [`member`](super::LimiterSet::member) finds and
@@ -27,6 +28,7 @@ use crate::redis::RedisLimiter;
 ///     // With the `redis` feature: Member::Redis(limiter) => limiter.check("tenant-42").await
 ///     _ => unreachable!("configured without redis = \"...\""),
 /// }
+/// // Or, whichever the store: `amazon.check("tenant-42").await`.
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[non_exhaustive]
@@ -88,6 +90,50 @@ impl<'a, C: Clock> Member<'a, C> {
     /// k, the buckets of each tenant.
     pub fn per_tenant(self) -> u32 {
         with_limiter!(self, limiter => limiter.per_tenant())
+    }
+}
+
+/// # Deciding, whichever the store
+impl<C: Clock + 'static> Member<'_, C> {
+    /// As [`Limit::check`](crate::Limit::check) on whichever limiter this
+    /// is: ready at once in process, a round trip to Redis otherwise.
+    ///
+    /// ```
+    /// use shuffle_limiter::set::LimiterSet;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let set: LimiterSet = toml::from_str("[limiters.amazon]\nrate = \"5/s\"")?;
+    /// let amazon = set.member("amazon").expect("configured above");
+    /// assert!(amazon.check("tenant-42").await.is_ok());
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Denied`] as the limiter's check denies.
+    pub async fn check<'r>(self, request: impl Into<Request<'r>>) -> Result<Grant, Denied> {
+        let request = request.into();
+        with_limiter!(self, limiter => Limit::check(&**limiter, request).await)
+    }
+
+    /// As [`Limiter::wait`](crate::Limiter::wait) on whichever limiter this
+    /// is, within `max_wait` if one is given (feature `tokio`).
+    ///
+    /// # Errors
+    /// [`Denied`] as the limiter's wait is.
+    #[cfg(feature = "tokio")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+    pub async fn wait<'r>(
+        self,
+        request: impl Into<Request<'r>>,
+        max_wait: Option<std::time::Duration>,
+    ) -> Result<Grant, Denied> {
+        let request = request.into();
+        with_limiter!(self, limiter => match max_wait {
+            Some(max_wait) => limiter.wait(request).within(max_wait).await,
+            None => limiter.wait(request).await,
+        })
     }
 }
 

@@ -84,11 +84,13 @@
 //! server; [`from_config`](LimiterSet::from_config) refuses it. In-process
 //! limiters of the same set stay synchronous and are found with
 //! [`get`](LimiterSet::get); Redis ones with
-//! `get_redis`, and both with [`member`](LimiterSet::member).
+//! `get_redis`, and both with [`member`](LimiterSet::member), whose
+//! [`check`](Member::check) works whichever the store.
 //!
 //! ```no_run
 //! # #[cfg(feature = "redis")]
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use shuffle_limiter::Limit; // a Redis limiter's checks
 //! use shuffle_limiter::set::{LimiterSet, SetConfig};
 //!
 //! let config: SetConfig = toml::from_str(r#"

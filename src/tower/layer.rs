@@ -117,7 +117,7 @@ impl<S: Store, R> RateLimitLayer<S, R> {
     /// Isolates the users of each tenant one level down: a request whose
     /// `user` key finds a user draws from that user's j of its tenant's k
     /// buckets ([`Builder::per_user`](crate::Builder::per_user),
-    /// [`check_nested`](crate::ShardedLimiter::check_nested)), so one user
+    /// [`Request::user`](crate::Request::user)), so one user
     /// flooding a tenant's API key drains only its j. A request with a
     /// tenant but no user draws from the tenant's k buckets, as without
     /// this setting.

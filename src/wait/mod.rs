@@ -7,7 +7,7 @@
 //! [`Limiter::wait`] waits as long as it takes; [`Wait::within`] gives up as
 //! soon as it is clear that the grant would come after the caller's own
 //! deadline, and [`Wait::jitter`] adds a random delay to each wake-up. A
-//! [`Handle`](crate::Handle) waits the same way, with its shard resolved
+//! [`Handle`] waits the same way, with its shard resolved
 //! once.
 //!
 //! # Waits queue
