@@ -8,7 +8,7 @@ use super::{Ask, MAX_K, Outcome, Pace, grant, room_at};
 /// spill buckets it may borrow from, and how much of a spill bucket its
 /// owners keep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Span {
+pub(crate) struct ShardShape {
     /// k: positions `0..own` are the tenant's own buckets.
     pub(crate) own: usize,
     /// d: positions `own..own + spill` are its spill buckets.
@@ -20,11 +20,11 @@ pub(crate) struct Span {
     pub(crate) reserve: u64,
 }
 
-impl Span {
+impl ShardShape {
     /// k own buckets and no borrowing.
     #[cfg(test)]
-    pub(crate) fn own(k: usize) -> Span {
-        Span {
+    pub(crate) fn own(k: usize) -> ShardShape {
+        ShardShape {
             own: k,
             spill: 0,
             reserve: 0,
@@ -48,7 +48,7 @@ impl Span {
 #[inline(never)]
 pub(super) fn borrow(
     pace: Pace,
-    span: Span,
+    shape: ShardShape,
     burst: impl Fn(usize) -> u32,
     tat: impl Fn(usize) -> u64,
     ask: Ask,
@@ -56,18 +56,18 @@ pub(super) fn borrow(
     let (now, cost) = (ask.now, ask.cost);
     let (mut capacities, mut tats) = ([0; MAX_K], [0; MAX_K]);
     let (mut tokens, mut full_in) = (0, 0);
-    for j in 0..span.own {
+    for j in 0..shape.own {
         (capacities[j], tats[j]) = (pace.capacity(burst(j)), tat(j));
         tokens += pace.tokens(Pace::room(capacities[j], tats[j], now));
         full_in = full_in.max(tats[j].saturating_sub(now));
     }
-    let (mut index, mut at) = soonest(pace, &capacities[..span.own], &tats[..span.own], ask);
+    let (mut index, mut at) = soonest(pace, &capacities[..shape.own], &tats[..shape.own], ask);
     let (mut best, mut best_above, mut best_tat) = (usize::MAX, 0, 0);
-    for j in span.own..span.own + span.spill {
+    for j in shape.own..shape.own + shape.spill {
         let capacity = pace.capacity(burst(j));
         let tat = tat(j);
         // A borrower sees the bucket as if it were `reserve` smaller.
-        let lendable = capacity - span.reserve_of(capacity);
+        let lendable = capacity - shape.reserve_of(capacity);
         let above = Pace::room(lendable, tat, now);
         if above >= cost {
             if best == usize::MAX || above > best_above {
@@ -89,19 +89,19 @@ pub(super) fn borrow(
 #[cfg(test)]
 mod tests {
     use super::super::tests::PACE;
-    use super::{Outcome, Span};
+    use super::{Outcome, ShardShape};
     use crate::draw::Single;
 
     /// The draw over slices with `spill` of the buckets lending above a
     /// reserve of half their capacity.
     fn lend(bursts: &[u32], tats: &[u64], spill: usize, now: u64, n: u32) -> Outcome {
         let own = tats.len() - spill;
-        let span = Span {
+        let shape = ShardShape {
             own,
             spill,
             reserve: 1 << 31,
         };
-        super::super::draw(PACE, span, |j| bursts[j], |j| tats[j], now, n, || 0)
+        super::super::draw(PACE, shape, |j| bursts[j], |j| tats[j], now, n, || 0)
     }
 
     #[test]
@@ -228,21 +228,22 @@ mod tests {
 
     #[test]
     fn a_reserve_of_nothing_lends_the_whole_bucket_and_one_of_everything_lends_none() {
-        let span = |reserve| Span {
+        let shape = |reserve| ShardShape {
             own: 1,
             spill: 1,
             reserve,
         };
-        assert_eq!(span(0).reserve_of(40), 0);
-        assert_eq!(span(1 << 31).reserve_of(40), 20);
-        assert_eq!(span(1 << 31).reserve_of(41), 21); // rounded up: owners keep more
-        assert_eq!(span(u64::from(u32::MAX)).reserve_of(40), 40);
+        assert_eq!(shape(0).reserve_of(40), 0);
+        assert_eq!(shape(1 << 31).reserve_of(40), 20);
+        assert_eq!(shape(1 << 31).reserve_of(41), 21); // rounded up: owners keep more
+        assert_eq!(shape(u64::from(u32::MAX)).reserve_of(40), 40);
         assert_eq!(
-            span(u64::from(u32::MAX)).reserve_of(1 << 62),
+            shape(u64::from(u32::MAX)).reserve_of(1 << 62),
             (1 << 62) - (1 << 30)
         );
-        let full =
-            |reserve| super::super::draw(PACE, span(reserve), |_| 4, |j| [200, 0][j], 100, 4, || 0);
+        let full = |reserve| {
+            super::super::draw(PACE, shape(reserve), |_| 4, |j| [200, 0][j], 100, 4, || 0)
+        };
         assert!(matches!(
             full(0),
             Outcome::Grant(Single {

@@ -31,10 +31,10 @@ mod pace;
 mod pool;
 mod rescale;
 
-pub(crate) use borrow::Span;
+pub(crate) use borrow::ShardShape;
 use borrow::borrow;
 pub(crate) use pace::Pace;
-pub(crate) use pool::{Pool, Short};
+pub(crate) use pool::{NoSingle, Pool};
 use pool::{declined, short};
 pub(crate) use rescale::{Step, give_back, refund, rescale, resize};
 
@@ -143,24 +143,24 @@ impl Ask {
 #[inline]
 pub(crate) fn draw(
     pace: Pace,
-    span: Span,
+    shape: ShardShape,
     burst: impl Fn(usize) -> u32 + Copy,
     tat: impl Fn(usize) -> u64 + Copy,
     now: u64,
     n: u32,
     start: impl FnOnce() -> usize + Copy,
 ) -> Outcome {
-    match single(pace, span.own, burst, tat, now, n, start) {
+    match single(pace, shape.own, burst, tat, now, n, start) {
         Ok(single) => Outcome::Grant(single),
         Err(short) => short
-            .settled(span.spill)
-            .unwrap_or_else(|| rest(pace, span, burst, tat, now, n, start)),
+            .decided(shape.spill)
+            .unwrap_or_else(|| rest(pace, shape, burst, tat, now, n, start)),
     }
 }
 
 /// The grant by the roomiest of the `k` own buckets, if its room fits the
 /// request (the first rule of [`draw`]); when no own bucket can pay alone,
-/// what follows from the same reading ([`Short`]).
+/// what follows from the same reading ([`NoSingle`]).
 #[inline(always)]
 pub(crate) fn single(
     pace: Pace,
@@ -170,7 +170,7 @@ pub(crate) fn single(
     now: u64,
     n: u32,
     start: impl FnOnce() -> usize,
-) -> Result<Single, Short> {
+) -> Result<Single, NoSingle> {
     let ask = Ask::of(pace, now, n);
     if k == 2 {
         pair(pace, burst, tat, ask, start)
@@ -182,12 +182,12 @@ pub(crate) fn single(
 /// The rest of [`draw`], where no own bucket can pay alone: the own buckets
 /// together, a spill bucket, or the denial. The buckets are asked for
 /// again, so that the common path hands nothing over to this one. (Inlined
-/// into its callers, which are cold themselves: called, its pace and span
+/// into its callers, which are cold themselves: called, its pace and shape
 /// were copied through the stack in a way that stalled the loads after.)
 #[inline(always)]
 pub(crate) fn rest(
     pace: Pace,
-    span: Span,
+    shape: ShardShape,
     burst: impl Fn(usize) -> u32 + Copy,
     tat: impl Fn(usize) -> u64 + Copy,
     now: u64,
@@ -195,9 +195,9 @@ pub(crate) fn rest(
     start: impl FnOnce() -> usize,
 ) -> Outcome {
     let ask = Ask::of(pace, now, n);
-    let own = short(pace, span.own, burst, tat, ask, start);
-    if span.spill > 0 && matches!(own, Outcome::Deny { .. }) {
-        return borrow(pace, span, burst, tat, ask);
+    let own = short(pace, shape.own, burst, tat, ask, start);
+    if shape.spill > 0 && matches!(own, Outcome::Deny { .. }) {
+        return borrow(pace, shape, burst, tat, ask);
     }
     own
 }
@@ -211,7 +211,7 @@ fn pair(
     tat: impl Fn(usize) -> u64,
     ask: Ask,
     start: impl FnOnce() -> usize,
-) -> Result<Single, Short> {
+) -> Result<Single, NoSingle> {
     let now = ask.now;
     let (capacity0, capacity1) = (pace.capacity(burst(0)), pace.capacity(burst(1)));
     let (tat0, tat1) = (tat(0), tat(1));
@@ -242,7 +242,7 @@ fn any(
     tat: impl Fn(usize) -> u64,
     ask: Ask,
     start: impl FnOnce() -> usize,
-) -> Result<Single, Short> {
+) -> Result<Single, NoSingle> {
     let now = ask.now;
     let mut tats = [0; MAX_K];
     // `tied` has bit j set for each position with the most room so far.

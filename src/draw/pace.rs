@@ -10,7 +10,7 @@ pub(crate) struct Pace {
     /// `⌊2^(63+l) / interval⌋ + 1` with `l = ⌈log₂ interval⌉`, so that
     /// counting tokens is a multiply and a shift instead of a division (see
     /// [`Pace::tokens`]).
-    magic: u64,
+    multiplier: u64,
     // No third field, not even `l`: at 16 bytes a pace is passed in two
     // registers; at 24 it was copied through the stack on every call, by
     // moves that stalled the loads after them.
@@ -24,22 +24,25 @@ impl Pace {
         let shift = u64::BITS - (interval - 1).leading_zeros();
         Pace {
             interval,
-            magic: ((1u128 << (63 + shift)) / interval as u128 + 1) as u64,
+            multiplier: ((1u128 << (63 + shift)) / interval as u128 + 1) as u64,
         }
     }
 
-    /// The pace whose [`interval`](Self::interval) and [`magic`](Self::magic)
+    /// The pace whose [`interval`](Self::interval) and [`multiplier`](Self::multiplier)
     /// these are, as a store that keeps them in atomics reads them back.
     #[inline]
-    pub(crate) fn from_parts(interval: u64, magic: u64) -> Pace {
-        Pace { interval, magic }
+    pub(crate) fn from_parts(interval: u64, multiplier: u64) -> Pace {
+        Pace {
+            interval,
+            multiplier,
+        }
     }
 
     /// The multiplier of [`tokens`](Self::tokens), kept so that a pace read
     /// back with [`from_parts`](Self::from_parts) needs no division.
     #[inline]
-    pub(crate) fn magic(self) -> u64 {
-        self.magic
+    pub(crate) fn multiplier(self) -> u64 {
+        self.multiplier
     }
 
     /// Units of time between two tokens.
@@ -64,17 +67,17 @@ impl Pace {
     /// `⌊room / interval⌋`, exactly, for any room below 2⁶³ (room never
     /// exceeds 2⁶²), by one multiply and two shifts.
     ///
-    /// With `l = ⌈log₂ interval⌉` and `magic = ⌊2^(63+l) / interval⌋ + 1`,
-    /// `magic · interval` lies in `(2^(63+l), 2^(63+l) + 2^l]`, which makes
-    /// `⌊room · magic / 2^(63+l)⌋` the exact quotient of every room below
+    /// With `l = ⌈log₂ interval⌉` and `multiplier = ⌊2^(63+l) / interval⌋ + 1`,
+    /// `multiplier · interval` lies in `(2^(63+l), 2^(63+l) + 2^l]`, which makes
+    /// `⌊room · multiplier / 2^(63+l)⌋` the exact quotient of every room below
     /// 2⁶³ (Granlund and Montgomery, "Division by invariant integers using
-    /// multiplication", 1994, theorem 4.2). `magic` is below 2⁶⁴ because
+    /// multiplication", 1994, theorem 4.2). `multiplier` is below 2⁶⁴ because
     /// `interval > 2^(l−1)`. Doubling the room first turns the shift by
     /// `63 + l` into taking the high word and shifting it by `l` (worked
     /// out here from the interval: a count of leading zeros).
     #[inline]
     pub(crate) fn tokens(self, room: u64) -> u64 {
-        let high = ((u128::from(room << 1) * u128::from(self.magic)) >> 64) as u64;
+        let high = ((u128::from(room << 1) * u128::from(self.multiplier)) >> 64) as u64;
         high >> (u64::BITS - (self.interval - 1).leading_zeros())
     }
 }

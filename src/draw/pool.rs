@@ -61,7 +61,7 @@ impl Pool {
 /// Why [`single`](super::single) found no own bucket to pay alone, and
 /// what follows from that one reading of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Short {
+pub(crate) enum NoSingle {
     /// A single token, which no pooling can pay ([`short`]): denied,
     /// unless a spill bucket lends it, naming the own bucket with room
     /// first, at `at`.
@@ -75,21 +75,21 @@ pub(crate) enum Short {
     Several,
 }
 
-impl Short {
+impl NoSingle {
     /// The outcome this reading already decides for a tenant with `spill`
     /// spill buckets: the denial of a single token when none could lend
     /// it; `None` where the rest of the draw must decide
     /// ([`rest`](super::rest)).
     #[inline(always)]
-    pub(crate) fn settled(self, spill: usize) -> Option<Outcome> {
+    pub(crate) fn decided(self, spill: usize) -> Option<Outcome> {
         match self {
-            Short::Deny { index, at } if spill == 0 => Some(Outcome::Deny { index, at }),
+            NoSingle::Deny { index, at } if spill == 0 => Some(Outcome::Deny { index, at }),
             _ => None,
         }
     }
 }
 
-/// [`Short`] of a request that none of the `k` own buckets (`capacity` and
+/// [`NoSingle`] of a request that none of the `k` own buckets (`capacity` and
 /// `tat` by position, as read) can pay alone.
 #[inline(always)]
 pub(super) fn declined(
@@ -97,12 +97,12 @@ pub(super) fn declined(
     capacity: impl Fn(usize) -> u64,
     tat: impl Fn(usize) -> u64,
     ask: Ask,
-) -> Short {
+) -> NoSingle {
     if ask.n != 1 {
-        return Short::Several;
+        return NoSingle::Several;
     }
     let (index, at, _) = alone(k, capacity, tat, ask);
-    Short::Deny { index, at }
+    NoSingle::Deny { index, at }
 }
 
 /// The request when the roomiest of the `k` own buckets (`burst` and `tat`
@@ -281,12 +281,12 @@ fn alone(
 #[cfg(test)]
 mod tests {
     use super::super::tests::PACE;
-    use super::super::{Outcome, Single, Span, draw};
+    use super::super::{Outcome, ShardShape, Single, draw};
     use super::Pool;
 
     fn take(bursts: &[u32], tats: &[u64], now: u64, n: u32, start: usize) -> Outcome {
-        let span = Span::own(tats.len());
-        draw(PACE, span, |j| bursts[j], |j| tats[j], now, n, || start)
+        let shape = ShardShape::own(tats.len());
+        draw(PACE, shape, |j| bursts[j], |j| tats[j], now, n, || start)
     }
 
     fn pool(outcome: Outcome) -> Pool {
@@ -318,8 +318,8 @@ mod tests {
         // again after no own bucket could pay alone. Rooms at now = 100 of
         // 5 and 2: no whole token; bucket 0 has room first, at 105.
         let rest = |tats: [u64; 2]| {
-            let (bursts, span) = ([3, 3], Span::own(2));
-            super::super::rest(PACE, span, |j| bursts[j], |j| tats[j], 100, 1, || 0)
+            let (bursts, shape) = ([3, 3], ShardShape::own(2));
+            super::super::rest(PACE, shape, |j| bursts[j], |j| tats[j], 100, 1, || 0)
         };
         assert_eq!(rest([125, 128]), Outcome::Deny { index: 0, at: 105 });
         // Read again, bucket 1 is full (another request gave its tokens

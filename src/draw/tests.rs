@@ -9,7 +9,7 @@ pub(super) const PACE: Pace = Pace::every(10);
 fn draw(pace: Pace, bursts: &[u32], tats: &[u64], now: u64, n: u32, start: usize) -> Outcome {
     super::draw(
         pace,
-        super::Span::own(tats.len()),
+        super::ShardShape::own(tats.len()),
         |j| bursts[j],
         |j| tats[j],
         now,
@@ -166,23 +166,23 @@ fn read_again_with_room_in_every_own_bucket_a_single_token_is_paid_not_denied() 
     // meanwhile other requests gave tokens back, and now every own bucket
     // has room (30, 25 and 20 at now = 100). The roomiest pays; a denial
     // here would name a time before now.
-    let rest = |span: super::Span, tats: [u64; 4]| {
-        super::rest(PACE, span, |_| 3, |j| tats[j], 100, 1, || 0)
+    let rest = |shape: super::ShardShape, tats: [u64; 4]| {
+        super::rest(PACE, shape, |_| 3, |j| tats[j], 100, 1, || 0)
     };
-    let own = super::Span::own(3);
-    let lending = super::Span {
+    let own = super::ShardShape::own(3);
+    let lending = super::ShardShape {
         own: 3,
         spill: 1,
         reserve: 0,
     };
-    for span in [own, lending] {
-        match rest(span, [100, 105, 110, 0]) {
+    for shape in [own, lending] {
+        match rest(shape, [100, 105, 110, 0]) {
             Outcome::Pooled(pool) => {
                 let paid: Vec<_> = pool.payments().collect();
-                assert_eq!(paid, [(0, 100, 110, 1)], "{span:?}");
+                assert_eq!(paid, [(0, 100, 110, 1)], "{shape:?}");
                 assert_eq!((pool.remaining, pool.full_in), (3 + 2 + 2 - 1, 10));
             }
-            other => panic!("{span:?}: {other:?}"),
+            other => panic!("{shape:?}: {other:?}"),
         }
     }
     // With one own bucket short of a token the rule is the same.
@@ -239,16 +239,16 @@ proptest::proptest! {
         });
         let single = super::single(PACE, k, burst, tat, now, n, || start);
         proptest::prop_assert_eq!(single.ok().map(|s| s.index), expected);
-        let outcome = super::draw(PACE, super::Span::own(k), burst, tat, now, n, || start);
+        let outcome = super::draw(PACE, super::ShardShape::own(k), burst, tat, now, n, || start);
         match single {
             Ok(single) => proptest::prop_assert_eq!(outcome, Outcome::Grant(single)),
             // One token short: the denial the whole rule gives, from
             // the one pass.
-            Err(super::Short::Deny { index, at }) => {
+            Err(super::NoSingle::Deny { index, at }) => {
                 proptest::prop_assert_eq!(n, 1);
                 proptest::prop_assert_eq!(outcome, Outcome::Deny { index, at });
             }
-            Err(super::Short::Several) => {
+            Err(super::NoSingle::Several) => {
                 proptest::prop_assert!(n > 1 && !matches!(outcome, Outcome::Grant(_)));
             }
         }

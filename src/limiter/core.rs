@@ -9,7 +9,7 @@ use super::request::Request;
 use super::tiers::Tiers;
 use super::whom::{Id, Whom};
 use crate::assign::{Assignment, MAX_PER_TENANT, ShardCache};
-use crate::draw::{Pace, Span};
+use crate::draw::{Pace, ShardShape};
 use crate::error::ConfigError;
 use crate::metrics::Metrics;
 use crate::quota::Quota;
@@ -75,10 +75,10 @@ impl Split {
         let interval = exact.div_ceil(count);
         let burst = quota.burst() / buckets;
         let larger = quota.burst() % buckets;
-        let span = interval * u128::from(burst + u32::from(larger > 0));
-        if span > u128::from(MAX_SPAN) {
+        let shape = interval * u128::from(burst + u32::from(larger > 0));
+        if shape > u128::from(MAX_SPAN) {
             return Err(ConfigError::Overflow {
-                refill_secs: span / 1_000_000_000,
+                refill_secs: shape / 1_000_000_000,
             });
         }
         Ok(Split {
@@ -370,8 +370,8 @@ impl Core {
     /// How the draw sees the shard: its own and spill buckets, and the
     /// reserve lenders keep.
     #[inline]
-    pub(crate) fn span(&self, shard: &Shard) -> Span {
-        Span {
+    pub(crate) fn shape(&self, shard: &Shard) -> ShardShape {
+        ShardShape {
             own: shard.buckets().len(),
             spill: shard.spill().len(),
             reserve: u64::from(self.reserve),

@@ -30,7 +30,7 @@ pub(crate) struct LiveSplit {
     /// Even while the split is stable, odd while a change moves the buckets.
     version: AtomicU64,
     interval: AtomicU64,
-    magic: AtomicU64,
+    multiplier: AtomicU64,
     /// The common burst in the high half; below it, the number of larger
     /// buckets and N − 1, 16 bits each (both below 2¹⁶).
     bursts: AtomicU64,
@@ -43,7 +43,7 @@ impl LiveSplit {
         let live = LiveSplit {
             version: AtomicU64::new(0),
             interval: AtomicU64::new(0),
-            magic: AtomicU64::new(0),
+            multiplier: AtomicU64::new(0),
             bursts: AtomicU64::new(0),
             quota: Mutex::new(quota),
         };
@@ -62,7 +62,7 @@ impl LiveSplit {
                 let bursts = self.bursts.load(Ordering::Relaxed);
                 let pace = Pace::from_parts(
                     self.interval.load(Ordering::Relaxed),
-                    self.magic.load(Ordering::Relaxed),
+                    self.multiplier.load(Ordering::Relaxed),
                 );
                 let split = Split {
                     buckets: (bursts & 0xFFFF) as u32 + 1,
@@ -145,7 +145,7 @@ impl LiveSplit {
     fn write(&self, split: Split) {
         let pace = split.pace;
         self.interval.store(pace.interval(), Ordering::Relaxed);
-        self.magic.store(pace.magic(), Ordering::Relaxed);
+        self.multiplier.store(pace.multiplier(), Ordering::Relaxed);
         debug_assert!(split.larger < 1 << 16 && (1..=1 << 16).contains(&split.buckets));
         let bursts = u64::from(split.burst) << 32
             | u64::from(split.larger) << 16

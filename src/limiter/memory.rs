@@ -11,7 +11,7 @@ use crossbeam_utils::CachePadded;
 use crate::Shard;
 use crate::clock::{Clock, MonotonicClock};
 use crate::draw::{
-    self, Outcome, Pace, Pool, Short, Single, Step, give_back, refund, rescale, resize,
+    self, NoSingle, Outcome, Pace, Pool, Single, Step, give_back, refund, rescale, resize,
 };
 use crate::error::ConfigError;
 use crate::random::tie_break;
@@ -104,8 +104,8 @@ impl<C: Clock> InProcess<C> {
         now: u64,
         declined: Declined,
     ) -> Result<Grant, Denied> {
-        if let Declined::Short(version, short) = declined
-            && let Some(outcome) = self.after(core, whom.shard(), n, now, (version, short))
+        if let Declined::NoSingle(version, no_single) = declined
+            && let Some(outcome) = self.after(core, whom.shard(), n, now, (version, no_single))
         {
             let result = answer(outcome, whom.shard(), n, (now, 1), version);
             core.record(&result);
@@ -115,8 +115,8 @@ impl<C: Clock> InProcess<C> {
     }
 
     /// What follows when no own bucket could pay alone under the split of
-    /// `version` (the common case's [`Short`]): what that reading settles
-    /// ([`Short::settled`]), once the split is confirmed unchanged;
+    /// `version` (the common case's [`NoSingle`]): what that reading settles
+    /// ([`NoSingle::decided`]), once the split is confirmed unchanged;
     /// otherwise the rest of the draw. `None` as for [`rest`](Self::rest).
     #[inline(always)]
     fn after(
@@ -125,9 +125,9 @@ impl<C: Clock> InProcess<C> {
         shard: &Shard,
         n: u32,
         now: u64,
-        (version, short): (u64, Short),
+        (version, no_single): (u64, NoSingle),
     ) -> Option<Outcome> {
-        match short.settled(shard.spill().len()) {
+        match no_single.decided(shard.spill().len()) {
             Some(outcome) => core.split.unchanged(version).then_some(outcome),
             None => self.rest(core, shard, n, now, version),
         }
@@ -144,11 +144,11 @@ impl<C: Clock> InProcess<C> {
         if seen != version {
             return None;
         }
-        let (ids, span) = (shard.ranked(), core.span(shard));
+        let (ids, shape) = (shard.ranked(), core.shape(shard));
         let burst = |j: usize| split.burst_of(ids[j]);
         let tat = |j: usize| self.tat(ids[j]);
-        let start = || tie_break(span.own);
-        let outcome = draw::rest(split.pace, span, burst, tat, now, n, start);
+        let start = || tie_break(shape.own);
+        let outcome = draw::rest(split.pace, shape, burst, tat, now, n, start);
         (self.apply(&outcome, ids) && core.split.unchanged(version)).then_some(outcome)
     }
 
@@ -188,14 +188,14 @@ impl<C: Clock> InProcess<C> {
         loop {
             let (version, split) = core.split.read();
             if split.buckets != buckets {
-                return Err(Declined::Moved);
+                return Err(Declined::StaleShard);
             }
             let burst = |j: usize| split.burst_of(ids[j]);
             let tat = |j: usize| self.tat(ids[j]);
             let start = || tie_break(own);
             let single = match draw::single(split.pace, own, burst, tat, now, n, start) {
                 Ok(single) => single,
-                Err(short) => return Err(Declined::Short(version, short)),
+                Err(no_single) => return Err(Declined::NoSingle(version, no_single)),
             };
             if self.take_single(&single, ids) && core.split.unchanged(version) {
                 return Ok((single, version));
@@ -285,9 +285,9 @@ impl<C: Clock> InProcess<C> {
         loop {
             match self.single(core, shard, buckets, n, now) {
                 Ok((single, version)) => return Some((Outcome::Grant(single), version)),
-                Err(Declined::Moved) => return None,
-                Err(Declined::Short(version, short)) => {
-                    if let Some(outcome) = self.after(core, shard, n, now, (version, short)) {
+                Err(Declined::StaleShard) => return None,
+                Err(Declined::NoSingle(version, no_single)) => {
+                    if let Some(outcome) = self.after(core, shard, n, now, (version, no_single)) {
                         return Some((outcome, version));
                     }
                 }
@@ -515,8 +515,8 @@ impl<C> fmt::Debug for InProcess<C> {
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Declined {
     /// N is no longer the one the shard was resolved under.
-    Moved,
+    StaleShard,
     /// No own bucket can pay alone under the split read at this version,
     /// and what follows.
-    Short(u64, Short),
+    NoSingle(u64, NoSingle),
 }

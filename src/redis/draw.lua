@@ -20,7 +20,7 @@
 -- ARGV[4 + j] the burst (tokens when full) of KEYS[j].
 -- ARGV[4 + k + d + i]  the reserve of spill bucket i (KEYS[k + i]): the
 --             credit, in microseconds, a borrower must leave in it
---             (`Span::reserve_of`, worked out by the Rust side).
+--             (`ShardShape::reserve_of`, worked out by the Rust side).
 -- KEYS[k + d + 1]  the limiter's quota key, "{limiter-name}:quota" (see
 --             quota.lua): absent until a quota is changed live, then
 --             "<version> <count> <period in ns> <burst>".

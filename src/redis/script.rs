@@ -6,7 +6,7 @@ use ::redis::aio::ConnectionLike;
 
 use super::error::Error;
 use super::layout::Layout;
-use crate::draw::{MAX_K, Outcome, Pool, Single, Span};
+use crate::draw::{MAX_K, Outcome, Pool, ShardShape, Single};
 use crate::limiter::core::Split;
 use crate::{Denied, Grant, Shard};
 
@@ -77,7 +77,7 @@ impl DrawScript {
     ) -> Result<Answer, Error> {
         let ids = shard.ranked();
         let bursts = split.bursts(shard);
-        let span = Span {
+        let shape = ShardShape {
             own: shard.buckets().len(),
             spill: shard.spill().len(),
             reserve: u64::from(reserve),
@@ -85,7 +85,7 @@ impl DrawScript {
         let interval = split.interval() / MICROS;
         let call = Call {
             ids,
-            span,
+            shape,
             interval,
             bursts: &bursts[..ids.len()],
             n,
@@ -109,7 +109,7 @@ impl DrawScript {
     ) -> Result<Answer, Error> {
         let call = Call {
             ids: &[bucket],
-            span: Span {
+            shape: ShardShape {
                 own: 1,
                 spill: 0,
                 reserve: 0,
@@ -140,15 +140,15 @@ impl DrawScript {
             .arg(call.interval)
             .arg(call.n)
             .arg(call.start)
-            .arg(call.span.own);
+            .arg(call.shape.own);
         for &burst in call.bursts {
             invocation.arg(burst);
         }
         // What a borrower must leave in each spill bucket, worked out here:
         // the product would not fit in Lua's doubles.
-        for &burst in &call.bursts[call.span.own..] {
+        for &burst in &call.bursts[call.shape.own..] {
             let capacity = u64::from(burst) * call.interval;
-            invocation.arg(call.span.reserve_of(capacity));
+            invocation.arg(call.shape.reserve_of(capacity));
         }
         invocation.arg(call.version).arg(call.lead);
         if let Some(now) = call.now {
@@ -165,7 +165,7 @@ impl DrawScript {
         if let Some(version) = stale {
             return Ok(Answer::Stale { version });
         }
-        let drawn = parse(&reply, call.span.own, call.ids.len()).ok_or_else(|| Error::Reply {
+        let drawn = parse(&reply, call.shape.own, call.ids.len()).ok_or_else(|| Error::Reply {
             detail: format!("{reply:?}"),
         })?;
         Ok(Answer::Drawn(drawn))
@@ -199,7 +199,7 @@ pub(super) struct Drawn {
 /// `None`).
 struct Call<'a> {
     ids: &'a [u32],
-    span: Span,
+    shape: ShardShape,
     interval: u64,
     bursts: &'a [u32],
     n: u32,

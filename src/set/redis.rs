@@ -142,9 +142,9 @@ pub(super) struct RedisKeys {
     url: Option<Url>,
     policy: Option<Policy>,
     replicas: Option<Replicas>,
-    deadline: Option<Span>,
-    retry_every: Option<Span>,
-    connect_timeout: Option<Span>,
+    deadline: Option<DurationText>,
+    retry_every: Option<DurationText>,
+    connect_timeout: Option<DurationText>,
     cache_denials: Option<bool>,
     key_prefix: Option<Prefix>,
 }
@@ -343,17 +343,17 @@ impl<'de> Deserialize<'de> for Replicas {
 }
 
 /// A positive duration written as `"5ms"`, `"250ms"`, `"1s"` or `"1m 30s"`.
-struct Span(Duration);
+struct DurationText(Duration);
 
-impl<'de> Deserialize<'de> for Span {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Span, D::Error> {
+impl<'de> Deserialize<'de> for DurationText {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<DurationText, D::Error> {
         struct SpanVisitor;
         impl Visitor<'_> for SpanVisitor {
-            type Value = Span;
+            type Value = DurationText;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a duration such as \"5ms\", \"250ms\" or \"1s\"")
             }
-            fn visit_str<E: de::Error>(self, s: &str) -> Result<Span, E> {
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<DurationText, E> {
                 let span = humantime::parse_duration(s).map_err(|e| {
                     E::custom(format_args!(
                         "{s:?} is not a duration ({e}): write a number and a unit, such as \
@@ -365,7 +365,7 @@ impl<'de> Deserialize<'de> for Span {
                         "{s:?} is zero: use a positive duration, such as \"5ms\""
                     )));
                 }
-                Ok(Span(span))
+                Ok(DurationText(span))
             }
         }
         deserializer.deserialize_str(SpanVisitor)

@@ -5,7 +5,7 @@ use redis::AsyncCommands;
 
 use super::redis_server::RedisServer;
 use super::{Answer, Call, DrawScript, Drawn, MICROS};
-use crate::draw::{Outcome, Pace, Single, Span, draw};
+use crate::draw::{Outcome, Pace, ShardShape, Single, draw};
 use crate::redis::layout::Layout;
 
 /// The draw of an answer that must be one.
@@ -35,7 +35,7 @@ impl XorShift {
 #[derive(Debug)]
 struct Case {
     interval: u64,
-    span: Span,
+    shape: ShardShape,
     bursts: Vec<u32>,
     tats: Vec<u64>,
     now: u64,
@@ -49,7 +49,7 @@ impl Case {
     /// Whether two or more buckets share the most room, so that `start`
     /// settles which pays.
     fn tied(&self) -> bool {
-        let own = self.span.own;
+        let own = self.shape.own;
         let rooms: Vec<u64> = (self.bursts[..own].iter().zip(&self.tats))
             .map(|(&burst, &tat)| {
                 Pace::room(u64::from(burst) * self.interval, tat, self.now + self.lead)
@@ -69,7 +69,7 @@ fn case(rng: &mut XorShift) -> Case {
         0
     };
     let reserve = [0, 1 << 31, 0x4000_0001, u32::MAX][rng.below(4) as usize];
-    let span = Span {
+    let shape = ShardShape {
         own: ranked - spill,
         spill,
         reserve: u64::from(reserve),
@@ -93,12 +93,12 @@ fn case(rng: &mut XorShift) -> Case {
         .collect();
     // Up to what the own buckets hold together, so that some requests are
     // paid by several of them.
-    let max: u32 = bursts[..span.own].iter().sum();
+    let max: u32 = bursts[..shape.own].iter().sum();
     Case {
         interval,
-        span,
+        shape,
         n: rng.below(u64::from(max) + 1) as u32,
-        start: rng.below(span.own as u64) as usize,
+        start: rng.below(shape.own as u64) as usize,
         // A third of the draws are reservations, up to two intervals on.
         lead: [0, 0, rng.below(2 * interval + 1)][rng.below(3) as usize],
         bursts,
@@ -118,7 +118,7 @@ pub(super) fn runtime() -> tokio::runtime::Runtime {
 fn want_of(case: &Case) -> Outcome {
     draw(
         Pace::every(case.interval),
-        case.span,
+        case.shape,
         |j| case.bursts[j],
         |j| case.tats[j],
         case.now + case.lead,
@@ -141,7 +141,7 @@ fn the_script_draws_exactly_as_the_pure_function() {
             let case = case(&mut rng);
             let k = case.bursts.len();
             borrowed += usize::from(
-                matches!(want_of(&case), Outcome::Grant(Single { index, .. }) if index >= case.span.own),
+                matches!(want_of(&case), Outcome::Grant(Single { index, .. }) if index >= case.shape.own),
             );
             for (j, &tat) in case.tats.iter().enumerate() {
                 let key = script.key(j as u32).unwrap();
@@ -154,7 +154,7 @@ fn the_script_draws_exactly_as_the_pure_function() {
             let want = want_of(&case);
             let call = Call {
                 ids: &ids[..k],
-                span: case.span,
+                shape: case.shape,
                 interval: case.interval,
                 bursts: &case.bursts,
                 n: case.n,
@@ -194,14 +194,14 @@ fn the_script_draws_exactly_as_the_pure_function() {
             // A denial also answers what each own bucket holds just before
             // its time, for the denial cache.
             if let Outcome::Deny { at, .. } = want {
-                let held: Vec<u32> = (0..case.span.own)
+                let held: Vec<u32> = (0..case.shape.own)
                     .map(|j| {
                         let capacity = u64::from(case.bursts[j]) * case.interval;
                         let room = Pace::room(capacity, case.tats[j], at - 1);
                         Pace::every(case.interval).tokens(room) as u32
                     })
                     .collect();
-                assert_eq!(drawn.held[..case.span.own], held, "step {step}: {case:?}");
+                assert_eq!(drawn.held[..case.shape.own], held, "step {step}: {case:?}");
             }
             let written: Vec<(usize, u64)> = match want {
                 Outcome::Grant(Single { index, tat, .. }) => vec![(index, tat)],
@@ -261,7 +261,7 @@ fn a_bucket_holding_a_string_that_is_not_a_time_is_repaired_as_empty() {
             // Bucket 0 is read as empty, so bucket 1 (full) pays.
             let call = Call {
                 ids: &[0, 1],
-                span: Span::own(2),
+                shape: ShardShape::own(2),
                 interval: MICROS,
                 bursts: &[3, 3],
                 n: 1,
