@@ -194,6 +194,7 @@ mod quota;
 mod refund;
 mod script;
 mod spread;
+mod state;
 mod store;
 
 pub use error::{BuildError, Error};
