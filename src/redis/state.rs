@@ -12,7 +12,7 @@ use std::time::Duration;
 use ::redis::Script;
 use ::redis::aio::ConnectionLike;
 use tokio::task::JoinSet;
-use tokio::time::{Instant, timeout_at};
+use tokio::time::timeout;
 
 use super::RedisLimiter;
 use super::error::Error;
@@ -26,7 +26,7 @@ use crate::limiter::core::Split;
 use crate::limiter::decision::BucketState;
 
 /// The script's source, after what every script of the limiter starts with.
-pub(super) const STATE_LUA: &str = concat!(include_str!("prelude.lua"), include_str!("state.lua"));
+const STATE_LUA: &str = concat!(include_str!("prelude.lua"), include_str!("state.lua"));
 
 /// The script, hashed once for every limiter.
 static STATE: LazyLock<Script> = LazyLock::new(|| Script::new(STATE_LUA));
@@ -99,14 +99,13 @@ where
         self: &Arc<Self>,
         which: impl Fn(&Split) -> Vec<u32>,
     ) -> Result<(Split, Vec<(u32, Read)>), Error> {
-        let deadline = Instant::now() + self.options.deadline;
         let read = async {
             match self.options.layout {
                 Layout::OneSlot => self.read_one_slot(which).await,
                 Layout::Spread => self.read_spread_state(which).await,
             }
         };
-        timeout_at(deadline, read)
+        timeout(self.options.deadline, read)
             .await
             .unwrap_or(Err(Error::Timeout {
                 after: self.options.deadline,
@@ -226,10 +225,6 @@ fn parse(reply: &[i64], m: usize) -> Option<Answer> {
         _ => None,
     }
 }
-
-#[cfg(test)]
-#[path = "../../tests/support/redis_server.rs"]
-mod redis_server;
 
 #[cfg(test)]
 mod tests;

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
 
-use super::redis_server::RedisServer;
+use crate::redis::script::redis_server::RedisServer;
 use crate::redis::{Error, FailurePolicy, Layout, RedisLimiter, RedisOptions};
 use crate::{Quota, ShardedLimiter};
 
@@ -253,6 +253,13 @@ fn a_quota_or_n_changed_by_another_process_is_followed() {
     });
 }
 
+/// `read`'s answer; one that ignored the deadline would hang, so the test
+/// gives up on it after ten.
+async fn bounded<T>(deadline: Duration, read: impl Future<Output = T>) -> T {
+    let read = tokio::time::timeout(deadline * 10, read).await;
+    read.expect("no answer within ten deadlines")
+}
+
 #[test]
 fn a_server_that_stops_answering_is_an_error_within_the_deadline() {
     let mut server = RedisServer::start();
@@ -270,7 +277,7 @@ fn a_server_that_stops_answering_is_an_error_within_the_deadline() {
         for limiter in &limiters {
             let layout = limiter.layout();
             let started = Instant::now();
-            let read = limiter.snapshot_in_redis().await;
+            let read = bounded(deadline, limiter.snapshot_in_redis()).await;
             let took = started.elapsed();
             assert!(
                 matches!(read, Err(Error::Timeout { after }) if after == deadline),
@@ -281,7 +288,7 @@ fn a_server_that_stops_answering_is_an_error_within_the_deadline() {
                 "{layout:?}: {took:?}"
             );
             let started = Instant::now();
-            let read = limiter.remaining_in_redis(limiter.shard("t")).await;
+            let read = bounded(deadline, limiter.remaining_in_redis(limiter.shard("t"))).await;
             assert!(
                 matches!(read, Err(Error::Timeout { .. })),
                 "{layout:?}: {read:?}"
@@ -298,6 +305,33 @@ fn a_server_that_stops_answering_is_an_error_within_the_deadline() {
             assert!(started.elapsed() < deadline * 3, "{layout:?}");
             let read = limiter.remaining_in_redis(limiter.shard("t")).await;
             assert!(read.is_err(), "{layout:?}: {read:?}");
+        }
+    });
+}
+
+#[test]
+fn every_bucket_of_the_largest_n_is_read_in_one_call() {
+    let server = RedisServer::start();
+    run(async {
+        let n = crate::MAX_BUCKETS;
+        let limiter = ShardedLimiter::builder()
+            .quota(Quota::new(n, Duration::from_secs(8000)).with_burst(2 * n))
+            .buckets(n)
+            .per_tenant(2)
+            .name("largest")
+            .build_redis(
+                &server.url(),
+                RedisOptions::new(FailurePolicy::FailClosed).deadline(GENEROUS * 5),
+            )
+            .await
+            .unwrap();
+        let grant = limiter.check("t").await.unwrap();
+        let snapshot = limiter.snapshot_in_redis().await.unwrap();
+        assert_eq!(snapshot.len(), n as usize);
+        for (b, state) in snapshot.iter().enumerate() {
+            let taken = u64::from(b as u32 == grant.bucket());
+            assert_eq!((state.bucket(), state.burst()), (b as u32, 2), "{state:?}");
+            assert_eq!(state.available(), 2 - taken, "{state:?}");
         }
     });
 }
