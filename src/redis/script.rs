@@ -264,9 +264,11 @@ pub(super) fn answer(
     crate::limiter::decision::answer(outcome, shard, n, (0, MICROS), version)
 }
 
+// Also the server of the state reads' tests (`state.rs`): a file may be
+// loaded as one module only.
 #[cfg(test)]
 #[path = "../../tests/support/redis_server.rs"]
-mod redis_server;
+pub(super) mod redis_server;
 
 #[cfg(test)]
 mod differential;

@@ -1,21 +1,228 @@
-// PLACEHOLDER until the redis-state branch lands (never shipped).
+//! Reading the buckets' state in Redis without taking anything:
+//! `state.lua`, over every key at once in the one-slot layout, one bucket
+//! per call (concurrently) when spread.
+//!
+//! A read is bounded by the limiter's deadline as a decision is, but has no
+//! failure policy: a timeout or an error is reported. It leaves the
+//! breaker, the denial cache and the counts alone.
+
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use ::redis::Script;
 use ::redis::aio::ConnectionLike;
+use tokio::task::JoinSet;
+use tokio::time::timeout;
 
 use super::RedisLimiter;
 use super::error::Error;
+use super::layout::Layout;
+use super::quota::ATTEMPTS;
+use super::script::MICROS;
+use super::store::Shared;
 use crate::Shard;
 use crate::clock::Clock;
+use crate::limiter::core::Split;
 use crate::limiter::decision::BucketState;
+
+/// The script's source, after what every script of the limiter starts with.
+const STATE_LUA: &str = concat!(include_str!("prelude.lua"), include_str!("state.lua"));
+
+/// The script, hashed once for every limiter.
+static STATE: LazyLock<Script> = LazyLock::new(|| Script::new(STATE_LUA));
+
+/// One bucket as the script read it, in microseconds of the server's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Read {
+    full_in: u64,
+    available: u64,
+}
+
+/// What a call of the script answered.
+enum Answer {
+    Read(Vec<Read>),
+    /// The quota key holds `version`, not the caller's: nothing was read.
+    Stale {
+        version: u64,
+    },
+}
 
 impl<Conn, C> RedisLimiter<Conn, C>
 where
     Conn: ConnectionLike + Clone + Send + Sync + 'static,
     C: Clock + 'static,
 {
-    pub(crate) async fn remaining_in_redis(&self, _shard: Shard) -> Result<u64, Error> {
-        unimplemented!("redis-state")
+    /// Tokens the buckets of `shard` could grant now, summed over
+    /// `shard.buckets()` (the tenant's own buckets, as `InProcess::remaining`),
+    /// read in Redis at the server's time.
+    ///
+    /// A bucket past the N in force (a shard resolved before another
+    /// process lowered N) counts nothing, as a sealed bucket in process.
+    pub(crate) async fn remaining_in_redis(&self, shard: Shard) -> Result<u64, Error> {
+        let own = |split: &Split| -> Vec<u32> {
+            let buckets = shard.buckets().iter().copied();
+            buckets.filter(|&b| b < split.buckets).collect()
+        };
+        let (_, reads) = self.store.shared.read_state(own).await?;
+        Ok(reads.iter().map(|(_, read)| read.available).sum())
     }
+
+    /// The state of every bucket 0..N, read in Redis, as
+    /// `ShardedLimiter::snapshot` reads it in process (each bucket at the
+    /// server's time; in the one-slot layout all at one instant).
     pub(crate) async fn snapshot_in_redis(&self) -> Result<Vec<BucketState>, Error> {
-        unimplemented!("redis-state")
+        let every = |split: &Split| -> Vec<u32> { (0..split.buckets).collect() };
+        let (split, reads) = self.store.shared.read_state(every).await?;
+        Ok(reads
+            .into_iter()
+            .map(|(bucket, read)| BucketState {
+                bucket,
+                available: read.available,
+                burst: split.burst_of(bucket),
+                full_in: Duration::from_micros(read.full_in),
+            })
+            .collect())
     }
 }
+
+impl<Conn, C> Shared<Conn, C>
+where
+    Conn: ConnectionLike + Clone + Send + Sync + 'static,
+    C: Clock + 'static,
+{
+    /// Reads the buckets `which` names under the split in force, within the
+    /// deadline: the split they were read under, and each bucket's read in
+    /// the order named.
+    async fn read_state(
+        self: &Arc<Self>,
+        which: impl Fn(&Split) -> Vec<u32>,
+    ) -> Result<(Split, Vec<(u32, Read)>), Error> {
+        let read = async {
+            match self.options.layout {
+                Layout::OneSlot => self.read_one_slot(which).await,
+                Layout::Spread => self.read_spread_state(which).await,
+            }
+        };
+        timeout(self.options.deadline, read)
+            .await
+            .unwrap_or(Err(Error::Timeout {
+                after: self.options.deadline,
+            }))
+    }
+
+    /// One call over every key; when Redis holds another quota (or N), the
+    /// limiter takes it and reads again, as a draw does.
+    async fn read_one_slot(
+        &self,
+        which: impl Fn(&Split) -> Vec<u32>,
+    ) -> Result<(Split, Vec<(u32, Read)>), Error> {
+        for _ in 0..ATTEMPTS {
+            let (version, split) = self.current();
+            let buckets = which(&split);
+            if buckets.is_empty() {
+                return Ok((split, Vec::new()));
+            }
+            let quota_key = self.script.quota_key(buckets[0]);
+            match self.call(&buckets, quota_key, (version, &split)).await? {
+                Answer::Read(reads) => {
+                    return Ok((split, buckets.into_iter().zip(reads).collect()));
+                }
+                Answer::Stale { .. } => self.refresh().await?,
+            }
+        }
+        Err(Error::Reply {
+            detail: "the quota kept changing under the read".to_owned(),
+        })
+    }
+
+    /// One call per bucket, each with the quota key of its own slot, all at
+    /// once (they may be on different nodes).
+    async fn read_spread_state(
+        self: &Arc<Self>,
+        which: impl Fn(&Split) -> Vec<u32>,
+    ) -> Result<(Split, Vec<(u32, Read)>), Error> {
+        let (version, split) = self.current();
+        let buckets = which(&split);
+        let mut calls = JoinSet::new();
+        for (i, &b) in buckets.iter().enumerate() {
+            let shared = Arc::clone(self);
+            calls.spawn(async move {
+                let quota_key = shared.script.quota_key(b);
+                (i, shared.call(&[b], quota_key, (version, &split)).await)
+            });
+        }
+        let mut reads = vec![None; buckets.len()];
+        // Dropping the set, on an error or at the deadline, cancels the
+        // calls still out.
+        while let Some(joined) = calls.join_next().await {
+            let (i, answer) = joined.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+            reads[i] = match answer? {
+                Answer::Read(read) => read.first().copied(),
+                // No quota is set live in this layout: every process is on
+                // the one it was built with (as the spread draw answers it).
+                Answer::Stale { version } => {
+                    return Err(Error::Reply {
+                        detail: format!("a quota of version {version} beside a spread bucket"),
+                    });
+                }
+            };
+        }
+        let reads = buckets.into_iter().zip(reads);
+        let reads = reads
+            .map(|(b, read)| Some((b, read?)))
+            .collect::<Option<_>>();
+        let reads = reads.ok_or_else(|| Error::Reply {
+            detail: "a spread bucket read nothing".to_owned(),
+        })?;
+        Ok((split, reads))
+    }
+
+    /// One round trip: `buckets` (all in the slot of `quota_key`) read under
+    /// the split of quota `version`.
+    async fn call(
+        &self,
+        buckets: &[u32],
+        quota_key: &str,
+        (version, split): (u64, &Split),
+    ) -> Result<Answer, Error> {
+        let mut invocation = STATE.prepare_invoke();
+        for &b in buckets {
+            invocation.key(self.script.keys()[b as usize].as_str());
+        }
+        invocation.key(quota_key);
+        invocation.arg(split.interval() / MICROS).arg(version);
+        for &b in buckets {
+            invocation.arg(split.burst_of(b));
+        }
+        let reply: Vec<i64> = invocation
+            .invoke_async(&mut self.connection.clone())
+            .await
+            .map_err(Error::from_redis)?;
+        parse(&reply, buckets.len()).ok_or_else(|| Error::Reply {
+            detail: format!("{reply:?}"),
+        })
+    }
+}
+
+/// The script's reply for `m` buckets.
+fn parse(reply: &[i64], m: usize) -> Option<Answer> {
+    let number = |v: &i64| u64::try_from(*v).ok();
+    match reply {
+        [-1, version] => Some(Answer::Stale {
+            version: number(version)?,
+        }),
+        [1, pairs @ ..] if pairs.len() == 2 * m => {
+            let reads = pairs.chunks_exact(2).map(|pair| {
+                Some(Read {
+                    full_in: number(&pair[0])?,
+                    available: number(&pair[1])?,
+                })
+            });
+            reads.collect::<Option<_>>().map(Answer::Read)
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests;
