@@ -13,7 +13,7 @@ use std::time::Duration;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 use shuffle_limiter::redis::{FailurePolicy, Source};
-use shuffle_limiter::{ManualClock, Quota, ShardedLimiter};
+use shuffle_limiter::{Limit, ManualClock, Quota, Request, ShardedLimiter};
 
 #[path = "../../tests/support/redis_server.rs"]
 mod redis_server;
@@ -119,7 +119,7 @@ fn a_noisy_tenant_drains_only_its_own_shard() {
         let noisy = limiter.shard("noisy");
         let mut granted = 0;
         for _ in 0..300 {
-            let decision = limiter.decide("noisy", 1).await.unwrap();
+            let decision = limiter.decide("noisy").await;
             assert_ne!(decision.source(), Source::Policy, "{:?}", decision.error());
             if let Ok(grant) = decision.result() {
                 assert!(noisy.contains(grant.bucket()));
@@ -133,7 +133,7 @@ fn a_noisy_tenant_drains_only_its_own_shard() {
             let tenant = format!("tenant-{t}");
             let overlap = limiter.shard(&tenant).overlap(&noisy);
             by_overlap[overlap] += 1;
-            let decision = limiter.decide(&tenant, 0).await.unwrap();
+            let decision = limiter.decide(Request::tenant(&tenant).tokens(0)).await;
             assert_eq!(decision.source(), Source::Redis);
             let left = decision.result().unwrap().remaining();
             assert_eq!(left, 10 * (2 - overlap as u64), "{tenant} shares {overlap}");
@@ -202,7 +202,7 @@ fn one_round_trip_per_decision_and_a_flushed_script_reloads_itself() {
             "building loads the script"
         );
         for t in 0..100 {
-            let decision = limiter.decide(format!("tenant-{t}"), 1).await.unwrap();
+            let decision = limiter.decide(format!("tenant-{t}")).await;
             assert_eq!(decision.source(), Source::Redis);
         }
         assert_eq!(sent.swap(0, Ordering::Relaxed), 100);
@@ -213,7 +213,7 @@ fn one_round_trip_per_decision_and_a_flushed_script_reloads_itself() {
             .query_async(&mut admin)
             .await
             .unwrap();
-        let decision = limiter.decide("after-flush", 1).await.unwrap();
+        let decision = limiter.decide("after-flush").await;
         assert_eq!(decision.source(), Source::Redis, "{:?}", decision.error());
         assert!(decision.is_granted());
         assert_eq!(
@@ -221,7 +221,7 @@ fn one_round_trip_per_decision_and_a_flushed_script_reloads_itself() {
             3,
             "EVALSHA, SCRIPT LOAD, EVALSHA"
         );
-        let decision = limiter.decide("after-flush", 1).await.unwrap();
+        let decision = limiter.decide("after-flush").await;
         assert_eq!(decision.source(), Source::Redis);
         assert_eq!(sent.swap(0, Ordering::Relaxed), 1);
         assert_eq!(limiter.stats().errors(), 0);
@@ -242,16 +242,13 @@ fn denials_are_cached_until_their_retry_time() {
         )
         .await;
         for _ in 0..2 {
-            assert_eq!(
-                limiter.decide("t", 1).await.unwrap().source(),
-                Source::Redis
-            );
+            assert_eq!(limiter.decide("t").await.source(), Source::Redis);
         }
-        let denied = limiter.decide("t", 1).await.unwrap();
+        let denied = limiter.decide("t").await;
         assert_eq!(denied.source(), Source::Redis);
         let retry = denied.result().unwrap_err().retry_after();
         assert!(retry > Duration::from_secs(59) && retry <= Duration::from_secs(60));
-        let cached = limiter.decide("t", 1).await.unwrap();
+        let cached = limiter.decide("t").await;
         assert_eq!(cached.source(), Source::CachedDenial);
         let again = cached.result().unwrap_err();
         assert!(
@@ -259,7 +256,10 @@ fn denials_are_cached_until_their_retry_time() {
         );
         // A weight of 0 is still asked, and granted.
         assert_eq!(
-            limiter.decide("t", 0).await.unwrap().source(),
+            limiter
+                .decide(Request::tenant("t").tokens(0))
+                .await
+                .source(),
             Source::Redis
         );
         // Another tenant with a free bucket still goes to Redis.
@@ -268,7 +268,7 @@ fn denials_are_cached_until_their_retry_time() {
             .map(|i| format!("other-{i}"))
             .find(|o| limiter.shard(o).overlap(&shard) == 1)
             .unwrap();
-        let decision = limiter.decide(&other, 1).await.unwrap();
+        let decision = limiter.decide(&other).await;
         assert_eq!(decision.source(), Source::Redis);
         assert!(decision.is_granted());
         let stats = limiter.stats();
@@ -287,15 +287,15 @@ fn denials_are_cached_until_their_retry_time() {
         for _ in 0..2 {
             assert!(limiter.check("h").await.is_ok()); // 3 tokens left in each bucket
         }
-        let heavy = limiter.decide("h", 7).await.unwrap();
+        let heavy = limiter.decide(Request::tenant("h").tokens(7)).await;
         assert_eq!(heavy.source(), Source::Redis);
         assert!(heavy.result().unwrap_err().retry_after() <= Duration::from_secs(15));
-        let light = limiter.decide("h", 1).await.unwrap();
+        let light = limiter.decide("h").await;
         assert_eq!(light.source(), Source::Redis);
         assert_eq!(light.result().unwrap().remaining(), 5);
         // Nor does it lose what it proved: each bucket holds at most 3 until
         // its retry time, so 7 is refused from memory again.
-        let again = limiter.decide("h", 7).await.unwrap();
+        let again = limiter.decide(Request::tenant("h").tokens(7)).await;
         assert_eq!(again.source(), Source::CachedDenial);
     });
 }
@@ -327,20 +327,23 @@ fn a_heavy_denial_does_not_cache_away_a_smaller_full_bucket() {
             .iter()
             .find(|&&b| b < 2)
             .unwrap();
-        let grant = limiter.check_n(&tenant, 3).await.unwrap().unwrap();
+        let grant = limiter
+            .check(Request::tenant(&tenant).tokens(3))
+            .await
+            .unwrap();
         assert_eq!(grant.bucket(), large); // only the large bucket holds 3
-        let heavy = limiter.decide(&tenant, 3).await.unwrap();
+        let heavy = limiter.decide(Request::tenant(&tenant).tokens(3)).await;
         assert_eq!(heavy.source(), Source::Redis);
         assert!(!heavy.is_granted());
         // The small bucket is full: a light request must reach Redis.
-        let light = limiter.decide(&tenant, 1).await.unwrap();
+        let light = limiter.decide(&tenant).await;
         assert_eq!(light.source(), Source::Redis, "{:?}", light.result());
         assert!(light.is_granted());
         assert_ne!(light.result().unwrap().bucket(), large);
         // What the heavy denial proved still holds: the large bucket is
         // empty and the small one holds at most 2 until the retry time, so a
         // request of 3 is refused from memory.
-        let again = limiter.decide(&tenant, 3).await.unwrap();
+        let again = limiter.decide(Request::tenant(&tenant).tokens(3)).await;
         assert_eq!(again.source(), Source::CachedDenial);
     });
 }
@@ -358,7 +361,7 @@ fn a_weight_of_zero_takes_nothing_and_writes_nothing() {
         )
         .await;
         let mut admin = server.connection().await;
-        let grant = limiter.check_n("t", 0).await.unwrap().unwrap();
+        let grant = limiter.check(Request::tenant("t").tokens(0)).await.unwrap();
         assert_eq!(grant.remaining(), 2);
         let shard = limiter.shard("t");
         for &b in shard.buckets() {
@@ -372,7 +375,7 @@ fn a_weight_of_zero_takes_nothing_and_writes_nothing() {
         limiter.check("t").await.unwrap();
         limiter.check("t").await.unwrap();
         assert!(limiter.check("t").await.is_err());
-        let grant = limiter.check_n("t", 0).await.unwrap().unwrap();
+        let grant = limiter.check(Request::tenant("t").tokens(0)).await.unwrap();
         assert_eq!(grant.remaining(), 0);
     });
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use shuffle_limiter::redis::{BuildError, FailurePolicy, RedisLimiter, RedisOptions, Source};
 use shuffle_limiter::set::{LimiterSet, SetConfig};
-use shuffle_limiter::{DenialReason, Quota, ShardedLimiter};
+use shuffle_limiter::{DenialReason, Limit, Quota, ShardedLimiter};
 
 #[path = "../../tests/support/redis_server.rs"]
 mod redis_server;
@@ -19,7 +19,7 @@ use redis_server::{RedisServer, free_port};
 /// the tries it took, or `None`.
 async fn tries_until_redis(limiter: &RedisLimiter, tries: u32) -> Option<u32> {
     for i in 1..=tries {
-        if limiter.decide("t", 1).await.unwrap().source() == Source::Redis {
+        if limiter.decide("t").await.source() == Source::Redis {
             return Some(i);
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -59,18 +59,18 @@ async fn a_limiter_built_while_redis_is_down_serves_by_its_policy_then_by_redis(
         .await
         .expect("builds while Redis is down");
 
-    let decision = closed.decide("t", 1).await.unwrap();
+    let decision = closed.decide("t").await;
     assert_eq!(decision.source(), Source::Policy);
     let denied = decision.result().unwrap_err();
     assert_eq!(denied.reason(), DenialReason::StoreUnavailable);
-    let decision = open.decide("t", 1).await.unwrap();
+    let decision = open.decide("t").await;
     assert_eq!(decision.source(), Source::Policy);
     assert!(decision.result().is_ok());
     // The fallback's share is 4 of the 8: its tenant's two buckets hold 2.
     let granted = {
         let mut granted = 0;
         for _ in 0..4 {
-            let decision = fallback.decide("t", 1).await.unwrap();
+            let decision = fallback.decide("t").await;
             assert_eq!(decision.source(), Source::Policy);
             granted += u32::from(decision.result().is_ok());
         }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use redis::AsyncCommands;
 use shuffle_limiter::redis::{Error, FailurePolicy, RedisLimiter, RedisOptions, Source};
 use shuffle_limiter::set::{LimiterSet, SetConfig};
-use shuffle_limiter::{Assignment, ConfigError, MonotonicClock, Quota, ShardedLimiter};
+use shuffle_limiter::{Assignment, ConfigError, Limit, MonotonicClock, Quota, ShardedLimiter};
 
 #[path = "../../tests/support/redis_server.rs"]
 mod redis_server;
@@ -91,7 +91,7 @@ fn a_process_without_room_for_the_new_n_fails_until_rebuilt() {
         let small = process(&server, "room", 4).await;
         assert!(small.check("t").await.is_ok());
         a.set_buckets(6).await.unwrap();
-        let decision = small.decide("t", 1).await.unwrap();
+        let decision = small.decide("t").await;
         assert_eq!(decision.source(), Source::Policy);
         assert!(!decision.is_granted());
         let error = decision.error().unwrap();
@@ -214,7 +214,7 @@ fn a_quota_and_n_together_reach_the_fleet_and_its_fallbacks_in_one_step() {
         let fallback = a.fallback().unwrap();
         assert_eq!((fallback.quota(), fallback.buckets()), (share, 8));
         // b learns both from Redis at its next decision, fallback and all.
-        assert_eq!(b.decide("t", 1).await.unwrap().source(), Source::Redis);
+        assert_eq!(b.decide("t").await.source(), Source::Redis);
         assert_eq!((b.quota(), b.buckets()), (fast, 8));
         let fallback = b.fallback().unwrap();
         assert_eq!((fallback.quota(), fallback.buckets()), (share, 8));

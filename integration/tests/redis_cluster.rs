@@ -14,7 +14,7 @@ use std::time::Duration;
 use redis::aio::MultiplexedConnection;
 use redis::cluster_async::ClusterConnection;
 use shuffle_limiter::redis::{FailurePolicy, RedisLimiter, RedisOptions, Source};
-use shuffle_limiter::{Builder, ManualClock, Quota, ShardedLimiter};
+use shuffle_limiter::{Builder, Limit, ManualClock, Quota, Request, ShardedLimiter};
 
 #[path = "support/redis_cluster.rs"]
 mod redis_cluster;
@@ -165,7 +165,7 @@ fn limiters_on_different_nodes_keep_their_keys_and_their_tenants_apart() {
         let noisy = a.shard("noisy");
         let mut drained = Vec::new();
         for _ in 0..2 {
-            let took = a.check_n("noisy", 10).await.unwrap();
+            let took = a.check(Request::tenant("noisy").tokens(10)).await;
             drained.push(took.expect("a full bucket of ten").bucket());
         }
         drained.sort_unstable();
@@ -180,14 +180,14 @@ fn limiters_on_different_nodes_keep_their_keys_and_their_tenants_apart() {
                 .map(|t| format!("tenant-{t}"))
                 .find(|t| a.shard(t).overlap(&noisy) == shared)
                 .expect("a tenant for every overlap");
-            let decision = a.decide(&tenant, 0).await.unwrap();
+            let decision = a.decide(Request::tenant(&tenant).tokens(0)).await;
             assert_eq!(decision.source(), Source::Redis, "{:?}", decision.error());
             let left = decision.result().unwrap().remaining();
             assert_eq!(left, 10 * (2 - shared as u64), "{tenant} shares {shared}");
             assert_eq!(a.check(&tenant).await.is_ok(), shared < 2, "{tenant}");
         }
         // The same tenant on B, another limiter on another node, is untouched.
-        let decision = b.decide("noisy", 3).await.unwrap();
+        let decision = b.decide(Request::tenant("noisy").tokens(3)).await;
         assert_eq!(decision.source(), Source::Redis, "{:?}", decision.error());
         assert_eq!(decision.result().unwrap().remaining(), 17);
 
@@ -238,7 +238,7 @@ fn a_script_flushed_on_the_node_of_the_slot_reloads_itself() {
         for node in &cluster.nodes {
             assert!(holds_script(node).await, "no script on port {}", node.port);
         }
-        let decision = limiter.decide("before-flush", 1).await.unwrap();
+        let decision = limiter.decide("before-flush").await;
         assert_eq!(decision.source(), Source::Redis, "{:?}", decision.error());
 
         let mut admin = cluster.nodes[0].connection().await;
@@ -259,7 +259,7 @@ fn a_script_flushed_on_the_node_of_the_slot_reloads_itself() {
 
         // NOSCRIPT from the node of the slot: SCRIPT LOAD, and EVALSHA again.
         for t in 0..3 {
-            let decision = limiter.decide(format!("after-flush-{t}"), 1).await.unwrap();
+            let decision = limiter.decide(format!("after-flush-{t}")).await;
             assert_eq!(decision.source(), Source::Redis, "{:?}", decision.error());
             assert!(decision.is_granted());
         }

@@ -35,7 +35,7 @@ fn a_key_of_another_type_is_never_granted_past_even_when_failing_open() {
             .await
             .unwrap();
         for _ in 0..50 {
-            let decision = limiter.decide("victim", 1).await.unwrap();
+            let decision = limiter.decide("victim").await;
             assert_eq!(decision.source(), Source::Policy);
             assert!(
                 !decision.is_granted(),
@@ -47,10 +47,7 @@ fn a_key_of_another_type_is_never_granted_past_even_when_failing_open() {
             .map(|i| format!("other-{i}"))
             .find(|o| !limiter.shard(o).contains(bucket))
             .unwrap();
-        assert_eq!(
-            limiter.decide(&other, 1).await.unwrap().source(),
-            Source::Redis
-        );
+        assert_eq!(limiter.decide(&other).await.source(), Source::Redis);
     });
 }
 
@@ -87,7 +84,7 @@ fn bad_urls_are_typed_errors_and_an_unreachable_server_is_not() {
             )
             .await
             .unwrap();
-        let decision = limiter.decide("t", 1).await.unwrap();
+        let decision = limiter.decide("t").await;
         assert_eq!(decision.source(), Source::Policy);
         assert!(decision.result().is_err());
         assert!(started.elapsed() < Duration::from_secs(2));
@@ -119,10 +116,7 @@ fn a_wrong_password_is_a_typed_error() {
             .build_redis(&url(":s3cret@"), options(FailurePolicy::FailClosed))
             .await
             .unwrap();
-        assert_eq!(
-            limiter.decide("t", 1).await.unwrap().source(),
-            Source::Redis
-        );
+        assert_eq!(limiter.decide("t").await.source(), Source::Redis);
     });
 }
 
@@ -148,7 +142,7 @@ fn a_key_holding_something_else_is_a_typed_error() {
             .query_async(&mut admin)
             .await
             .unwrap();
-        let decision = limiter.decide("victim", 1).await.unwrap();
+        let decision = limiter.decide("victim").await;
         assert_eq!(decision.source(), Source::Policy);
         assert!(!decision.is_granted(), "FailClosed denies");
         let Some(Error::NotABucket { key, .. }) = decision.error() else {
@@ -172,7 +166,7 @@ fn a_key_holding_something_else_is_a_typed_error() {
             .unwrap();
         // A string that is not a time is repaired as an empty bucket: the
         // other bucket (full again) pays, and the key now holds a time.
-        let decision = limiter.decide("victim", 1).await.unwrap();
+        let decision = limiter.decide("victim").await;
         assert_eq!(decision.source(), Source::Redis);
         assert_eq!(decision.result().unwrap().bucket(), hash);
         let repaired: String = redis::cmd("GET")
@@ -187,10 +181,7 @@ fn a_key_holding_something_else_is_a_typed_error() {
             .map(|i| format!("other-{i}"))
             .find(|o| limiter.shard(o).overlap(&shard) == 0)
             .unwrap();
-        assert_eq!(
-            limiter.decide(&other, 1).await.unwrap().source(),
-            Source::Redis
-        );
+        assert_eq!(limiter.decide(&other).await.source(), Source::Redis);
     });
 }
 

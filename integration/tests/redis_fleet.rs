@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use shuffle_limiter::redis::{FailurePolicy, RedisLimiter, RedisOptions};
-use shuffle_limiter::{Builder, Quota, ShardedLimiter};
+use shuffle_limiter::{Builder, Limit, Quota, Request, ShardedLimiter};
 
 #[path = "../../tests/support/redis_server.rs"]
 mod redis_server;
@@ -300,7 +300,7 @@ async fn light(limiter: Arc<RedisLimiter>) {
         .map(|i| {
             let limiter = limiter.clone();
             tokio::spawn(async move {
-                let tenant = limiter.tenant(light_tenant(i));
+                let tenant = limiter.handle(Request::tenant(light_tenant(i)));
                 let offset = EVERY * i as u32 / LIGHT as u32;
                 let start = tokio::time::Instant::now() + offset;
                 let mut tick = tokio::time::interval_at(start, EVERY);

@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use shuffle_limiter::redis::{FailurePolicy, RedisLimiter, RedisOptions};
-use shuffle_limiter::{Quota, ShardedLimiter};
+use shuffle_limiter::{Limit, Quota, ShardedLimiter};
 
 #[path = "../../tests/support/redis_server.rs"]
 mod redis_server;

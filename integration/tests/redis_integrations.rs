@@ -39,7 +39,7 @@ async fn until_ready_over_redis_keeps_to_the_rate() {
     let limiter = Arc::new(limiter(&server, Quota::per_second(20).with_burst(4), "wait").await);
     let start = Instant::now();
     for _ in 0..24 {
-        limiter.until_ready("tenant-42").await;
+        limiter.wait("tenant-42").await.unwrap();
     }
     let elapsed = start.elapsed();
     assert!(
@@ -49,7 +49,8 @@ async fn until_ready_over_redis_keeps_to_the_rate() {
     assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
     // A bounded wait gives up at once when the grant is too far off.
     let denied = limiter
-        .until_ready_within("tenant-42", Duration::from_millis(1))
+        .wait("tenant-42")
+        .within(Duration::from_millis(1))
         .await
         .unwrap_err();
     assert!(denied.retry_after() > Duration::from_millis(1));

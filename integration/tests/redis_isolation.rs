@@ -11,7 +11,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use shuffle_limiter::redis::{FailurePolicy, RedisLimiter, RedisOptions};
-use shuffle_limiter::{Quota, ShardedLimiter};
+use shuffle_limiter::{Limit, Quota, Request, ShardedLimiter};
 use tokio::time::MissedTickBehavior;
 
 #[path = "../../tests/support/redis_server.rs"]
@@ -64,7 +64,7 @@ async fn scene(limiter: Arc<RedisLimiter>, flooders: usize, run: Duration) -> Ar
             let started = Instant::now();
             let mut checks = 0u64;
             while started.elapsed() < run && checks < 50_000_000 {
-                let _ = limiter.check_n(flooder, 50).await;
+                let _ = limiter.check(Request::tenant(flooder).tokens(50)).await;
                 checks += 1;
             }
         }));

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 use shuffle_limiter::redis::{Error, FailurePolicy, RedisLimiter, RedisOptions, Source};
-use shuffle_limiter::{Quota, ShardedLimiter};
+use shuffle_limiter::{Limit, Quota, Request, ShardedLimiter};
 
 #[path = "../../tests/support/redis_server.rs"]
 mod redis_server;
@@ -84,7 +84,7 @@ fn a_stray_quota_key_denies_and_deleting_it_restores_the_built_quota() {
         let mut connection = server.connection().await;
         let _: () = connection.set("{stray}:quota", "lots").await.unwrap();
         // Even FailOpen does not grant on a key it cannot read.
-        let decision = a.decide("t", 1).await.unwrap();
+        let decision = a.decide("t").await;
         assert_eq!(decision.source(), Source::Policy);
         assert!(!decision.is_granted());
         let error = decision.error().unwrap();
@@ -106,11 +106,11 @@ fn refunds_give_back_to_the_buckets_that_paid_once_whatever_the_quota() {
         let a = process(&server, "refund", FailurePolicy::FailClosed).await;
         let b = process(&server, "refund", FailurePolicy::FailClosed).await;
         // A weight of 8 over buckets of 5 takes two of them.
-        let grant = a.check_n("t", 8).await.unwrap().unwrap();
+        let grant = a.check(Request::tenant("t").tokens(8)).await.unwrap();
         assert_eq!(grant.payments().len(), 2);
-        let err = a.refund_n(grant.clone(), 9).await.unwrap_err();
+        let err = grant.clone().part(9).unwrap_err();
         assert_eq!((err.requested(), err.granted()), (9, 8));
-        a.refund_n(grant, 6).await.unwrap().unwrap();
+        a.refund(grant.part(6).unwrap()).await.unwrap();
         // 20 - 8 + 6 left.
         let grant = b.check("t").await.unwrap();
         assert!(
@@ -121,9 +121,17 @@ fn refunds_give_back_to_the_buckets_that_paid_once_whatever_the_quota() {
         // Another process changes the quota; a refund counted under the old
         // one learns the new one and gives back a token of it.
         b.set_quota(slow(40)).await.unwrap();
-        let before = b.check_n("t", 0).await.unwrap().unwrap().remaining();
+        let before = b
+            .check(Request::tenant("t").tokens(0))
+            .await
+            .unwrap()
+            .remaining();
         a.refund(grant).await.unwrap();
-        let after = b.check_n("t", 0).await.unwrap().unwrap().remaining();
+        let after = b
+            .check(Request::tenant("t").tokens(0))
+            .await
+            .unwrap()
+            .remaining();
         assert!(
             (before + 1..=before + 2).contains(&after),
             "{before} then {after}"
@@ -216,7 +224,7 @@ fn waits_queue_in_redis_and_a_waiter_that_gives_up_hands_its_slot_back() {
         for i in 0..4u32 {
             let limiter = Arc::clone(&limiter);
             waiters.push(tokio::spawn(async move {
-                limiter.until_ready("t").await;
+                limiter.wait("t").await.unwrap();
                 (i, start.elapsed())
             }));
             tokio::time::sleep(Duration::from_millis(5)).await;
@@ -240,11 +248,13 @@ fn waits_queue_in_redis_and_a_waiter_that_gives_up_hands_its_slot_back() {
         // The next slot, 100 ms on, reserved and given up after 30 ms: the
         // next caller gets it, not the one after.
         let asked = Instant::now();
-        let gave_up =
-            tokio::time::timeout(Duration::from_millis(30), limiter.until_ready("t")).await;
+        let gave_up = tokio::time::timeout(Duration::from_millis(30), async {
+            limiter.wait("t").await.unwrap()
+        })
+        .await;
         assert!(gave_up.is_err());
         tokio::time::sleep(Duration::from_millis(10)).await;
-        limiter.until_ready("t").await;
+        limiter.wait("t").await.unwrap();
         let took = asked.elapsed();
         assert!(took < Duration::from_millis(160), "{took:?}");
     });

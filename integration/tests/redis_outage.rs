@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use shuffle_limiter::redis::{Error, FailurePolicy, RedisLimiter, Source};
-use shuffle_limiter::{Quota, ShardedLimiter};
+use shuffle_limiter::{Quota, Request, ShardedLimiter};
 
 #[path = "../../tests/support/redis_server.rs"]
 mod redis_server;
@@ -131,7 +131,7 @@ async fn timed(
     tenant: &str,
 ) -> (shuffle_limiter::redis::Decision, Duration) {
     let started = Instant::now();
-    let decision = limiter.decide(tenant, 1).await.unwrap();
+    let decision = limiter.decide(tenant).await;
     (decision, started.elapsed())
 }
 
@@ -167,7 +167,7 @@ fn a_stopped_server_is_survived_and_rejoined_on_a_clean_connection() {
         server.signal("-STOP");
         fleet.outage("during", Duration::from_millis(400)).await;
         for limiter in fleet.all() {
-            let error = limiter.decide("during", 1).await.unwrap();
+            let error = limiter.decide("during").await;
             assert!(
                 matches!(error.error(), Some(Error::Timeout { .. })),
                 "a hang is a timeout: {:?}",
@@ -205,7 +205,9 @@ fn a_stopped_server_is_survived_and_rejoined_on_a_clean_connection() {
             .await
             .unwrap();
         for t in 0..20 {
-            let decision = fresh.decide(format!("tenant-{t}"), 0).await.unwrap();
+            let decision = fresh
+                .decide(Request::tenant(format!("tenant-{t}")).tokens(0))
+                .await;
             assert_eq!(decision.source(), Source::Redis);
             assert_eq!(
                 decision.result().unwrap().remaining(),

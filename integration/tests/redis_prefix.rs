@@ -8,7 +8,7 @@ use std::time::Duration;
 use redis::AsyncCommands;
 use shuffle_limiter::redis::{BuildError, FailurePolicy, Layout, RedisLimiter, RedisOptions};
 use shuffle_limiter::set::{LimiterSet, SetConfig};
-use shuffle_limiter::{Quota, ShardedLimiter};
+use shuffle_limiter::{Limit, Quota, ShardedLimiter};
 
 #[path = "../../tests/support/redis_server.rs"]
 mod redis_server;

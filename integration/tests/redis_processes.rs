@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use shuffle_limiter::redis::{FailurePolicy, RedisLimiter};
-use shuffle_limiter::{Assignment, Quota, ShardedLimiter};
+use shuffle_limiter::{Assignment, Limit, Quota, ShardedLimiter};
 
 #[path = "../../tests/support/redis_server.rs"]
 mod redis_server;

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use shuffle_limiter::redis::{FailurePolicy, RedisLimiter, RedisOptions, Source};
-use shuffle_limiter::{Quota, ShardedLimiter};
+use shuffle_limiter::{Limit, Quota, Request, ShardedLimiter};
 
 #[path = "../../tests/support/redis_server.rs"]
 mod redis_server;
@@ -34,9 +34,8 @@ async fn limiter(server: &RedisServer, name: &str, buckets: u32, max: u32) -> Re
 /// Tokens `tenant` holds now, read without taking any.
 async fn holds(limiter: &RedisLimiter, tenant: &str) -> u64 {
     limiter
-        .check_n(tenant, 0)
+        .check(Request::tenant(tenant).tokens(0))
         .await
-        .unwrap()
         .unwrap()
         .remaining()
 }
@@ -118,7 +117,7 @@ async fn a_grant_of_the_local_fallback_is_refunded_to_it_not_to_redis() {
     while limiter.check("t").await.is_ok() {}
     // Redis paused: the local fallback grants, from its own buckets.
     server.signal("-STOP");
-    let decision = limiter.decide("t", 1).await.unwrap();
+    let decision = limiter.decide("t").await;
     server.signal("-CONT");
     assert_eq!(decision.source(), Source::Policy);
     let grant = decision.into_result().unwrap();
@@ -130,7 +129,7 @@ async fn a_grant_of_the_local_fallback_is_refunded_to_it_not_to_redis() {
     // Redis, which never paid it, got nothing.
     let mut tries = 0;
     let from_redis = loop {
-        let decision = limiter.decide("t", 0).await.unwrap();
+        let decision = limiter.decide(Request::tenant("t").tokens(0)).await;
         if decision.source() == Source::Redis {
             break decision.into_result().unwrap();
         }
@@ -157,7 +156,7 @@ async fn a_refund_to_a_bucket_key_of_another_type_is_refused_whole() {
         .await
         .unwrap();
     // A weight of 3 is paid by both of the tenant's buckets (2 each).
-    let grant = limiter.check_n("t", 3).await.unwrap().unwrap();
+    let grant = limiter.check(Request::tenant("t").tokens(3)).await.unwrap();
     let [first, second] = *grant.payments() else {
         panic!("{grant:?}");
     };

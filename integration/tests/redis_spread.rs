@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use shuffle_limiter::redis::{BuildError, Error, Layout, Source};
-use shuffle_limiter::{Quota, ShardedLimiter};
+use shuffle_limiter::{DenialReason, Limit, Quota, Request, ShardedLimiter};
 
 #[path = "support/redis_cluster.rs"]
 mod redis_cluster;
@@ -63,14 +63,14 @@ fn spread_buckets_live_on_several_nodes_and_the_fleet_gets_exactly_the_burst() {
         // Empty, each bucket has its next token in one interval, 3600 s: the
         // denial names that, whether it asked both buckets or knew them.
         let hour = Duration::from_secs(3600);
-        let decision = b.decide("alone", 1).await.unwrap();
+        let decision = b.decide("alone").await;
         assert_eq!(decision.source(), Source::Redis, "{:?}", decision.error());
         let retry = decision.result().unwrap_err().retry_after();
         assert!(
             retry <= hour && retry > hour - Duration::from_secs(60),
             "{retry:?}"
         );
-        let cached = a.decide("alone", 1).await.unwrap();
+        let cached = a.decide("alone").await;
         assert_eq!(
             cached.source(),
             Source::CachedDenial,
@@ -83,15 +83,32 @@ fn spread_buckets_live_on_several_nodes_and_the_fleet_gets_exactly_the_burst() {
         );
 
         // Weights: one bucket's burst is the most a request may ask.
-        let err = a.check_n("weighted", 11).await.unwrap_err();
-        assert_eq!((err.requested(), err.max()), (11, 10));
+        let err = a
+            .check(Request::tenant("weighted").tokens(11))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.reason(),
+            DenialReason::NeverFits {
+                asked: 11,
+                most: 10
+            }
+        );
+        // MIGRATE: the old InsufficientCapacity said, in the spread layout,
+        // that one bucket pays each request and that Layout::OneSlot's
+        // buckets can pay together; the new Denied's NeverFits message
+        // (src/limiter/denied.rs) has no such hint, and NeverFits carries no
+        // layout to tell it from. The assertion stays, and fails, until the
+        // library's message says it again.
         assert!(err.to_string().contains("Layout::OneSlot"), "{err}");
-        let grant = a.check_n("weighted", 10).await.unwrap().unwrap();
+        let grant = a
+            .check(Request::tenant("weighted").tokens(10))
+            .await
+            .unwrap();
         assert_eq!(grant.payments().len(), 1);
         let read = a
-            .decide("weighted", 0)
+            .decide(Request::tenant("weighted").tokens(0))
             .await
-            .unwrap()
             .into_result()
             .unwrap();
         let weighted = a.shard("weighted");
@@ -112,7 +129,7 @@ fn spread_buckets_live_on_several_nodes_and_the_fleet_gets_exactly_the_burst() {
                     let limiter = &limiters[t % 2];
                     let mut granted = 0;
                     for _ in 0..5 {
-                        let decision = limiter.decide(format!("tenant-{t}"), 1).await.unwrap();
+                        let decision = limiter.decide(format!("tenant-{t}")).await;
                         assert_ne!(decision.source(), Source::Policy, "{:?}", decision.error());
                         granted += u64::from(decision.is_granted());
                     }
@@ -252,7 +269,7 @@ fn spread_refunds_and_queued_waits_work_bucket_by_bucket() {
         for i in 0..3u32 {
             let limiter = Arc::clone(&limiter);
             waiters.push(tokio::spawn(async move {
-                limiter.until_ready("t").await;
+                limiter.wait("t").await.unwrap();
                 (i, start.elapsed())
             }));
             tokio::time::sleep(Duration::from_millis(5)).await;

@@ -124,7 +124,7 @@ fn a_stopped_node_touches_only_the_tenants_of_its_buckets_in_the_spread_layout()
 
         // Both limiters answer before the stop.
         for limiter in [&spread, &one_slot] {
-            let decision = limiter.decide("before", 1).await.unwrap();
+            let decision = limiter.decide("before").await;
             assert_eq!(decision.source(), Source::Redis, "{:?}", decision.error());
         }
         cluster.nodes[stopped].signal("-STOP");
@@ -140,10 +140,10 @@ fn a_stopped_node_touches_only_the_tenants_of_its_buckets_in_the_spread_layout()
                     for _ in 0..REQUESTS {
                         pace.tick().await;
                         served.sent += 1;
-                        let decision = limiters.0.decide(&tenant, 1).await.unwrap();
+                        let decision = limiters.0.decide(&tenant).await;
                         served.spread += u64::from(decision.is_granted());
                         served.spread_by_policy += u64::from(decision.source() == Source::Policy);
-                        let decision = limiters.1.decide(&tenant, 1).await.unwrap();
+                        let decision = limiters.1.decide(&tenant).await;
                         served.one_slot += u64::from(decision.is_granted());
                     }
                     served
@@ -223,7 +223,7 @@ fn a_stopped_node_touches_only_the_tenants_of_its_buckets_in_the_spread_layout()
         for (limiter, tenant) in [(spread, fully_down), (one_slot, &tenants[0])] {
             let started = Instant::now();
             loop {
-                let decision = limiter.decide(tenant, 1).await.unwrap();
+                let decision = limiter.decide(tenant).await;
                 if decision.source() == Source::Redis {
                     break;
                 }

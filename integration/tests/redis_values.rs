@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
 use shuffle_limiter::redis::{Error, FailurePolicy, Layout, RedisLimiter, RedisOptions, Source};
-use shuffle_limiter::{Quota, ShardedLimiter};
+use shuffle_limiter::{Limit, Quota, ShardedLimiter};
 
 #[path = "../../tests/support/redis_server.rs"]
 mod redis_server;
@@ -102,7 +102,7 @@ fn a_quota_key_of_another_type_denies_even_under_fail_open() {
             // not an outage, so FailOpen grants none of it.
             let mut granted = 0;
             for _ in 0..40 {
-                let decision = limiter.decide("t", 1).await.unwrap();
+                let decision = limiter.decide("t").await;
                 if decision.is_granted() {
                     granted += 1;
                     continue;
@@ -145,7 +145,7 @@ fn a_spread_quota_key_of_another_type_denies_even_under_fail_open() {
         // 50 tenants, 10 decisions each: the four buckets hold 8 in all.
         let (mut granted, mut typed) = (0, 0);
         for i in 0..500 {
-            let decision = limiter.decide(format!("t{}", i % 50), 1).await.unwrap();
+            let decision = limiter.decide(format!("t{}", i % 50)).await;
             if decision.is_granted() {
                 granted += 1;
             } else if let Some(Error::NotAQuota { key, .. }) = decision.error() {
@@ -183,7 +183,7 @@ fn a_quota_version_no_double_holds_is_refused_and_never_decided_with() {
             .set("{big}:quota", "9007199254740992 64 8000000000000 64 8")
             .await
             .unwrap();
-        let decision = a.decide("t", 1).await.unwrap();
+        let decision = a.decide("t").await;
         // Another process setting burst 8 must not write a version that
         // reads the same as the one `a` decides with ...
         let change = b.set_quota(slow(8)).await;
@@ -229,7 +229,7 @@ async fn waits_far_ahead_keep_their_keys(server: &RedisServer, layout: Layout, n
     let waiters: Vec<_> = (0..24)
         .map(|_| {
             let limiter = Arc::clone(&limiter);
-            tokio::spawn(async move { limiter.until_ready("t").await })
+            tokio::spawn(async move { limiter.wait("t").await.unwrap() })
         })
         .collect();
     let keys: Vec<String> = (0..2).map(|b| limiter.key(b).unwrap().to_owned()).collect();
@@ -273,7 +273,7 @@ async fn waits_far_ahead_keep_their_keys(server: &RedisServer, layout: Layout, n
     )
     .await;
     tokio::time::sleep(Duration::from_millis(1600)).await;
-    let decision = other.decide("t", 1).await.unwrap();
+    let decision = other.decide("t").await;
     assert_eq!(decision.source(), Source::Redis);
     assert!(!decision.is_granted(), "granted what the waits booked");
     for waiter in waiters {
@@ -330,7 +330,7 @@ fn a_quota_key_no_limiter_can_take_denies_and_never_panics() {
             "",
         ] {
             let _: () = connection.set("{odd}:quota", text).await.unwrap();
-            let decision = a.decide("t", 1).await.unwrap();
+            let decision = a.decide("t").await;
             assert!(!decision.is_granted(), "{text:?} granted");
             let error = decision.error();
             assert!(
@@ -371,7 +371,7 @@ fn a_quota_key_of_version_0_is_refused_so_no_two_processes_differ() {
             .unwrap();
         let granted = drain(&changer, "t", 100).await + drain(&fresh, "t", 100).await;
         assert!(granted <= 8, "{granted} granted where the burst is 8");
-        let decision = fresh.decide("t", 1).await.unwrap();
+        let decision = fresh.decide("t").await;
         let error = decision.error();
         assert!(matches!(error, Some(Error::NotAQuota { .. })), "{error:?}");
     });

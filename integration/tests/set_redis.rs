@@ -9,9 +9,9 @@
 
 use std::error::Error as _;
 
-use shuffle_limiter::ConfigError;
 use shuffle_limiter::redis::{BuildError, Error as RedisError};
 use shuffle_limiter::set::{LimiterSet, Member, SetConfig};
+use shuffle_limiter::{ConfigError, Limit};
 
 #[path = "../../tests/support/redis_server.rs"]
 mod redis_server;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 use shuffle_limiter::redis::{FailurePolicy, Layout, RedisLimiter, RedisOptions};
-use shuffle_limiter::{DenialReason, Quota, ShardedLimiter};
+use shuffle_limiter::{DenialReason, Limit, Quota, ShardedLimiter};
 
 #[path = "../../tests/support/redis_server.rs"]
 mod redis_server;
@@ -64,7 +64,7 @@ async fn a_wait_while_redis_is_down_sleeps_until_the_next_probe() {
         let limiter = limiter(&server, "down", layout).await;
         server.kill();
         let run = Duration::from_secs(1);
-        let waited = tokio::time::timeout(run, limiter.until_ready("t")).await;
+        let waited = tokio::time::timeout(run, async { limiter.wait("t").await.unwrap() }).await;
         assert!(waited.is_err(), "{layout:?}: granted with Redis down");
         // One probe and its policy decision every 100 ms, a few more at
         // the start; never a loop that does not sleep.
@@ -85,7 +85,8 @@ async fn a_bounded_wait_while_redis_is_down_keeps_the_policys_reason_and_retry()
         let max_wait = Duration::from_millis(600);
         let start = Instant::now();
         let denied = limiter
-            .until_ready_within("t", max_wait)
+            .wait("t")
+            .within(max_wait)
             .await
             .expect_err("granted with Redis down");
         let took = start.elapsed();
@@ -121,7 +122,10 @@ async fn waits_across_a_stopped_server_book_no_slot_the_budget_did_not_grant() {
             .map(|_| {
                 let limiter = Arc::clone(&limiter);
                 tokio::spawn(async move {
-                    tokio::time::timeout(Duration::from_secs(8), limiter.until_ready("t")).await
+                    tokio::time::timeout(Duration::from_secs(8), async {
+                        limiter.wait("t").await.unwrap()
+                    })
+                    .await
                 })
             })
             .collect();
@@ -129,7 +133,10 @@ async fn waits_across_a_stopped_server_book_no_slot_the_budget_did_not_grant() {
         let dropped = {
             let limiter = Arc::clone(&limiter);
             tokio::spawn(async move {
-                tokio::time::timeout(Duration::from_millis(700), limiter.until_ready("t")).await
+                tokio::time::timeout(Duration::from_millis(700), async {
+                    limiter.wait("t").await.unwrap()
+                })
+                .await
             })
         };
         tokio::time::sleep(Duration::from_millis(1500)).await;
@@ -185,7 +192,7 @@ async fn a_quota_cut_by_another_process_slows_the_callers_already_waiting() {
         .map(|_| {
             let (limiter, returned) = (Arc::clone(&here), Arc::clone(&returned));
             tokio::spawn(async move {
-                limiter.until_ready("t").await;
+                limiter.wait("t").await.unwrap();
                 returned.lock().unwrap().push(Instant::now());
             })
         })
@@ -240,9 +247,11 @@ async fn a_wait_on_the_local_fallback_sleeps_until_its_bucket_refills() {
         limiter.check("t").await.unwrap();
         let start = Instant::now();
         let before = limiter.stats().from_policy();
-        tokio::time::timeout(Duration::from_secs(3), limiter.until_ready("t"))
-            .await
-            .expect("the fallback's next token never came");
+        tokio::time::timeout(Duration::from_secs(3), async {
+            limiter.wait("t").await.unwrap()
+        })
+        .await
+        .expect("the fallback's next token never came");
         let took = start.elapsed();
         assert!(took >= Duration::from_millis(900), "{layout:?}: {took:?}");
         let decisions = limiter.stats().from_policy() - before;

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use shuffle_limiter::Limit;
 use shuffle_limiter::redis::RedisLimiter;
 use tokio::task::JoinHandle;
 
