@@ -94,12 +94,6 @@ fn spread_buckets_live_on_several_nodes_and_the_fleet_gets_exactly_the_burst() {
                 most: 10
             }
         );
-        // MIGRATE: the old InsufficientCapacity said, in the spread layout,
-        // that one bucket pays each request and that Layout::OneSlot's
-        // buckets can pay together; the new Denied's NeverFits message
-        // (src/limiter/denied.rs) has no such hint, and NeverFits carries no
-        // layout to tell it from. The assertion stays, and fails, until the
-        // library's message says it again.
         assert!(err.to_string().contains("Layout::OneSlot"), "{err}");
         let grant = a
             .check(Request::tenant("weighted").tokens(10))

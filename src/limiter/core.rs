@@ -131,7 +131,7 @@ impl Split {
             .buckets()
             .iter()
             .fold(0u32, |sum, &b| sum.saturating_add(self.burst_of(b)));
-        never_fits(shard, n, most)
+        never_fits(shard, n, most, false)
     }
 
     #[cfg_attr(not(feature = "redis"), allow(dead_code))] // the Redis store's
@@ -139,15 +139,15 @@ impl Split {
     /// tokens, for a store that cannot take from several at once.
     pub(crate) fn check_weight_alone(&self, shard: &Shard, n: u32) -> Result<(), Denied> {
         let most = shard.buckets().iter().map(|&b| self.burst_of(b)).max();
-        never_fits(shard, n, most.unwrap_or(0))
+        never_fits(shard, n, most.unwrap_or(0), true)
     }
 }
 
 /// The denial of `n` tokens on `shard` when at most `most` fit.
-fn never_fits(shard: &Shard, n: u32, most: u32) -> Result<(), Denied> {
+fn never_fits(shard: &Shard, n: u32, most: u32, alone: bool) -> Result<(), Denied> {
     if n > most {
         let bucket = shard.buckets().first().copied().unwrap_or(0);
-        return Err(Denied::never_fits(n, most, bucket));
+        return Err(Denied::never_fits(n, most, bucket, alone));
     }
     Ok(())
 }

@@ -9,6 +9,10 @@ pub struct Denied {
     pub(crate) retry_after: Duration,
     pub(crate) bucket: u32,
     pub(crate) reason: DenialReason,
+    /// For [`DenialReason::NeverFits`]: whether `most` is one bucket's
+    /// burst, in a store whose buckets cannot pay one request together (a
+    /// Redis limiter's spread layout), which the message says.
+    pub(crate) alone: bool,
 }
 
 /// Why a request was denied: the tenant's buckets are short, or the store
@@ -85,11 +89,12 @@ impl Denied {
     /// A denial by the tenant's buckets.
     /// A request of `asked` tokens where at most `most` can ever fit, as
     /// though denied by `bucket`.
-    pub(crate) fn never_fits(asked: u32, most: u32, bucket: u32) -> Denied {
+    pub(crate) fn never_fits(asked: u32, most: u32, bucket: u32, alone: bool) -> Denied {
         Denied {
             retry_after: Duration::MAX,
             bucket,
             reason: DenialReason::NeverFits { asked, most },
+            alone,
         }
     }
 
@@ -98,6 +103,7 @@ impl Denied {
             retry_after,
             bucket,
             reason: DenialReason::Limited,
+            alone: false,
         }
     }
 }
@@ -110,6 +116,13 @@ impl fmt::Display for Denied {
                 f,
                 "the limiter's store could not decide and its failure policy denied: retry in {:?}",
                 self.retry_after
+            ),
+            DenialReason::NeverFits { asked, most } if self.alone => write!(
+                f,
+                "a request of {asked} tokens can never be granted: in Layout::Spread one \
+                 bucket pays each request, and this tenant's largest holds {most} when full; \
+                 split the request, raise the burst, or use Layout::OneSlot, whose buckets \
+                 can pay together"
             ),
             DenialReason::NeverFits { asked, most } => write!(
                 f,

@@ -135,16 +135,16 @@ impl<'a, const N: usize> From<&'a [u8; N]> for Request<'a> {
     }
 }
 
-impl From<String> for Request<'static> {
+impl<'a> From<String> for Request<'a> {
     #[inline]
-    fn from(id: String) -> Request<'static> {
+    fn from(id: String) -> Request<'a> {
         Request::from(id.into_bytes())
     }
 }
 
-impl From<Vec<u8>> for Request<'static> {
+impl<'a> From<Vec<u8>> for Request<'a> {
     #[inline]
-    fn from(id: Vec<u8>) -> Request<'static> {
+    fn from(id: Vec<u8>) -> Request<'a> {
         Request {
             tenant: Cow::Owned(id),
             user: None,

@@ -291,6 +291,7 @@ where
             retry_after: self.breaker.until_probe(shard.buckets()),
             bucket: first,
             reason: DenialReason::StoreUnavailable,
+            alone: false,
         };
         let outage = error.as_deref().is_none_or(Error::is_outage);
         let result = match (&self.fallback, self.options.policy) {

@@ -9,7 +9,7 @@ use redis::AsyncCommands;
 
 use crate::redis::script::redis_server::RedisServer;
 use crate::redis::{Error, FailurePolicy, Layout, RedisLimiter, RedisOptions};
-use crate::{Quota, ShardedLimiter};
+use crate::{Limit, Quota, ShardedLimiter};
 
 const LAYOUTS: [Layout; 2] = [Layout::OneSlot, Layout::Spread];
 
