@@ -20,7 +20,7 @@
 use std::time::Duration;
 
 use shuffle_limiter::blast::BlastRadius;
-use shuffle_limiter::{ManualClock, Quota, ShardedLimiter};
+use shuffle_limiter::{ManualClock, Quota, Request, ShardedLimiter};
 
 const USERS: u32 = 1000;
 const BUCKETS: u32 = 16;
@@ -48,9 +48,9 @@ fn run(per_user: u32) -> Result<Seen, Box<dyn std::error::Error>> {
         .per_user(per_user)
         .clock(ManualClock::new())
         .build()?;
-    let flooder = limiter.user("acme", "user-0");
+    let flooder = limiter.handle(Request::tenant("acme").user("user-0"));
     let users: Vec<_> = (1..USERS)
-        .map(|u| limiter.user("acme", format!("user-{u}")))
+        .map(|u| limiter.handle(Request::tenant("acme").user(format!("user-{u}"))))
         .collect();
     let mut asked = vec![0u32; users.len()];
     let mut granted = vec![0u32; users.len()];

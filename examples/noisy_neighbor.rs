@@ -96,7 +96,7 @@ struct Outcome {
 fn noisy_neighbour(limiter: &ShardedLimiter<ManualClock>, lent: f64) -> Outcome {
     let clock = limiter.clock();
     let names: Vec<String> = (0..TENANTS).map(|t| format!("tenant-{t}")).collect();
-    let tenants: Vec<_> = names.iter().map(|n| limiter.tenant(n)).collect();
+    let tenants: Vec<_> = names.iter().map(|n| limiter.handle(n)).collect();
     let (noisy, others) = tenants.split_first().expect("at least one tenant");
     let mut granted = vec![0u32; others.len()];
     let mut drained_seen = vec![0u32; others.len()];
@@ -141,7 +141,7 @@ fn noisy_neighbour(limiter: &ShardedLimiter<ManualClock>, lent: f64) -> Outcome 
 /// `FLOOD_PER_MS` times a millisecond, over `SECONDS` after a first second
 /// that spends the burst (so that the share is of the rate alone).
 fn alone(limiter: &ShardedLimiter<ManualClock>) -> f64 {
-    let tenant = limiter.tenant("tenant-0");
+    let tenant = limiter.handle("tenant-0");
     let mut granted = 0u32;
     for ms in 0..(1 + SECONDS) * 1_000 {
         limiter.clock().advance(Duration::from_millis(1));

@@ -65,7 +65,7 @@ fn a_shard_depends_on_n_k_salt_and_key_bytes_only() {
                 ("cached", default_cache.shard(&key)),
                 ("uncached", other.shard(&key)),
                 ("tiny cache", tiny.shard(&key)),
-                ("tenant handle", default_cache.tenant(&key).shard()),
+                ("tenant handle", default_cache.handle(&key).shard()),
             ] {
                 assert_eq!(got, want, "{who}, round {round}, {key}");
             }

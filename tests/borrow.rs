@@ -6,7 +6,7 @@ use std::sync::Barrier;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use shuffle_limiter::{Clock, ConfigError, ManualClock, Quota, ShardedLimiter};
+use shuffle_limiter::{Clock, ConfigError, ManualClock, Quota, Request, ShardedLimiter};
 
 fn lending(quota: Quota, n: u32, k: u32, d: u32, reserve: f64) -> ShardedLimiter<ManualClock> {
     ShardedLimiter::builder()
@@ -50,7 +50,8 @@ fn threads_borrowing_from_every_bucket_use_the_budget_exactly() {
                         return;
                     }
                     i += 1;
-                    let tenant = limiter.tenant(i.to_le_bytes());
+                    let id = i.to_le_bytes();
+                    let tenant = limiter.handle(&id);
                     // 32 tokens at most in all the buckets together.
                     for grant in (0..=32).map_while(|_| tenant.check().ok()) {
                         granted.fetch_add(1, Ordering::Relaxed);
@@ -92,7 +93,7 @@ fn a_lone_tenant_borrowing_from_every_other_bucket_sustains_the_whole_rate() {
     let quota = Quota::per_second(100);
     let share = |d: u32, reserve: f64| {
         let limiter = lending(quota, 8, 2, d, reserve);
-        let tenant = limiter.tenant("alone");
+        let tenant = limiter.handle("alone");
         let mut grants = 0u64;
         for _ in 0..10_000 {
             grants += (0..).map_while(|_| tenant.check().ok()).count() as u64;
@@ -117,7 +118,7 @@ fn the_owners_of_a_bucket_keep_its_reserve_whatever_borrowers_take() {
     // 8 buckets of 4 tokens, k = 2, d = 2, reserve 1/2: a borrower leaves
     // 2 tokens in each spill bucket, and the owners may take them.
     let limiter = lending(Quota::per_second(32), 8, 2, 2, 0.5);
-    let borrower = limiter.tenant("borrower");
+    let borrower = limiter.handle("borrower");
     let grants: Vec<_> = (0..).map_while(|_| borrower.check().ok()).collect();
     // Its own 8 tokens, then 2 above the reserve from each spill bucket.
     assert_eq!(grants.len(), 12);
@@ -129,7 +130,7 @@ fn the_owners_of_a_bucket_keep_its_reserve_whatever_borrowers_take() {
     for &lender in &spill {
         // An owner of the lender that owns nothing else the borrower drew on.
         let owner = (0u32..)
-            .map(|i| limiter.tenant(i.to_le_bytes()))
+            .map(|i| limiter.handle(Request::tenant(i.to_le_bytes().to_vec())))
             .find(|t| {
                 t.shard().contains(lender)
                     && t.shard().buckets().iter().all(|&b| {
@@ -191,12 +192,12 @@ fn without_borrowing_nothing_is_borrowed_and_shards_do_not_change() {
     let off = lending(Quota::per_second(32), 8, 2, 0, 0.5);
     let on = lending(Quota::per_second(32), 8, 2, 4, 0.5);
     for i in 0..200u32 {
-        let (a, b) = (off.shard(i.to_le_bytes()), on.shard(i.to_le_bytes()));
+        let (a, b) = (off.shard(&i.to_le_bytes()), on.shard(&i.to_le_bytes()));
         assert_eq!(a.buckets(), b.buckets());
         assert!(a.spill().is_empty() && b.spill().len() == 4);
         assert!(b.spill().iter().all(|&s| !b.contains(s)));
     }
-    let tenant = off.tenant("t");
+    let tenant = off.handle("t");
     let grants: Vec<_> = (0..).map_while(|_| tenant.check().ok()).collect();
     assert_eq!(grants.len(), 8);
     assert!(grants.iter().all(|g| !g.borrowed()));
@@ -209,7 +210,7 @@ fn a_weighted_request_the_own_buckets_pay_together_is_not_borrowed() {
     // borrowing: a weight no own bucket pays alone but the two pay
     // together is paid by them, and the spill buckets keep every token.
     let limiter = lending(Quota::per_second(32), 8, 2, 2, 0.0);
-    let tenant = limiter.tenant("pooled");
+    let tenant = limiter.handle("pooled");
     let (own, spill) = (
         tenant.shard().buckets().to_vec(),
         tenant.shard().spill().to_vec(),
@@ -222,7 +223,10 @@ fn a_weighted_request_the_own_buckets_pay_together_is_not_borrowed() {
             .collect()
     };
     let pooled = |n: u32| {
-        let grant = tenant.check_n(n).unwrap().unwrap();
+        let grant = limiter
+            .handle(Request::tenant("pooled").tokens(n))
+            .check()
+            .unwrap();
         assert!(!grant.borrowed(), "weight {n}: {grant:?}");
         let mut paid: Vec<(u32, u32)> = grant
             .payments()
@@ -253,5 +257,11 @@ fn a_weighted_request_the_own_buckets_pay_together_is_not_borrowed() {
     );
     assert_eq!(held(&own), [0, 0]);
     // Now the own buckets are empty: a spill bucket lends.
-    assert!(tenant.check_n(2).unwrap().unwrap().borrowed());
+    assert!(
+        limiter
+            .handle(Request::tenant("pooled").tokens(2))
+            .check()
+            .unwrap()
+            .borrowed()
+    );
 }

@@ -22,7 +22,7 @@
 use std::time::Duration;
 
 use shuffle_limiter::blast::BlastRadius;
-use shuffle_limiter::{ManualClock, Quota, Shard, ShardedLimiter};
+use shuffle_limiter::{ManualClock, Quota, Request, Shard, ShardedLimiter};
 
 const BUCKETS: u32 = 8;
 const PER_TENANT: u32 = 2;
@@ -64,9 +64,9 @@ fn flood(salt: u64, spill: u32, reserve: f64, seconds: u32) -> (Shard, Vec<Light
         .clock(ManualClock::new())
         .build()
         .unwrap();
-    let flooder = limiter.tenant("tenant-0");
+    let flooder = limiter.handle("tenant-0");
     let tenants: Vec<_> = (1..TENANTS)
-        .map(|i| limiter.tenant(format!("tenant-{i}")))
+        .map(|i| limiter.handle(Request::tenant(format!("tenant-{i}"))))
         .collect();
     let mut lights: Vec<Light> = tenants
         .iter()

@@ -235,12 +235,12 @@ fn the_accessors_and_the_debug_output_show_the_settings() {
     ] {
         assert!(debug.contains(field), "{debug} lacks {field}");
     }
-    let tenant = limiter.tenant("t");
+    let tenant = limiter.handle("t");
     let shard = format!("{:?}", tenant.shard());
     assert_eq!(shard, format!("Shard({:?})", tenant.shard().buckets()));
     let debug = format!("{tenant:?}");
     assert!(
-        debug.starts_with("Tenant {") && debug.contains("\"upstream-a\"") && debug.contains(&shard),
+        debug.starts_with("Handle {") && debug.contains("\"upstream-a\"") && debug.contains(&shard),
         "{debug}"
     );
     let debug = format!("{:?}", limiter.assignment());

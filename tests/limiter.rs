@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use shuffle_limiter::{Clock, ManualClock, Quota, ShardedLimiter};
+use shuffle_limiter::{Clock, DenialReason, ManualClock, Quota, Request, ShardedLimiter};
 
 #[path = "support/manual.rs"]
 mod manual;
@@ -30,7 +30,8 @@ fn drain_all(limiter: &ShardedLimiter<ManualClock>) -> u64 {
         if covered.iter().all(|&c| c) {
             return granted;
         }
-        let tenant = limiter.tenant(t.to_le_bytes());
+        let id = t.to_le_bytes();
+        let tenant = limiter.handle(&id);
         for &b in tenant.shard().buckets() {
             covered[b as usize] = true;
         }
@@ -43,7 +44,7 @@ fn drain_all(limiter: &ShardedLimiter<ManualClock>) -> u64 {
 fn a_tenant_gets_its_buckets_burst_then_exactly_the_refill() {
     // 5/s, burst 5, over 5 buckets: each bucket holds 1 token, 1 per second.
     let (limiter, clock) = make(Quota::per_second(5).with_burst(5), 5, 2);
-    let tenant = limiter.tenant("tenant-42");
+    let tenant = limiter.handle("tenant-42");
     assert_eq!(tenant.remaining(), 2);
     assert!(tenant.check().is_ok());
     assert!(tenant.check().is_ok());
@@ -113,7 +114,7 @@ fn a_tenant_draws_only_from_its_own_buckets_roomiest_first() {
     // Always taking from the roomiest bucket keeps a tenant's equally sized
     // buckets within one token of each other.
     clock.advance(Duration::from_secs(1));
-    let tenant = limiter.tenant("fresh");
+    let tenant = limiter.handle("fresh");
     for _ in 0..399 {
         tenant.check().unwrap();
         let snap = limiter.snapshot();
@@ -131,7 +132,7 @@ fn a_tenant_draws_only_from_its_own_buckets_roomiest_first() {
 #[test]
 fn ties_between_equally_full_buckets_favour_none() {
     let (limiter, clock) = make(Quota::per_second(400).with_burst(400), 4, 2);
-    let tenant = limiter.tenant("tie");
+    let tenant = limiter.handle("tie");
     let shard = tenant.shard();
     let [a, b] = shard.buckets() else {
         unreachable!()
@@ -156,9 +157,15 @@ fn ties_between_equally_full_buckets_favour_none() {
 fn denial_names_the_earliest_bucket_to_refill() {
     // 2 buckets of 2 tokens, a token every 500 ms per bucket.
     let (limiter, clock) = make(Quota::per_second(4), 2, 2);
-    let first = limiter.check_n("a", 2).unwrap().unwrap().bucket(); // full at 1 s
+    let first = limiter
+        .check(Request::tenant("a").tokens(2))
+        .unwrap()
+        .bucket(); // full at 1 s
     clock.advance(Duration::from_millis(300));
-    let second = limiter.check_n("a", 2).unwrap().unwrap().bucket(); // full at 1.3 s
+    let second = limiter
+        .check(Request::tenant("a").tokens(2))
+        .unwrap()
+        .bucket(); // full at 1.3 s
     assert_ne!(first, second);
     let denied = limiter.check("a").unwrap_err();
     assert_eq!(denied.bucket(), first);
@@ -178,20 +185,27 @@ fn weighted_requests_are_paid_by_one_bucket_or_several_together() {
     // 4 buckets of 3, 3, 2, 2 tokens, a token every 400 ms each, all the
     // tenant's: together they hold 10.
     let (limiter, clock) = make(Quota::per_second(10), 4, 4);
-    let err = limiter.check_n("w", 11).unwrap_err();
-    assert_eq!((err.requested(), err.max()), (11, 10));
+    let err = limiter.check(Request::tenant("w").tokens(11)).unwrap_err();
+    assert_eq!(
+        err.reason(),
+        DenialReason::NeverFits {
+            asked: 11,
+            most: 10
+        }
+    );
+    assert_eq!(err.retry_after(), Duration::MAX);
     assert!(err.to_string().contains("can never be granted"));
 
     // A bucket that holds the request pays it alone.
     for left in [7, 4] {
-        let grant = limiter.check_n("w", 3).unwrap().unwrap();
+        let grant = limiter.check(Request::tenant("w").tokens(3)).unwrap();
         assert!(grant.bucket() < 2, "only buckets 0 and 1 hold 3");
         assert_eq!(grant.payments().len(), 1);
         assert_eq!(grant.payments()[0].tokens(), 3);
         assert_eq!(grant.remaining(), left);
     }
     // Then no bucket does, and the two of 2 pay together.
-    let grant = limiter.check_n("w", 3).unwrap().unwrap();
+    let grant = limiter.check(Request::tenant("w").tokens(3)).unwrap();
     let paid: Vec<(u32, u32)> = grant
         .payments()
         .iter()
@@ -201,17 +215,19 @@ fn weighted_requests_are_paid_by_one_bucket_or_several_together() {
     assert_ne!(paid[0].0, paid[1].0);
     assert_eq!(grant.remaining(), 1);
     // One token left: two come when the next tokens arrive, in 400 ms.
-    let denied = limiter.check_n("w", 2).unwrap().unwrap_err();
+    let denied = limiter.check(Request::tenant("w").tokens(2)).unwrap_err();
+    assert_eq!(denied.reason(), DenialReason::Limited);
     assert_eq!(denied.retry_after(), Duration::from_millis(400));
     assert_eq!(limiter.remaining("w"), 1);
 
     // A weight of zero takes nothing.
-    limiter.check_n("w", 0).unwrap().unwrap();
+    limiter.check(Request::tenant("w").tokens(0)).unwrap();
     assert_eq!(limiter.remaining("w"), 1);
     clock.advance(Duration::from_millis(399));
-    assert!(limiter.check_n("w", 2).unwrap().is_err());
+    let denied = limiter.check(Request::tenant("w").tokens(2)).unwrap_err();
+    assert_eq!(denied.reason(), DenialReason::Limited);
     clock.advance(Duration::from_millis(1));
-    assert!(limiter.check_n("w", 2).unwrap().is_ok());
+    assert!(limiter.check(Request::tenant("w").tokens(2)).is_ok());
 }
 
 #[test]
@@ -282,8 +298,8 @@ fn a_noisy_tenant_takes_down_only_the_tenants_holding_its_exact_shard() {
     // millisecond.
     let (limiter, clock) = make(Quota::per_second(800), 8, 2);
     let tenants: Vec<String> = (0..400).map(|t| format!("tenant-{t}")).collect();
-    let noisy = limiter.tenant(&tenants[0]);
-    let others: Vec<_> = tenants[1..].iter().map(|t| limiter.tenant(t)).collect();
+    let noisy = limiter.handle(&tenants[0]);
+    let others: Vec<_> = tenants[1..].iter().map(|t| limiter.handle(t)).collect();
     let mut ok = vec![0u32; others.len()];
     for ms in 0..100_000u32 {
         clock.advance(Duration::from_millis(1));
@@ -355,11 +371,17 @@ fn a_weight_of_zero_is_granted_and_moves_nothing_even_after_the_clock_went_back(
     limiter.check("t").unwrap();
     let before = limiter.snapshot();
     clock.set_nanos(0); // ten seconds back: the buckets look deeply in debt
-    let grant = limiter.check_n("t", 0).unwrap().unwrap();
+    let grant = limiter.check(Request::tenant("t").tokens(0)).unwrap();
     assert_eq!(grant.remaining(), 0);
     clock.set_nanos(10_000_000_000);
     assert_eq!(limiter.snapshot(), before, "a weight of 0 moved a bucket");
-    assert_eq!(limiter.check_n("t", 0).unwrap().unwrap().remaining(), 0);
+    assert_eq!(
+        limiter
+            .check(Request::tenant("t").tokens(0))
+            .unwrap()
+            .remaining(),
+        0
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -397,7 +419,7 @@ fn full_in_is_the_longest_wait_until_the_tenants_buckets_are_full() {
     // 2 buckets of 2 tokens, a token every 500 ms each.
     let (limiter, clock) = make(Quota::per_second(4), 2, 2);
     assert_eq!(limiter.full_in("t"), Duration::ZERO);
-    let grant = limiter.check_n("t", 2).unwrap().unwrap(); // empties one
+    let grant = limiter.check(Request::tenant("t").tokens(2)).unwrap(); // empties one
     assert_eq!(grant.full_in(), Duration::from_secs(1));
     assert_eq!(limiter.full_in("t"), Duration::from_secs(1));
     clock.advance(Duration::from_millis(300));
@@ -426,7 +448,8 @@ fn a_denial_names_the_tenants_own_bucket_whichever_it_is() {
     let (limiter, _clock) = make(Quota::per_second(4), 4, 1);
     let mut named = [false; 4];
     for t in 0..1_000u32 {
-        let tenant = limiter.tenant(t.to_le_bytes());
+        let id = t.to_le_bytes();
+        let tenant = limiter.handle(&id);
         let shard = tenant.shard();
         let &[bucket] = shard.buckets() else {
             unreachable!()

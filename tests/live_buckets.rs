@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::Duration;
 
-use shuffle_limiter::{Assignment, ConfigError, ManualClock, Quota, ShardedLimiter};
+use shuffle_limiter::{Assignment, ConfigError, ManualClock, Quota, Request, ShardedLimiter};
 
 const STEP: Duration = Duration::from_millis(1);
 
@@ -55,7 +55,9 @@ fn load(
     let handles = {
         let (limiter, stop, granted) = (limiter.clone(), stop.clone(), granted.clone());
         thread::spawn(move || {
-            let tenants: Vec<_> = (0..100).map(|t| limiter.tenant(format!("h{t}"))).collect();
+            let tenants: Vec<_> = (0..100)
+                .map(|t| limiter.handle(Request::tenant(format!("h{t}"))))
+                .collect();
             let mut i = 0usize;
             while !stop.load(Ordering::Relaxed) {
                 i += 1;
@@ -164,7 +166,7 @@ fn tenants_move_as_the_assignment_says_and_the_cache_follows() {
         let under = Assignment::new(n, 2, "live").unwrap();
         for t in &tenants {
             assert_eq!(limiter.shard(t), under.shard(t), "{t} under N = {n}");
-            assert_eq!(limiter.tenant(t).shard(), under.shard(t));
+            assert_eq!(limiter.handle(t).shard(), under.shard(t));
         }
     }
     // 8 → 9 moves k/(N+1) = 2/9 of tenants; the others keep their shard,
@@ -172,7 +174,7 @@ fn tenants_move_as_the_assignment_says_and_the_cache_follows() {
     let moved = tenants
         .iter()
         .zip(&before)
-        .filter(|(t, old)| limiter.shard(t) != **old)
+        .filter(|(t, old)| limiter.shard(*t) != **old)
         .count() as f64;
     let (p, n) = (2.0 / 9.0, tenants.len() as f64);
     let sd = (p * (1.0 - p) / n).sqrt();
@@ -194,7 +196,9 @@ fn a_handle_follows_its_tenant_to_its_new_shard() {
         .map(|t| format!("t{t}"))
         .find(|t| limiter.shard(t).buckets().iter().all(|&b| b >= 4))
         .unwrap();
-    let handle = limiter.tenant(&name);
+    let handle = limiter.handle(&name);
+    // The same tenant's handle for two tokens a check, also made under N = 8.
+    let weighted = limiter.handle(Request::tenant(&name).tokens(2));
     let old = handle.shard();
     limiter.set_buckets(4).unwrap();
     let new = limiter.shard(&name);
@@ -205,7 +209,7 @@ fn a_handle_follows_its_tenant_to_its_new_shard() {
     assert_eq!(handle.remaining(), 200);
     let grant = handle.check().unwrap();
     assert!(new.contains(grant.bucket()), "{grant:?} from {new:?}");
-    assert_eq!(handle.check_n(2).unwrap().unwrap().tokens(), 2);
+    assert_eq!(weighted.check().unwrap().tokens(), 2);
     assert_eq!(limiter.remaining(&name), 197);
 }
 

@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::Duration;
 
-use shuffle_limiter::{Clock, ConfigError, ManualClock, Quota, ShardedLimiter};
+use shuffle_limiter::{
+    Clock, ConfigError, DenialReason, ManualClock, Quota, Request, ShardedLimiter,
+};
 
 const N: u32 = 8;
 const STEP: Duration = Duration::from_millis(1);
@@ -238,10 +240,11 @@ fn a_refused_quota_changes_nothing() {
 #[test]
 fn a_cut_burst_refuses_weights_the_buckets_no_longer_hold() {
     let (limiter, _clock) = limiter(Quota::per_second(80));
-    assert!(limiter.check_n("t", 15).is_ok());
+    assert!(limiter.check(Request::tenant("t").tokens(15)).is_ok());
     limiter.set_quota(Quota::per_second(16)).unwrap();
-    let err = limiter.check_n("t", 15).unwrap_err();
-    assert_eq!((err.requested(), err.max()), (15, 4));
+    let err = limiter.check(Request::tenant("t").tokens(15)).unwrap_err();
+    assert_eq!(err.reason(), DenialReason::NeverFits { asked: 15, most: 4 });
+    assert_eq!(err.retry_after(), Duration::MAX);
 }
 
 #[test]
@@ -271,11 +274,14 @@ fn grants_minus_refunds_stay_within_the_budget() {
 #[test]
 fn a_refund_goes_back_to_the_buckets_that_paid_and_never_past_full() {
     let (limiter, clock) = limiter(Quota::per_second(16));
-    let tenant = limiter.tenant("t");
+    let tenant = limiter.handle("t");
     let [first, second] = <[u32; 2]>::try_from(tenant.shard().buckets()).unwrap();
     let available = |b: u32| limiter.snapshot()[b as usize].available();
     // A weight of 3 over two buckets of 2: the roomier pays 2, the other 1.
-    let grant = tenant.check_n(3).unwrap().unwrap();
+    let grant = limiter
+        .handle(Request::tenant("t").tokens(3))
+        .check()
+        .unwrap();
     let paid: Vec<(u32, u32)> = grant
         .payments()
         .iter()
@@ -283,11 +289,11 @@ fn a_refund_goes_back_to_the_buckets_that_paid_and_never_past_full() {
         .collect();
     assert_eq!(paid.len(), 2);
     assert_eq!(grant.tokens(), 3);
-    let err = limiter.refund_n(grant.clone(), 4).unwrap_err();
+    let err = grant.clone().part(4).unwrap_err();
     assert_eq!((err.requested(), err.granted()), (4, 3));
     assert!(err.to_string().contains("at most"), "{err}");
     // Refunding 2: the last payer gets its 1 back first, then the first 1.
-    limiter.refund_n(grant, 2).unwrap();
+    limiter.refund(grant.part(2).unwrap());
     assert_eq!(available(paid[1].0), 2);
     assert_eq!(available(paid[0].0), 1);
     // No other bucket gained anything.
@@ -295,10 +301,10 @@ fn a_refund_goes_back_to_the_buckets_that_paid_and_never_past_full() {
         assert_eq!(available(b), 2);
     }
     // Two tokens of one bucket, given back: two tokens' worth of credit.
-    let grant = limiter.check_n("t2", 2).unwrap().unwrap();
+    let grant = limiter.check(Request::tenant("t2").tokens(2)).unwrap();
     let payer = grant.bucket();
     assert_eq!(available(payer), 0);
-    limiter.refund_n(grant, 2).unwrap();
+    limiter.refund(grant.part(2).unwrap());
     assert_eq!(available(payer), 2);
     // A refund after the bucket refilled gives back only what is missing:
     // 100 ms of the 500 ms a token costs, and the bucket is full.

@@ -6,7 +6,7 @@
 #![cfg(shuffle_limiter_loom)]
 
 use loom::thread;
-use shuffle_limiter::{Assignment, ManualClock, Quota, ShardedLimiter};
+use shuffle_limiter::{Assignment, DenialReason, ManualClock, Quota, Request, ShardedLimiter};
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
     model_bounded(3, f);
@@ -68,13 +68,22 @@ fn a_request_paid_by_two_buckets_is_all_or_nothing_against_a_racing_one() {
         // back, so every token is granted once or still there.
         let limiter = loom::sync::Arc::new(limiter(Quota::per_second(4), 2, 2, 0));
         let other = limiter.clone();
-        let t = thread::spawn(move || other.check_n("a", 2).unwrap().map_or(0, |_| 2));
-        let here = match limiter.check_n("a", 3).unwrap() {
+        let t = thread::spawn(move || match other.check(Request::tenant("a").tokens(2)) {
+            Ok(_) => 2,
+            Err(denied) => {
+                assert_eq!(denied.reason(), DenialReason::Limited, "2 tokens fit");
+                0
+            }
+        });
+        let here = match limiter.check(Request::tenant("a").tokens(3)) {
             Ok(grant) => {
                 assert_eq!(grant.payments().len(), 2, "{grant:?}");
                 3
             }
-            Err(_) => 0,
+            Err(denied) => {
+                assert_eq!(denied.reason(), DenialReason::Limited, "3 tokens fit");
+                0
+            }
         };
         let there = t.join().unwrap();
         assert_ne!(here + there, 5, "5 tokens granted out of 4");
@@ -151,7 +160,7 @@ fn a_check_racing_a_change_of_n_never_takes_a_token_twice() {
             .unwrap();
         let limiter = loom::sync::Arc::new(limiter);
         let (other, name) = (limiter.clone(), tenant.clone());
-        let t = thread::spawn(move || u32::from(other.tenant(name).check().is_ok()));
+        let t = thread::spawn(move || u32::from(other.handle(&name).check().is_ok()));
         limiter.set_buckets(1).unwrap();
         let here = t.join().unwrap();
         let mut after = 0;

@@ -1,4 +1,4 @@
-//! Users of a tenant, isolated one level down (`per_user`, `check_nested`):
+//! Users of a tenant, isolated one level down (`per_user`, `Request::user`):
 //! the specified subset, read out of `docs/assignment.md` and recomputed
 //! from its text, and a flooding user on `ManualClock` that takes down only
 //! the users holding its very buckets.
@@ -6,7 +6,9 @@
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
-use shuffle_limiter::{Assignment, ConfigError, ManualClock, Quota, ShardedLimiter};
+use shuffle_limiter::{
+    Assignment, ConfigError, DenialReason, ManualClock, Quota, Request, ShardedLimiter,
+};
 
 #[path = "support/spec.rs"]
 mod spec;
@@ -96,7 +98,7 @@ fn the_crate_reproduces_every_user_vector() {
             .clock(ManualClock::new())
             .build()
             .unwrap();
-        let nested = limiter.shard_nested(&v.tenant, &v.user);
+        let nested = limiter.shard(Request::tenant(&v.tenant).user(&v.user));
         assert_eq!(nested.buckets(), v.subset, "limiter: {}", v.line);
     }
 }
@@ -158,7 +160,10 @@ fn buckets_per_user_outside_one_to_k_say_what_to_change() {
         .build()
         .unwrap();
     assert_eq!(all.per_user(), 4);
-    assert!(all.shard_nested("t", "u").same_set(&all.shard("t")));
+    assert!(
+        all.shard(Request::tenant("t").user("u"))
+            .same_set(&all.shard("t"))
+    );
 }
 
 /// `rate` per second (and as many at once) over 8 buckets, 4 per tenant, 2
@@ -178,14 +183,26 @@ fn four_then_two(rate: u32) -> ShardedLimiter<ManualClock> {
 fn a_user_may_ask_for_what_its_buckets_hold_together() {
     // 8 buckets of 2 tokens; a user holds 2 of its tenant's 4.
     let limiter = four_then_two(16);
-    let user = limiter.user("acme", "u");
-    assert_eq!(user.shard(), limiter.shard_nested("acme", "u"));
-    let err = user.check_n(5).unwrap_err();
-    assert_eq!((err.requested(), err.max()), (5, 4));
-    let grant = limiter.check_n_nested("acme", "u", 4).unwrap().unwrap();
+    let user = limiter.handle(Request::tenant("acme").user("u"));
+    assert_eq!(
+        user.shard(),
+        limiter.shard(Request::tenant("acme").user("u"))
+    );
+    let err = limiter
+        .handle(Request::tenant("acme").user("u").tokens(5))
+        .check()
+        .unwrap_err();
+    assert_eq!(err.reason(), DenialReason::NeverFits { asked: 5, most: 4 });
+    assert_eq!(err.retry_after(), Duration::MAX);
+    let grant = limiter
+        .check(Request::tenant("acme").user("u").tokens(4))
+        .unwrap();
     let paid: Vec<u32> = grant.payments().iter().map(|p| p.bucket()).collect();
     assert!(paid.iter().all(|&b| user.shard().contains(b)), "{paid:?}");
-    assert!(limiter.check_nested("acme", "u").is_err());
+    let denied = limiter
+        .check(Request::tenant("acme").user("u"))
+        .unwrap_err();
+    assert_eq!(denied.reason(), DenialReason::Limited);
     // The tenant's other two buckets are untouched.
     assert_eq!(limiter.remaining("acme"), 4);
 }
@@ -202,12 +219,12 @@ fn a_flooding_user_takes_down_only_the_users_holding_its_pair() {
     const STEP: Duration = Duration::from_millis(100);
     const STEPS: u32 = 300;
     let limiter = four_then_two(800);
-    let flooder = limiter.user("acme", "user-0");
+    let flooder = limiter.handle(Request::tenant("acme").user("user-0"));
     let users: Vec<_> = (1..300)
-        .map(|u| limiter.user("acme", format!("user-{u}")))
+        .map(|u| limiter.handle(Request::tenant("acme").user(format!("user-{u}"))))
         .collect();
     let tenants: Vec<_> = (0..100)
-        .map(|t| limiter.tenant(format!("other-{t}")))
+        .map(|t| limiter.handle(Request::tenant(format!("other-{t}"))))
         .collect();
     let (mut asked, mut granted) = (vec![0u32; users.len()], vec![0u32; users.len()]);
     let mut all_granted = 0u64;

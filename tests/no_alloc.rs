@@ -4,7 +4,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use shuffle_limiter::{Quota, ShardedLimiter};
+use shuffle_limiter::{Quota, Request, ShardedLimiter};
 
 struct Counting;
 
@@ -46,14 +46,14 @@ fn checking_allocates_nothing() {
     let keys: Vec<String> = (0..500).map(|t| format!("tenant-{t}")).collect();
     let long = vec![b'x'; 4096];
     let _ = limiter.check("warm-up"); // the clock's first reading may set up state
-    let tenant = limiter.tenant("tenant-1");
+    let tenant = limiter.handle("tenant-1");
     let allocations = allocations_during(|| {
         for _ in 0..20 {
             for key in &keys {
                 // Hits and misses of the cache, grants and denials.
                 let _ = limiter.check(key);
-                let _ = limiter.check_n(key, 2);
-                let _ = limiter.check_n(key, 1_000); // never grantable
+                let _ = limiter.check(Request::tenant(key).tokens(2));
+                let _ = limiter.check(Request::tenant(key).tokens(1_000)); // never grantable
                 let _ = limiter.remaining(key);
             }
             let _ = limiter.check(&long);

@@ -3,7 +3,7 @@
 //! limiter with fewer buckets. Each gives back what fits, says what did not,
 //! and never panics.
 
-use shuffle_limiter::{ManualClock, Quota, ShardedLimiter};
+use shuffle_limiter::{ManualClock, Quota, Request, ShardedLimiter};
 
 fn limiter(quota: Quota, buckets: u32, max: u32) -> ShardedLimiter<ManualClock> {
     ShardedLimiter::builder()
@@ -80,7 +80,7 @@ fn a_refund_to_a_limiter_with_fewer_buckets_gives_back_what_fits() {
             buckets.iter().any(|&b| b < 4) && buckets.iter().any(|&b| b >= 4)
         })
         .unwrap();
-    let grant = large.check_n(&near, 15).unwrap().unwrap();
+    let grant = large.check(Request::tenant(&near).tokens(15)).unwrap();
     let fits: u32 = grant
         .payments()
         .iter()

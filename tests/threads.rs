@@ -47,7 +47,8 @@ fn threads_racing_over_thousands_of_tenants_use_the_budget_exactly() {
                             break;
                         }
                         i = (i + 7_919) % 5_000;
-                        let tenant = limiter.tenant(i.to_le_bytes());
+                        let id = i.to_le_bytes();
+                        let tenant = limiter.handle(&id);
                         // A tenant's two buckets hold 8 tokens at most.
                         let n = (0..=8).take_while(|_| tenant.check().is_ok()).count();
                         overrun.fetch_or(n > 8, Ordering::Relaxed);
@@ -90,5 +91,5 @@ fn the_limiter_is_shared_across_threads() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<ShardedLimiter>();
     assert_send_sync::<ShardedLimiter<ManualClock>>();
-    assert_send_sync::<shuffle_limiter::Tenant<'static>>();
+    assert_send_sync::<shuffle_limiter::Handle<'static>>();
 }

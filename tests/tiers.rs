@@ -62,7 +62,7 @@ fn a_gold_tenant_alone_sustains_its_tiers_share() {
         .build()
         .unwrap();
     let share = |tenant: &str| {
-        let handle = limiter.tenant(tenant);
+        let handle = limiter.handle(tenant);
         while handle.check().is_ok() {} // spend the burst first
         let mut granted = 0u32;
         for _ in 0..1_000 {

@@ -7,7 +7,7 @@ use std::sync::Barrier;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use shuffle_limiter::{Clock, ManualClock, Quota, ShardedLimiter};
+use shuffle_limiter::{Clock, DenialReason, ManualClock, Quota, Request, ShardedLimiter};
 
 fn limiter(quota: Quota, n: u32, k: u32) -> ShardedLimiter<ManualClock> {
     ShardedLimiter::builder()
@@ -36,13 +36,20 @@ fn every_tenant_may_ask_for_what_its_buckets_hold_together() {
             .iter()
             .map(|&b| bursts[b as usize])
             .sum();
-        let err = limiter.check_n(&tenant, sum + 1).unwrap_err();
-        assert_eq!((err.requested(), err.max()), (sum + 1, sum), "{tenant}");
+        let err = limiter
+            .check(Request::tenant(&tenant).tokens(sum + 1))
+            .unwrap_err();
+        let never = DenialReason::NeverFits {
+            asked: sum + 1,
+            most: sum,
+        };
+        assert_eq!(err.reason(), never, "{tenant}");
+        assert_eq!(err.retry_after(), Duration::MAX, "{tenant}");
         // A fresh tenant's buckets may have been drawn on by earlier ones:
         // wait until they are full, then take the lot at once.
         let clock = limiter.clock();
         clock.advance(limiter.full_in(&tenant));
-        let grant = limiter.check_n(&tenant, sum).unwrap().unwrap();
+        let grant = limiter.check(Request::tenant(&tenant).tokens(sum)).unwrap();
         let paid: u32 = grant.payments().iter().map(|p| p.tokens()).sum();
         assert_eq!(paid, sum, "{tenant}: {grant:?}");
         assert_eq!(grant.remaining(), 0, "{tenant}");
@@ -57,14 +64,16 @@ fn a_request_paid_together_is_all_or_nothing() {
     // Two buckets of 3, both the tenant's; 2 + 2 tokens left: a weight of 5
     // is refused whole and takes nothing, a weight of 4 takes both.
     let limiter = limiter(Quota::per_second(6), 2, 2);
-    let tenant = limiter.tenant("t");
-    tenant.check_n(2).unwrap().unwrap();
+    let tenant = limiter.handle("t");
+    let weighed = |n: u32| limiter.handle(Request::tenant("t").tokens(n));
+    weighed(2).check().unwrap();
     assert_eq!(tenant.remaining(), 4);
-    let denied = tenant.check_n(5).unwrap().unwrap_err();
+    let denied = weighed(5).check().unwrap_err();
+    assert_eq!(denied.reason(), DenialReason::Limited);
     assert_eq!(tenant.remaining(), 4, "a denial takes nothing");
     // A token every 333.3 ms per bucket: the fifth arrives with the next.
     assert_eq!(denied.retry_after(), Duration::from_nanos(333_333_334));
-    let grant = tenant.check_n(4).unwrap().unwrap();
+    let grant = weighed(4).check().unwrap();
     assert_eq!(grant.payments().len(), 2);
     assert_eq!(tenant.remaining(), 0);
 }
@@ -104,14 +113,18 @@ fn threads_racing_weighted_requests_never_exceed_the_budget() {
                     while denied_in_a_row < 4 {
                         i += 1;
                         let n = 1 + (i * 7 % 8) as u32;
-                        match limiter.check_n(i.to_le_bytes(), n).unwrap() {
+                        match limiter.check(Request::tenant(&i.to_le_bytes()).tokens(n)) {
                             Ok(grant) => {
                                 granted.fetch_add(u64::from(n), Ordering::Relaxed);
                                 let several = grant.payments().len() > 1;
                                 pooled.fetch_add(u64::from(several), Ordering::Relaxed);
                                 denied_in_a_row = 0;
                             }
-                            Err(_) => denied_in_a_row += 1,
+                            Err(denied) => {
+                                // Never a weight the buckets cannot hold.
+                                assert_eq!(denied.reason(), DenialReason::Limited, "{n}");
+                                denied_in_a_row += 1;
+                            }
                         }
                     }
                     barrier.wait(); // the round is over
@@ -156,7 +169,7 @@ fn drain(limiter: &ShardedLimiter<ManualClock>) -> u64 {
         if limiter.snapshot().iter().all(|b| b.available() == 0) {
             return taken;
         }
-        let tenant = limiter.tenant(format!("drain-{t}"));
+        let tenant = limiter.handle(Request::tenant(format!("drain-{t}")));
         while tenant.check().is_ok() {
             taken += 1;
         }

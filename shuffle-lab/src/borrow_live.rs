@@ -235,7 +235,7 @@ pub(crate) fn lone_grants(
     lending: &BorrowingRadius,
 ) -> Result<u64, Failure> {
     let limiter = simulate::limiter(a, quota, salt, Some(lending))?;
-    let tenant = limiter.tenant("tenant-0");
+    let tenant = limiter.handle("tenant-0");
     let mut grants = 0u64;
     for step in 0..LIVE_STEPS {
         let now = (0..1_000_000).map_while(|_| tenant.check().ok()).count() as u64;

@@ -6,7 +6,7 @@ use std::fmt;
 
 use serde::Serialize;
 use shuffle_limiter::blast::{BlastRadius, NestedRadius, NoisyTenants};
-use shuffle_limiter::{ManualClock, Quota, Shard, ShardedLimiter};
+use shuffle_limiter::{ManualClock, Quota, Request, Shard, ShardedLimiter};
 
 use crate::SimulateArgs;
 use crate::common::{Failure, Outcome, p, usage};
@@ -252,7 +252,7 @@ fn by_share(granted: u32, asked: u32, out: &mut Outcome<u64>) {
     }
 }
 
-/// `user-0` of `tenant-0` floods through `check_nested`; the tenant's other
+/// `user-0` of `tenant-0` floods through its own buckets (`Request::user`); the tenant's other
 /// users and `tenant-1` … send one request every [`LIVE_EVERY`] steps.
 pub(crate) fn per_user(
     a: &SimulateArgs,
@@ -281,13 +281,13 @@ pub(crate) fn per_user(
         .clock(ManualClock::new())
         .build()
         .map_err(|e| usage(format!("error: the limiter refused --per-user {j}: {e}")))?;
-    let flooder = limiter.user("tenant-0", "user-0");
-    let drained = limiter.shard_nested("tenant-0", "user-0");
+    let flooder = limiter.handle(Request::tenant("tenant-0").user("user-0"));
+    let drained = limiter.shard(Request::tenant("tenant-0").user("user-0"));
     let users: Vec<_> = (1..USERS)
-        .map(|u| limiter.user("tenant-0", format!("user-{u}")))
+        .map(|u| limiter.handle(Request::tenant("tenant-0").user(format!("user-{u}"))))
         .collect();
     let others: Vec<_> = (1..tenants)
-        .map(|t| limiter.tenant(format!("tenant-{t}")))
+        .map(|t| limiter.handle(Request::tenant(format!("tenant-{t}"))))
         .collect();
     let mut asked = vec![0u32; users.len() + others.len()];
     let mut granted = vec![0u32; asked.len()];
@@ -359,7 +359,7 @@ impl fmt::Display for NestedMeasured {
         writeln!(
             f,
             "nested: tenant-0 has {} users on j = {} of its buckets each; user-0 floods through \
-             check_nested",
+             Request::user",
             self.users, self.per_user
         )?;
         writeln!(

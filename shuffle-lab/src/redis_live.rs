@@ -122,8 +122,8 @@ mod live {
     use std::sync::Arc;
     use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-    use shuffle_limiter::ShardedLimiter;
     use shuffle_limiter::redis::{BuildError, FailurePolicy, RedisOptions, Source};
+    use shuffle_limiter::{Request, ShardedLimiter};
 
     use super::RedisLive;
     use crate::SimulateArgs;
@@ -195,11 +195,11 @@ mod live {
         // A limiter builds while Redis is away (and decides by its policy),
         // but a measurement of Redis without Redis measures nothing: one
         // weightless decision must reach it.
-        let probe = limiter.decide("shuffle-lab-probe", 0).await;
-        if let Ok(decision) = &probe
-            && decision.source() == Source::Policy
-        {
-            let e = decision.error().map_or_else(String::new, |e| e.to_string());
+        let probe = limiter
+            .decide(Request::tenant("shuffle-lab-probe").tokens(0))
+            .await;
+        if probe.source() == Source::Policy {
+            let e = probe.error().map_or_else(String::new, |e| e.to_string());
             return Err(Failure {
                 message: format!(
                     "error: --redis-url: {e} (start Redis there, or point --redis-url at one)"
@@ -220,7 +220,7 @@ mod live {
             .map(|_| {
                 let limiter = limiter.clone();
                 tokio::spawn(async move {
-                    let tenant = limiter.tenant("tenant-0");
+                    let tenant = limiter.handle("tenant-0");
                     let (mut checks, mut granted) = (0u64, 0u64);
                     while started.elapsed() < run && checks < 1 << 32 {
                         granted += u64::from(tenant.check().await.is_ok());
@@ -240,7 +240,7 @@ mod live {
                 let phase = ((i - 1) % u64::from(LIVE_EVERY)) as u32;
                 let offset = STEP * ((LIVE_EVERY - phase) % LIVE_EVERY);
                 tokio::spawn(async move {
-                    let tenant = limiter.tenant(format!("tenant-{i}"));
+                    let tenant = limiter.handle(Request::tenant(format!("tenant-{i}")));
                     let mut tick = tokio::time::interval_at(origin + offset, every);
                     let mut granted = 0u32;
                     for _ in 0..requests {

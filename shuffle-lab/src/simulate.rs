@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use shuffle_limiter::blast::{BlastRadius, BorrowingRadius, ResizeChurn};
-use shuffle_limiter::{MAX_BUCKETS, MAX_PER_TENANT, ManualClock, Quota, ShardedLimiter};
+use shuffle_limiter::{MAX_BUCKETS, MAX_PER_TENANT, ManualClock, Quota, Request, ShardedLimiter};
 
 use crate::SimulateArgs;
 use crate::borrow;
@@ -228,9 +228,9 @@ pub(crate) fn run(a: &SimulateArgs) -> Result<SimulateReport, Failure> {
     let flagged: Vec<bool> = z.iter().map(|z| z.abs() > FLAG_SIGMAS).collect();
 
     // 2. A live flood on a manual clock.
-    let flooder = limiter.tenant("tenant-0");
+    let flooder = limiter.handle("tenant-0");
     let tenants: Vec<_> = (1..live_tenants)
-        .map(|i| limiter.tenant(format!("tenant-{i}")))
+        .map(|i| limiter.handle(Request::tenant(format!("tenant-{i}"))))
         .collect();
     let mut granted = vec![0u32; tenants.len()];
     let mut attempts = vec![0u32; tenants.len()];
