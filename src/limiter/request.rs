@@ -174,12 +174,19 @@ impl<'a> From<Cow<'a, [u8]>> for Request<'a> {
     }
 }
 
-impl<'a, 'b> From<&'b &'a str> for Request<'a> {
-    #[inline]
-    fn from(id: &'b &'a str) -> Request<'a> {
-        Request::from(*id)
-    }
+/// One token for the tenant of an id behind one more reference (an
+/// iterator's item over ids, say).
+macro_rules! twice_borrowed {
+    ($($t:ty),*) => {$(
+        impl<'a, 'b> From<&'b &'a $t> for Request<'a> {
+            #[inline]
+            fn from(id: &'b &'a $t) -> Request<'a> {
+                Request::from(*id)
+            }
+        }
+    )*};
 }
+twice_borrowed!(str, [u8], String, Vec<u8>);
 
 #[cfg(test)]
 mod tests {
