@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use governor::{Quota as GQuota, RateLimiter};
-use shuffle_limiter::{Clock, MonotonicClock, Quota, ShardedLimiter};
+use shuffle_limiter::{Clock, MonotonicClock, Quota, Request, ShardedLimiter};
 
 mod support;
 
@@ -49,7 +49,7 @@ fn single(c: &mut Criterion) {
     let mut g = c.benchmark_group("check/one tenant");
     g.throughput(Throughput::Elements(1));
     let limiter = ours();
-    let tenant = limiter.tenant("tenant-42");
+    let tenant = limiter.handle("tenant-42");
     g.bench_function("shuffle-limiter tenant handle", |b| {
         b.iter(|| black_box(tenant.check()).is_ok())
     });
@@ -62,7 +62,7 @@ fn single(c: &mut Criterion) {
         .per_tenant(4)
         .build()
         .expect("valid configuration");
-    let wide_tenant = wide.tenant("tenant-42");
+    let wide_tenant = wide.handle("tenant-42");
     g.bench_function("shuffle-limiter tenant handle, k = 4", |b| {
         b.iter(|| black_box(wide_tenant.check()).is_ok())
     });
@@ -72,7 +72,7 @@ fn single(c: &mut Criterion) {
         .borrow_from(2)
         .build()
         .expect("valid configuration");
-    let lender = lending.tenant("tenant-42");
+    let lender = lending.handle("tenant-42");
     g.bench_function("shuffle-limiter tenant handle, borrowing on (d = 2)", |b| {
         b.iter(|| black_box(lender.check()).is_ok())
     });
@@ -88,7 +88,10 @@ fn single(c: &mut Criterion) {
         "shuffle-limiter check_nested(&str, &str), j = 2 of k = 4",
         |b| {
             b.iter(|| {
-                black_box(nested.check_nested(black_box("tenant-42"), black_box("user-7"))).is_ok()
+                black_box(
+                    nested.check(Request::tenant(black_box("tenant-42")).user(black_box("user-7"))),
+                )
+                .is_ok()
             })
         },
     );
@@ -112,7 +115,7 @@ fn denied(c: &mut Criterion) {
         .quota(Quota::per_second(8))
         .build()
         .expect("valid configuration");
-    let tenant = limiter.tenant("tenant-42");
+    let tenant = limiter.handle("tenant-42");
     while tenant.check().is_ok() {}
     g.bench_function("shuffle-limiter tenant handle", |b| {
         b.iter(|| black_box(tenant.check()).is_err())
@@ -145,7 +148,7 @@ fn contended(c: &mut Criterion) {
     g.throughput(Throughput::Elements(2));
     let limiter = Arc::new(ours());
     let (a, b) = disjoint_pair(&limiter);
-    let handles = [limiter.tenant(&a), limiter.tenant(&b)];
+    let handles = [limiter.handle(&a), limiter.handle(&b)];
     g.bench_function("shuffle-limiter, 2 tenants on disjoint shards", |bench| {
         bench.iter_custom(|iters| {
             two_threads(iters, |t| {

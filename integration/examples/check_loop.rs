@@ -34,7 +34,7 @@ fn main() {
         .per_tenant(4)
         .build();
     let (limiter, wide) = (limiter.expect("valid"), wide.expect("valid"));
-    let (tenant, four) = (limiter.tenant("tenant-a"), wide.tenant("tenant-a"));
+    let (tenant, four) = (limiter.handle("tenant-a"), wide.handle("tenant-a"));
     let governor = RateLimiter::direct(GQuota::per_second(
         NonZeroU32::new(1_000_000_000).expect("non-zero"),
     ));
@@ -56,7 +56,7 @@ fn main() {
                 .quota(Quota::per_second(8))
                 .build()
                 .expect("valid");
-            let tenant = flooded.tenant("tenant-a");
+            let tenant = flooded.handle("tenant-a");
             while tenant.check().is_ok() {}
             for _ in 0..checks {
                 granted += u64::from(black_box(&tenant).check().is_ok());

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use redis::aio::ConnectionManager;
 use shuffle_limiter::redis::{FailurePolicy, RedisLimiter, RedisOptions};
-use shuffle_limiter::{Quota, ShardedLimiter};
+use shuffle_limiter::{Limit, Quota, ShardedLimiter};
 
 const RATE: u32 = 200;
 const BURST: u32 = 20;

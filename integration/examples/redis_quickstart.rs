@@ -33,9 +33,10 @@ pub(crate) async fn run(url: &str) -> Result<(), Box<dyn std::error::Error>> {
     );
 
     // Wait for a grant before calling the upstream, as in process.
-    limiter.until_ready("tenant-42").await;
+    limiter.wait("tenant-42").await?;
     match limiter
-        .until_ready_within("tenant-42", Duration::from_millis(250))
+        .wait("tenant-42")
+        .within(Duration::from_millis(250))
         .await
     {
         Ok(grant) => println!("granted by bucket {}", grant.bucket()),
@@ -80,7 +81,7 @@ pub(crate) async fn run(url: &str) -> Result<(), Box<dyn std::error::Error>> {
         amazon.check("tenant-42").map(|g| g.remaining())
     );
     let walmart = set.get_redis("walmart").expect("configured");
-    walmart.until_ready("tenant-42").await;
+    walmart.wait("tenant-42").await?;
     println!("walmart: granted through Redis");
     Ok(())
 }

@@ -7,7 +7,7 @@
 //! A fake upstream on 127.0.0.1 enforces its own hard limit: 5 requests/s,
 //! 5 at once, answering 429 beyond it. Five tenants call it with reqwest,
 //! one of them noisy, each waiting for the limiter first (with a deadline, so
-//! nobody waits longer than it is willing to: `until_ready_within`). The limiter's budget matches
+//! nobody waits longer than it is willing to: `wait(..).within(..)`). The limiter's budget matches
 //! the upstream's (5/s, burst 5, N = 5, k = 2), so the upstream sends no 429
 //! at all; the noisy tenant is held to its own 2 buckets, and the others are
 //! served within their deadlines. For contrast, the same traffic without the
@@ -130,10 +130,7 @@ async fn tenant(
         // Wait for the limiter first; give up when the grant would come after
         // this caller's deadline.
         if let Some(limiter) = &limiter
-            && limiter
-                .until_ready_within(&name, load.deadline)
-                .await
-                .is_err()
+            && limiter.wait(&name).within(load.deadline).await.is_err()
         {
             out.gave_up += 1;
             tokio::time::sleep(load.gap).await;

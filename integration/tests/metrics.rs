@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use shuffle_limiter::metrics::{AVAILABLE, DENIALS, GRANTS};
-use shuffle_limiter::{ManualClock, Quota, ShardedLimiter};
+use shuffle_limiter::{DenialReason, ManualClock, Quota, Request, ShardedLimiter};
 
 /// Tests run one at a time: tracing caches each call site's interest when
 /// it is first hit, and a call site first hit on another test's thread while
@@ -76,10 +76,10 @@ fn grants_and_denials_are_counted_per_limiter_and_bucket() {
         }
     }
     assert!(ebay.check("t1").is_ok());
-    assert_eq!(
-        amazon.check_n("t1", 5).unwrap_err().max(),
-        4,
-        "not a decision"
+    let never = amazon.check(Request::tenant("t1").tokens(5)).unwrap_err();
+    assert!(
+        matches!(never.reason(), DenialReason::NeverFits { most: 4, .. }),
+        "not a decision: {never:?}"
     );
 
     let series = read(&snapshotter);

@@ -1,6 +1,6 @@
 //! Nested checks where users make them: through the tower layer over real
 //! HTTP on 127.0.0.1, and over Redis against a real `redis-server`, each
-//! drawing on exactly the buckets `shard_nested` names.
+//! drawing on exactly the buckets `shard` names for the user.
 
 use std::future::IntoFuture;
 use std::net::SocketAddr;
@@ -13,7 +13,7 @@ use axum::routing::get;
 use shuffle_limiter::redis::{FailurePolicy, RedisOptions};
 use shuffle_limiter::store::Store;
 use shuffle_limiter::tower::{RateLimitLayer, TenantKey};
-use shuffle_limiter::{ManualClock, Quota, ShardedLimiter};
+use shuffle_limiter::{DenialReason, Limit, ManualClock, Quota, Request, ShardedLimiter};
 
 #[path = "../../tests/support/redis_server.rs"]
 mod redis_server;
@@ -33,10 +33,15 @@ fn builder() -> shuffle_limiter::Builder {
 fn disjoint_users<S>(limiter: &shuffle_limiter::Limiter<S>, tenant: &str) -> (String, String) {
     let users: Vec<String> = (0..100).map(|u| format!("user-{u}")).collect();
     let first = &users[0];
-    let shard = limiter.shard_nested(tenant, first);
+    let shard = limiter.shard(Request::tenant(tenant).user(first));
     let second = users[1..]
         .iter()
-        .find(|u| limiter.shard_nested(tenant, u).overlap(&shard) == 0)
+        .find(|u| {
+            limiter
+                .shard(Request::tenant(tenant).user(*u))
+                .overlap(&shard)
+                == 0
+        })
         .expect("one of 99 users holds the other pair");
     (first.clone(), second.clone())
 }
@@ -104,26 +109,34 @@ async fn over_redis_a_user_draws_on_the_same_buckets_as_in_process() {
     let (noisy, quiet) = disjoint_users(&local, "acme");
     for user in [&noisy, &quiet] {
         assert_eq!(
-            remote.shard_nested("acme", user),
-            local.shard_nested("acme", user)
+            remote.shard(Request::tenant("acme").user(user)),
+            local.shard(Request::tenant("acme").user(user))
         );
     }
-    let pair = remote.shard_nested("acme", &noisy);
+    let pair = remote.shard(Request::tenant("acme").user(&noisy));
     // Two tokens, one in each of the user's buckets, then a denial naming
     // one of them; the quiet user and the weight check see their own pair.
     for _ in 0..2 {
-        let grant = remote.check_nested("acme", &noisy).await.unwrap();
+        let grant = remote
+            .check(Request::tenant("acme").user(&noisy))
+            .await
+            .unwrap();
         assert!(pair.contains(grant.bucket()), "{grant:?}");
     }
-    let denied = remote.check_nested("acme", &noisy).await.unwrap_err();
-    assert!(pair.contains(denied.bucket()));
-    let err = remote.check_n_nested("acme", &quiet, 3).await.unwrap_err();
-    assert_eq!((err.requested(), err.max()), (3, 2));
-    let grant = remote
-        .user("acme", &quiet)
-        .check_n(2)
+    let denied = remote
+        .check(Request::tenant("acme").user(&noisy))
         .await
-        .unwrap()
+        .unwrap_err();
+    assert!(pair.contains(denied.bucket()));
+    let err = remote
+        .check(Request::tenant("acme").user(&quiet).tokens(3))
+        .await
+        .unwrap_err();
+    assert_eq!(err.reason(), DenialReason::NeverFits { asked: 3, most: 2 });
+    let grant = remote
+        .handle(Request::tenant("acme").user(&quiet).tokens(2))
+        .check()
+        .await
         .unwrap();
     assert_eq!(
         grant.payments().len(),
@@ -149,7 +162,10 @@ async fn over_redis_a_gold_tenant_draws_on_its_tiers_buckets() {
     let gold = remote.shard("acme");
     assert_eq!(gold.buckets().len(), 6);
     // Its six buckets hold six tokens, taken at once.
-    let grant = remote.check_n("acme", 6).await.unwrap().unwrap();
+    let grant = remote
+        .check(Request::tenant("acme").tokens(6))
+        .await
+        .unwrap();
     assert_eq!(grant.payments().len(), 6);
     assert!(remote.check("acme").await.is_err());
     assert_eq!(remote.stats().errors(), 0);

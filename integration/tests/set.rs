@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use shuffle_limiter::set::{LimiterConfig, LimiterSet, Member, Rate, RateErrorKind, SetConfig};
-use shuffle_limiter::{ConfigError, ManualClock, Quota, ShardedLimiter};
+use shuffle_limiter::{ConfigError, ManualClock, Quota, Request, ShardedLimiter};
 
 const EXAMPLE: &str = r#"
 [limiters.amazon]
@@ -490,7 +490,7 @@ fn per_user_is_read_passed_to_the_builder_and_checked_at_its_place() {
     let set = LimiterSet::from_config(&config).unwrap();
     let api = set.get("api").unwrap();
     assert_eq!(api.per_user(), 2);
-    let user = api.shard_nested("acme", "user-7");
+    let user = api.shard(Request::tenant("acme").user("user-7"));
     assert_eq!(
         user,
         api.assignment().user_subset("acme", "user-7", 2).unwrap()

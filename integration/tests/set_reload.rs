@@ -307,6 +307,7 @@ fn a_load_across_a_reload_sees_no_spike() {
 fn a_reload_changes_a_redis_limiters_quota_for_the_fleet() {
     #[path = "../../tests/support/redis_server.rs"]
     mod redis_server;
+    use shuffle_limiter::Limit;
 
     let server = redis_server::RedisServer::start();
     let text = |rate: &str| {

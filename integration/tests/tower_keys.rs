@@ -205,7 +205,7 @@ async fn stacked_layers_send_one_field_each_under_distinct_names() {
     // layer's token for that request is spent too, not given back (see the
     // module docs for why), and both fields say so.
     while per_key.check("acme").is_ok() {}
-    assert_eq!(per_ip.remaining(localhost), 2);
+    assert_eq!(per_ip.remaining(&localhost), 2);
     let denied = client
         .get(&url)
         .header("x-api-key", "acme")
@@ -216,5 +216,5 @@ async fn stacked_layers_send_one_field_each_under_distinct_names() {
     let fields = ratelimit_fields(&denied);
     assert!(fields[0].starts_with("\"key\";r=0;"), "{fields:?}");
     assert!(fields[1].starts_with("\"ip\";r=1;"), "{fields:?}");
-    assert_eq!(per_ip.remaining(localhost), 1);
+    assert_eq!(per_ip.remaining(&localhost), 1);
 }

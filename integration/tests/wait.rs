@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use shuffle_limiter::{Clock, Jitter, Quota, ShardedLimiter, TokioClock};
+use shuffle_limiter::{Clock, DenialReason, Jitter, Quota, Request, ShardedLimiter, TokioClock};
 use tokio::time::{Instant, advance, timeout};
 
 /// 4 buckets of one token each, one token a second each; a tenant holds
@@ -53,12 +53,12 @@ async fn the_tokio_clock_follows_paused_time() {
 async fn until_ready_grants_at_once_then_waits_exactly_the_retry_time() {
     let limiter = limiter();
     let start = Instant::now();
-    limiter.until_ready("t").await;
-    limiter.until_ready("t").await;
+    limiter.wait("t").await.unwrap();
+    limiter.wait("t").await.unwrap();
     assert_eq!(start.elapsed(), Duration::ZERO);
     let retry = limiter.check("t").unwrap_err().retry_after();
     assert_eq!(retry, Duration::from_secs(1));
-    let grant = limiter.until_ready("t").await;
+    let grant = limiter.wait("t").await.unwrap();
     assert_eq!(start.elapsed(), retry);
     assert!(limiter.shard("t").contains(grant.bucket()));
 }
@@ -70,7 +70,7 @@ async fn many_waiters_on_one_tenant_get_exactly_its_rate() {
     let tasks: Vec<_> = (0..12)
         .map(|_| {
             let limiter = Arc::clone(&limiter);
-            tokio::spawn(async move { limiter.until_ready("t").await })
+            tokio::spawn(async move { limiter.wait("t").await.unwrap() })
         })
         .collect();
     for task in tasks {
@@ -95,13 +95,16 @@ async fn until_n_ready_waits_for_n_tokens_in_one_bucket_or_refuses_at_once() {
         .unwrap();
     // One bucket of 4 tokens, one token a second.
     let start = Instant::now();
-    let err = limiter.until_n_ready("t", 5).await.unwrap_err();
-    assert_eq!((err.requested(), err.max()), (5, 4));
+    let err = limiter
+        .wait(Request::tenant("t").tokens(5))
+        .await
+        .unwrap_err();
+    assert_eq!(err.reason(), DenialReason::NeverFits { asked: 5, most: 4 });
     assert_eq!(start.elapsed(), Duration::ZERO);
     assert_eq!(limiter.remaining("t"), 4, "a refusal takes nothing");
 
-    limiter.until_n_ready("t", 3).await.unwrap();
-    limiter.until_n_ready("t", 3).await.unwrap(); // 1 left: 2 more seconds
+    limiter.wait(Request::tenant("t").tokens(3)).await.unwrap();
+    limiter.wait(Request::tenant("t").tokens(3)).await.unwrap(); // 1 left: 2 more seconds
     assert_eq!(start.elapsed(), Duration::from_secs(2));
 }
 
@@ -111,11 +114,11 @@ async fn dropping_a_pending_wait_consumes_nothing() {
     let start = Instant::now();
     drain(&limiter, "t");
     // Give up on the wait half-way; the future is dropped while sleeping.
-    let gave_up = timeout(Duration::from_millis(500), limiter.until_ready("t")).await;
+    let gave_up = timeout(Duration::from_millis(500), limiter.wait("t")).await;
     assert!(gave_up.is_err());
     // More abandoned waits, the last dropped 1 ms before the token is due.
     for ms in [100, 200, 199] {
-        let _ = timeout(Duration::from_millis(ms), limiter.until_ready("t")).await;
+        let _ = timeout(Duration::from_millis(ms), limiter.wait("t")).await;
     }
     assert_eq!(start.elapsed(), Duration::from_millis(999));
     assert_eq!(limiter.remaining("t"), 0);
@@ -130,7 +133,7 @@ async fn a_wait_dropped_by_select_leaves_the_token_to_the_winner() {
     let limiter = single_bucket();
     drain(&limiter, "t");
     let grant = tokio::select! {
-        g = limiter.until_ready("t") => Some(g),
+        g = limiter.wait("t") => Some(g),
         _ = tokio::time::sleep(Duration::from_millis(999)) => None,
     };
     assert!(grant.is_none());
@@ -144,7 +147,8 @@ async fn the_bounded_wait_gives_up_at_once_when_the_grant_would_be_late() {
     drain(&limiter, "t");
     let start = Instant::now();
     let denied = limiter
-        .until_ready_within("t", Duration::from_millis(999))
+        .wait("t")
+        .within(Duration::from_millis(999))
         .await
         .unwrap_err();
     // Decided up front: no time spent sleeping for nothing.
@@ -153,23 +157,25 @@ async fn the_bounded_wait_gives_up_at_once_when_the_grant_would_be_late() {
     assert_eq!(limiter.remaining("t"), 0);
 
     // With enough time it waits, exactly as long as needed.
-    let grant = limiter
-        .until_ready_within("t", Duration::from_secs(1))
-        .await;
+    let grant = limiter.wait("t").within(Duration::from_secs(1)).await;
     assert!(grant.is_ok());
     assert_eq!(start.elapsed(), Duration::from_secs(1));
 
-    // Weighted: the outer error for an impossible weight, at once.
+    // Weighted: a never-fitting denial for an impossible weight, at once.
     let err = limiter
-        .until_n_ready_within("t", 2, Duration::from_secs(60))
+        .wait(Request::tenant("t").tokens(2))
+        .within(Duration::from_secs(60))
         .await
         .unwrap_err();
-    assert_eq!(err.max(), 1);
+    assert!(
+        matches!(err.reason(), DenialReason::NeverFits { most: 1, .. }),
+        "{err:?}"
+    );
     let late = limiter
-        .until_n_ready_within("t", 1, Duration::from_millis(10))
-        .await
-        .unwrap();
-    assert!(late.is_err());
+        .wait(Request::tenant("t").tokens(1))
+        .within(Duration::from_millis(10))
+        .await;
+    assert_eq!(late.unwrap_err().reason(), DenialReason::Limited);
     assert_eq!(start.elapsed(), Duration::from_secs(1));
 }
 
@@ -183,7 +189,7 @@ async fn a_bounded_waiter_that_loses_the_race_never_waits_past_its_deadline() {
         .map(|_| {
             let limiter = Arc::clone(&limiter);
             tokio::spawn(async move {
-                let outcome = limiter.until_ready_within("t", max_wait).await;
+                let outcome = limiter.wait("t").within(max_wait).await;
                 (outcome, start.elapsed())
             })
         })
@@ -249,7 +255,7 @@ async fn jittered_wakeups_are_late_by_at_most_the_jitter_and_spread_apart() {
         let limiter = single_bucket();
         drain(&limiter, "t");
         let start = Instant::now();
-        limiter.with_jitter(jitter).until_ready("t").await;
+        limiter.wait("t").jitter(jitter).await.unwrap();
         let waited = start.elapsed();
         assert!(waited >= Duration::from_secs(1), "{waited:?}");
         // The timer rounds a wake-up up to the next millisecond.
@@ -269,8 +275,9 @@ async fn jitter_never_pushes_a_bounded_wait_past_its_deadline() {
         let start = Instant::now();
         let max_wait = Duration::from_millis(1050);
         let outcome = limiter
-            .with_jitter(Jitter::up_to(Duration::from_secs(5)))
-            .until_ready_within("t", max_wait)
+            .wait("t")
+            .jitter(Jitter::up_to(Duration::from_secs(5)))
+            .within(max_wait)
             .await;
         assert!(start.elapsed() <= max_wait, "{:?}", start.elapsed());
         assert!(
@@ -291,7 +298,7 @@ async fn waiting_works_with_the_default_clock_and_real_time() {
             .unwrap(),
     );
     let l = Arc::clone(&limiter);
-    let grant = tokio::spawn(async move { l.until_ready("t").await })
+    let grant = tokio::spawn(async move { l.wait("t").await.unwrap() })
         .await
         .unwrap();
     assert!(limiter.shard("t").contains(grant.bucket()));
@@ -307,28 +314,36 @@ async fn a_nested_wait_draws_on_the_users_buckets_only() {
         .clock(TokioClock::new())
         .build()
         .unwrap();
-    let noisy = limiter.shard_nested("acme", "noisy");
+    let noisy = limiter.shard(Request::tenant("acme").user("noisy"));
     let quiet = (0..100)
         .map(|u| format!("user-{u}"))
-        .find(|u| limiter.shard_nested("acme", u).overlap(&noisy) == 0)
+        .find(|u| {
+            limiter
+                .shard(Request::tenant("acme").user(u))
+                .overlap(&noisy)
+                == 0
+        })
         .unwrap();
     let start = Instant::now();
     for _ in 0..4 {
-        let grant = limiter.until_ready_nested("acme", "noisy").await;
+        let grant = limiter
+            .wait(Request::tenant("acme").user("noisy"))
+            .await
+            .unwrap();
         assert!(noisy.contains(grant.bucket()), "{grant:?}");
     }
     // Two at once, two more a second later: the user's buckets only.
     assert_eq!(start.elapsed(), Duration::from_secs(1));
     // Its tenant's other pair was never touched.
     let grant = limiter
-        .until_n_ready_nested("acme", &quiet, 2)
+        .wait(Request::tenant("acme").user(&quiet).tokens(2))
         .await
         .unwrap();
     assert_eq!(grant.payments().len(), 2);
     assert_eq!(start.elapsed(), Duration::from_secs(1));
     let err = limiter
-        .until_n_ready_nested("acme", &quiet, 3)
+        .wait(Request::tenant("acme").user(&quiet).tokens(3))
         .await
         .unwrap_err();
-    assert_eq!((err.requested(), err.max()), (3, 2));
+    assert_eq!(err.reason(), DenialReason::NeverFits { asked: 3, most: 2 });
 }

@@ -34,7 +34,7 @@ async fn waiters_are_served_in_the_order_they_asked() {
     for i in 0..6u64 {
         let (limiter, order) = (Arc::clone(&limiter), Arc::clone(&order));
         tasks.push(tokio::spawn(async move {
-            limiter.until_ready("t").await;
+            limiter.wait("t").await.unwrap();
             order.lock().await.push((i, start.elapsed()));
         }));
         // Each asks a moment after the one before.
@@ -70,7 +70,7 @@ async fn a_lone_caller_beside_a_busy_tenant_waits_its_turn_and_no_more() {
             let (mut waits, mut granted) = (Vec::new(), 0u32);
             while start.elapsed() < run_for {
                 let asked = Instant::now();
-                limiter.until_ready(&tenant).await;
+                limiter.wait(&tenant).await.unwrap();
                 waits.push(asked.elapsed());
                 granted += 1;
             }
@@ -110,12 +110,12 @@ async fn a_waiter_that_gives_up_hands_its_slot_back_if_no_one_queued_behind() {
     let start = Instant::now();
     // It reserves the token due at 1 s, then gives up at 0.5 s.
     assert!(
-        timeout(Duration::from_millis(500), limiter.until_ready("t"))
+        timeout(Duration::from_millis(500), limiter.wait("t"))
             .await
             .is_err()
     );
     // The token at 1 s is there for the next caller.
-    limiter.until_ready("t").await;
+    limiter.wait("t").await.unwrap();
     assert_eq!(start.elapsed(), Duration::from_secs(1));
 }
 
@@ -127,20 +127,20 @@ async fn a_waiter_that_gives_up_with_others_behind_leaves_them_their_slots() {
     // The first reserves 1 s; the second, 2 s.
     let first = tokio::spawn({
         let limiter = Arc::clone(&limiter);
-        async move { timeout(Duration::from_millis(500), limiter.until_ready("t")).await }
+        async move { timeout(Duration::from_millis(500), limiter.wait("t")).await }
     });
     sleep(Duration::from_millis(1)).await;
     let second = tokio::spawn({
         let limiter = Arc::clone(&limiter);
         async move {
-            limiter.until_ready("t").await;
+            limiter.wait("t").await.unwrap();
             start.elapsed()
         }
     });
     assert!(first.await.unwrap().is_err());
     // The second keeps its slot at 2 s; the slot at 1 s cannot move behind
     // it, so it is lost and a third caller comes after the second.
-    limiter.until_ready("t").await;
+    limiter.wait("t").await.unwrap();
     assert_eq!(start.elapsed(), Duration::from_secs(3));
     assert_eq!(second.await.unwrap(), Duration::from_secs(2));
 }
@@ -152,19 +152,21 @@ async fn a_bounded_wait_reserves_inside_its_bound_or_returns_at_once() {
     let start = Instant::now();
     let queued = tokio::spawn({
         let limiter = Arc::clone(&limiter);
-        async move { limiter.until_ready("t").await }
+        async move { limiter.wait("t").await.unwrap() }
     });
     sleep(Duration::from_millis(1)).await;
     // The slot at 1 s is taken; the next, at 2 s, is past 1.5 s.
     let denied = limiter
-        .until_ready_within("t", Duration::from_millis(1500))
+        .wait("t")
+        .within(Duration::from_millis(1500))
         .await
         .unwrap_err();
     assert_eq!(start.elapsed(), Duration::from_millis(1));
     assert_eq!(denied.retry_after(), Duration::from_millis(1999));
     // Within 2.5 s, it gets the slot at 2 s.
     limiter
-        .until_ready_within("t", Duration::from_millis(2500))
+        .wait("t")
+        .within(Duration::from_millis(2500))
         .await
         .unwrap();
     assert_eq!(start.elapsed(), Duration::from_secs(2));

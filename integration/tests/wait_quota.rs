@@ -39,7 +39,7 @@ async fn a_quota_cut_slows_the_callers_already_waiting() {
         .map(|_| {
             let (limiter, returned) = (Arc::clone(&limiter), Arc::clone(&returned));
             tokio::spawn(async move {
-                limiter.until_ready("t").await;
+                limiter.wait("t").await.unwrap();
                 returned.lock().await.push(Instant::now());
             })
         })

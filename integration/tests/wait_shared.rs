@@ -1,10 +1,9 @@
-//! A `Waiter` that owns an `Arc` of its limiter, cloned into spawned tasks,
+//! Jittered waits on an `Arc` of the limiter, cloned into spawned tasks,
 //! and `Jitter::new`'s minimum (feature `tokio`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use shuffle_limiter::wait::{SharedWaiter, Waiter};
 use shuffle_limiter::{Jitter, Quota, ShardedLimiter, TokioClock};
 use tokio::time::Instant;
 
@@ -24,13 +23,14 @@ fn limiter() -> Arc<ShardedLimiter<TokioClock>> {
 async fn a_shared_waiter_is_cloned_into_tasks_and_keeps_the_limiter_alive() {
     let limiter = limiter();
     let fixed = Duration::from_millis(100);
-    let waiter: SharedWaiter<_> = Waiter::shared(Arc::clone(&limiter), Jitter::new(fixed, fixed));
+    let jitter = Jitter::new(fixed, fixed);
+    let waiter = Arc::clone(&limiter);
     assert_eq!(Arc::strong_count(&limiter), 2);
     let start = Instant::now();
     let tasks: Vec<_> = (0..3)
         .map(|_| {
-            let waiter = waiter.clone();
-            tokio::spawn(async move { waiter.until_ready("t").await.bucket() })
+            let waiter = Arc::clone(&waiter);
+            tokio::spawn(async move { waiter.wait("t").jitter(jitter).await.unwrap().bucket() })
         })
         .collect();
     drop(waiter);
@@ -53,17 +53,18 @@ async fn a_shared_waiter_is_cloned_into_tasks_and_keeps_the_limiter_alive() {
 #[tokio::test(start_paused = true)]
 async fn jitter_new_delays_every_wake_up_by_at_least_its_minimum() {
     let limiter = limiter();
-    let jittered = limiter.with_jitter(Jitter::new(
-        Duration::from_millis(300),
-        Duration::from_millis(300),
-    ));
-    jittered.until_ready("t").await; // the one token, at once
+    let jitter = Jitter::new(Duration::from_millis(300), Duration::from_millis(300));
+    limiter.wait("t").jitter(jitter).await.unwrap(); // the one token, at once
     let start = Instant::now();
-    jittered.until_ready("t").await;
+    limiter.wait("t").jitter(jitter).await.unwrap();
     assert_eq!(start.elapsed(), Duration::from_millis(1_300));
-    // A borrowed waiter still clones (it is a copy of the borrow).
-    let copy = jittered.clone();
-    assert_eq!(copy.jitter().min(), Duration::from_millis(300));
+    // MIGRATE: this checked that a borrowed `Waiter` (`limiter.with_jitter(j)`)
+    // clones and keeps its jitter (`copy.jitter().min()`). `Waiter` is gone:
+    // a `Wait` is built per call, is not `Clone` and has no `jitter()`
+    // getter, so only the jitter itself (a `Copy` value reused above) is
+    // left to check.
+    let copy = jitter;
+    assert_eq!(copy.min(), Duration::from_millis(300));
 }
 
 #[test]
