@@ -15,7 +15,7 @@ use std::fmt;
 /// use shuffle_limiter::{ManualClock, Quota, Request, ShardedLimiter};
 ///
 /// let limiter = ShardedLimiter::builder()
-///     .quota(Quota::per_second(8))
+///     .quota(Quota::per_second(16)) // 4 buckets of 4 tokens
 ///     .buckets(4)
 ///     .per_tenant(2)
 ///     .per_user(1)
