@@ -38,7 +38,7 @@ pub(crate) mod sealed {
 
     use super::{Core, Denied, Future, Grant, Shard};
     use crate::Limiter;
-    use crate::limiter::decision::{BucketState, Refunded, Reserved};
+    use crate::limiter::decision::{Booked, BucketState, Refunded};
     use crate::limiter::whom::Whom;
     use crate::quota::Quota;
 
@@ -54,10 +54,10 @@ pub(crate) mod sealed {
         Both(Quota, u32),
     }
 
-    /// Why a store made no reservation: the denial, and whether the store
+    /// Why a store made no booking: the denial, and whether the store
     /// drew it at the instant asked for (its retry time counts from there)
     /// or its failure policy made it now (the retry time counts from now:
-    /// a wait sleeps until then and asks again, rather than reserving
+    /// a wait sleeps until then and asks again, rather than booking
     /// further ahead).
     #[derive(Debug, Clone, Copy)]
     #[allow(unreachable_pub)]
@@ -90,8 +90,8 @@ pub(crate) mod sealed {
         /// call.
         type Pending: Future<Output = Result<Grant, Denied>> + Send + 'static;
 
-        /// A reservation in flight, as [`Pending`](Self::Pending) is.
-        type Reserving: Future<Output = Result<Reserved, NotReserved>> + Send + 'static;
+        /// A booking in flight, as [`Pending`](Self::Pending) is.
+        type Booking: Future<Output = Result<Booked, NotReserved>> + Send + 'static;
 
         /// Applies the draw for `n` tokens to `whom`'s buckets, atomically
         /// (under N at that moment: see [`Whom`]).
@@ -125,16 +125,16 @@ pub(crate) mod sealed {
 
         /// Applies the draw as it will be `lead` from now, now: a grant the
         /// caller may use from then on, which later requests line up
-        /// behind (a reservation, for waits that queue).
-        fn reserve(&self, core: &Core, whom: Whom<'_>, n: u32, lead: Duration) -> Self::Reserving;
+        /// behind (a booking, for waits that queue).
+        fn book(&self, core: &Core, whom: Whom<'_>, n: u32, lead: Duration) -> Self::Booking;
 
-        /// Gives a reservation back to the buckets that paid it, where
+        /// Gives a booking back to the buckets that paid it, where
         /// nothing drew on them since; over a network, in the background.
-        fn give_back(&self, core: &Core, reserved: Reserved);
+        fn give_back(&self, core: &Core, booked: Booked);
 
         /// Brings the core's split up to date with the quota in force where
         /// the buckets are kept, so that a wait can tell whether the quota
-        /// changed since it reserved: nothing to do in process, where every
+        /// changed since it booked: nothing to do in process, where every
         /// change goes through the core; over Redis, another process may
         /// have changed it.
         fn catch_up(&self, _core: &Core) -> impl Future<Output = ()> + Send + 'static {

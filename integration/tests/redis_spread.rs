@@ -225,7 +225,7 @@ fn spread_refuses_borrowing_at_build_with_what_to_change() {
     });
 }
 
-/// The live changes in the spread layout: refunds and reservations go one
+/// The live changes in the spread layout: refunds and bookings go one
 /// bucket per call, in each bucket's slot; a quota is not set live there
 /// yet, and says so.
 #[test]

@@ -235,7 +235,7 @@ async fn waits_far_ahead_keep_their_keys(server: &RedisServer, layout: Layout, n
     let keys: Vec<String> = (0..2).map(|b| limiter.key(b).unwrap().to_owned()).collect();
     let mut connection = server.connection().await;
     let owed = |tat: Option<u64>, now: u64| tat.map_or(0, |tat| tat.saturating_sub(now));
-    // Bounded: 24 reservations are a few dozen round trips.
+    // Bounded: 24 bookings are a few dozen round trips.
     let asked = Instant::now();
     let (tats, now) = loop {
         let tats: Vec<Option<u64>> = connection.mget(&keys).await.unwrap();

@@ -14,7 +14,7 @@ pub(crate) type Step = fn(from: (Pace, u32), to: (Pace, u32), tat: u64, now: u64
 /// held a fraction `f` of the old one — never more.
 ///
 /// A full bucket stays full, an empty one stays empty. A bucket owing more
-/// than its capacity (reservations made for later, see `reserve` of the
+/// than its capacity (bookings made for later, see `book` of the
 /// stores, or a clock that went back) keeps what it owes beyond its
 /// capacity, in time: it stays empty until the last of them is due, and
 /// refills at its new pace from there.
@@ -66,7 +66,7 @@ fn moved(
 /// One bucket's arrival time after `cost` units of credit are given back at
 /// `now`: moved back by the cost, but never before `now`, so that the
 /// bucket never holds more than its burst (a full bucket is left as it
-/// is). A bucket owing more than its `capacity` has reservations waiting on
+/// is). A bucket owing more than its `capacity` has bookings waiting on
 /// every unit of it: giving any back would let a new request take a slot
 /// already promised, so it is left as it is too.
 pub(crate) fn refund(tat: u64, cost: u64, capacity: u64, now: u64) -> u64 {
@@ -76,7 +76,7 @@ pub(crate) fn refund(tat: u64, cost: u64, capacity: u64, now: u64) -> u64 {
     tat.saturating_sub(cost).max(now)
 }
 
-/// A reservation given back at `now` when its waiter gives up: the bucket
+/// A booking given back at `now` when its waiter gives up: the bucket
 /// that paid `cost` and was left at `written` goes back to `written − cost`
 /// (or full, at `now`) if no one drew on it since, and is left as it is
 /// otherwise (the requests behind keep their slots; the budget loses the
@@ -105,7 +105,7 @@ mod tests {
         // 3 tokens of 10 units to 5 tokens of 4, at now = 100.
         assert_eq!(rescale((TEN, 3), (FOUR, 5), 0, 100), 100);
         assert_eq!(rescale((TEN, 3), (FOUR, 5), 130, 100), 120);
-        // Owing more than the capacity (reservations, or a clock that went
+        // Owing more than the capacity (bookings, or a clock that went
         // back): what is owed beyond stays owed, empty until then.
         assert_eq!(rescale((TEN, 3), (FOUR, 5), 500, 100), 490);
         assert_eq!(rescale((TEN, 3), (FOUR, 5), 131, 100), 121);
@@ -146,7 +146,7 @@ mod tests {
         // A full bucket gets nothing more; a time far behind stays put.
         assert_eq!(refund(90, 10, 30, 100), 90);
         assert_eq!(refund(0, 10, 30, 100), 0);
-        // Reservations wait on every unit beyond the capacity: nothing back.
+        // Bookings wait on every unit beyond the capacity: nothing back.
         assert_eq!(refund(131, 10, 30, 100), 131);
     }
 
@@ -227,7 +227,7 @@ mod tests {
             let (before, room) = (Pace::room(capacity, tat, now), Pace::room(capacity, after, now));
             proptest::prop_assert!(room >= before && room <= capacity);
             proptest::prop_assert!(room - before <= tokens * 10);
-            // Nothing comes back while reservations wait beyond the capacity.
+            // Nothing comes back while bookings wait beyond the capacity.
             proptest::prop_assert!(tat <= now + capacity || after == tat);
         }
     }

@@ -244,7 +244,7 @@ pub(crate) enum Paid {
     Pooled([Payment; MAX_K], u64),
 }
 
-/// A grant made ahead of time for a waiter (`reserve` of the stores), with
+/// A grant made ahead of time for a waiter (`book` of the stores), with
 /// the arrival time each paying bucket was left at, to give it back if the
 /// waiter gives up.
 ///
@@ -252,7 +252,7 @@ pub(crate) enum Paid {
 /// crate reaches it.)
 #[derive(Debug)]
 #[allow(unreachable_pub)]
-pub struct Reserved {
+pub struct Booked {
     pub(crate) grant: Grant,
     /// Per payment, in the grant's order, in the store's unit of time.
     pub(crate) written: [u64; MAX_K],
@@ -261,21 +261,21 @@ pub struct Reserved {
     pub(crate) ready_in: Duration,
 }
 
-impl Reserved {
+impl Booked {
     /// A grant to use at once, with nothing to give back (a failure
     /// policy's).
     #[cfg_attr(not(feature = "redis"), allow(dead_code))]
-    pub(crate) fn now(grant: Grant) -> Reserved {
-        Reserved {
+    pub(crate) fn now(grant: Grant) -> Booked {
+        Booked {
             grant,
             written: [0; MAX_K],
             ready_in: Duration::ZERO,
         }
     }
 
-    /// The reservation of `grant`, whose arrival times `outcome` wrote,
+    /// The booking of `grant`, whose arrival times `outcome` wrote,
     /// usable `ready_in` from when it was drawn.
-    pub(crate) fn of(grant: Grant, outcome: &Outcome, ready_in: Duration) -> Reserved {
+    pub(crate) fn of(grant: Grant, outcome: &Outcome, ready_in: Duration) -> Booked {
         let mut written = [0; MAX_K];
         match outcome {
             Outcome::Grant(Single { tat, .. }) => written[0] = *tat,
@@ -286,7 +286,7 @@ impl Reserved {
             }
             Outcome::Deny { .. } => {}
         }
-        Reserved {
+        Booked {
             grant,
             written,
             ready_in,

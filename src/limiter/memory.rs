@@ -20,7 +20,7 @@ use crate::sync::{AtomicU64, Ordering};
 
 use super::ShardedLimiter;
 use super::core::{Core, MAX_NOW, Split};
-use super::decision::{BucketState, Grant, Refunded, Reserved, answer};
+use super::decision::{Booked, BucketState, Grant, Refunded, answer};
 use super::denied::Denied;
 use super::whom::{Resolved, Whom};
 
@@ -244,7 +244,7 @@ impl<C: Clock> InProcess<C> {
     }
 
     /// A grant for `lead` ns from now, taken now: the draw at that instant,
-    /// so that requests after it line up behind it (see `reserve` of
+    /// so that requests after it line up behind it (see `book` of
     /// [`Apply`]).
     fn take_ahead(
         &self,
@@ -252,7 +252,7 @@ impl<C: Clock> InProcess<C> {
         whom: &Whom<'_>,
         n: u32,
         lead: u64,
-    ) -> Result<Reserved, Denied> {
+    ) -> Result<Booked, Denied> {
         let mut whom = *whom;
         let now = self.now().saturating_add(lead).min(MAX_NOW);
         let (outcome, version) = loop {
@@ -265,7 +265,7 @@ impl<C: Clock> InProcess<C> {
         };
         let result = answer(outcome, &whom.shard, n, (now, 1), version);
         core.record(&result);
-        Ok(Reserved::of(result?, &outcome, Duration::from_nanos(lead)))
+        Ok(Booked::of(result?, &outcome, Duration::from_nanos(lead)))
     }
 
     /// The whole draw ([`draw`](crate::draw::draw): its common case, then
@@ -412,12 +412,12 @@ impl<C: Clock> InProcess<C> {
         here
     }
 
-    /// Gives a reservation back to the buckets that paid it, where nothing
+    /// Gives a booking back to the buckets that paid it, where nothing
     /// drew on them since (`give_back` of `src/draw/`).
-    fn return_reserved(&self, core: &Core, reserved: &Reserved) {
+    fn return_booked(&self, core: &Core, booked: &Booked) {
         let now = self.now();
         core.split.steady(|split| {
-            for (payment, &written) in reserved.grant.payments().iter().zip(&reserved.written) {
+            for (payment, &written) in booked.grant.payments().iter().zip(&booked.written) {
                 let cost = u64::from(payment.tokens()) * split.interval();
                 self.swap(payment.bucket(), |tat| give_back(tat, written, cost, now));
             }
@@ -445,7 +445,7 @@ impl<C: Clock> InProcess<C> {
 impl<C: Clock> Apply for InProcess<C> {
     type Error = ConfigError;
     type Pending = Ready<Result<Grant, Denied>>;
-    type Reserving = Ready<Result<Reserved, NotReserved>>;
+    type Booking = Ready<Result<Booked, NotReserved>>;
 
     #[inline]
     fn apply(&self, core: &Core, whom: Whom<'_>, n: u32) -> Self::Pending {
@@ -487,7 +487,7 @@ impl<C: Clock> Apply for InProcess<C> {
         ready(Ok(limiter.snapshot()))
     }
 
-    fn reserve(&self, core: &Core, whom: Whom<'_>, n: u32, lead: Duration) -> Self::Reserving {
+    fn book(&self, core: &Core, whom: Whom<'_>, n: u32, lead: Duration) -> Self::Booking {
         // Beyond 584 years the clock is capped anyway.
         let lead = u64::try_from(lead.as_nanos()).unwrap_or(u64::MAX);
         ready(
@@ -496,8 +496,8 @@ impl<C: Clock> Apply for InProcess<C> {
         )
     }
 
-    fn give_back(&self, core: &Core, reserved: Reserved) {
-        self.return_reserved(core, &reserved);
+    fn give_back(&self, core: &Core, booked: Booked) {
+        self.return_booked(core, &booked);
     }
 }
 

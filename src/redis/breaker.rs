@@ -91,8 +91,8 @@ impl Breaker {
     /// error that paused them when it may not. Only the first to see a
     /// bucket's pause over probes; the others keep to the policy until it
     /// answers. The pause is on the local clock as it reads now, whatever
-    /// instant the request draws at (a reservation draws later): a pause
-    /// checked or renewed at a later instant would let a reservation probe
+    /// instant the request draws at (a booking draws later): a pause
+    /// checked or renewed at a later instant would let a booking probe
     /// early and push the next probe out by its lead.
     pub(super) fn admit(&self, buckets: &[u32]) -> Result<(), Option<Arc<Error>>> {
         let now = self.micros();

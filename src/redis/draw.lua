@@ -28,7 +28,7 @@
 --             come from (0: the quota it was built with). When the key
 --             holds another, nothing is drawn: the reply is { -1, version },
 --             and the caller reads the quota and asks again.
--- ARGV[6 + k + 2d]  lead: 0 for a decision now; for a reservation, how
+-- ARGV[6 + k + 2d]  lead: 0 for a decision now; for a booking, how
 --             many microseconds from now the draw is made at (the grant is
 --             the caller's from then on, and later requests line up behind
 --             it).
@@ -66,7 +66,7 @@ local _, stop = expect_quota(KEYS[ranked + 1], ARGV[5 + ranked + d], -1)
 if stop then
   return stop
 end
--- A reservation is the draw at a later instant: `lead` microseconds on.
+-- A booking is the draw at a later instant: `lead` microseconds on.
 -- The keys' lifetimes count from the clock itself (see `store`).
 local clock_now = clock(ARGV[7 + ranked + d])
 local now = clock_now + ARGV[6 + ranked + d]

@@ -1,20 +1,20 @@
--- shuffle-limiter: a reservation given back by a waiter that gave up, on
+-- shuffle-limiter: a booking given back by a waiter that gave up, on
 -- the Redis server.
 --
 -- This is `give_back` of src/draw/rescale.rs for each bucket that paid, in
 -- integer microseconds; the differential test in
 -- src/redis/script/changes.rs feeds both the same inputs.
 --
--- KEYS[i]      the keys of the buckets that paid the reservation.
+-- KEYS[i]      the keys of the buckets that paid the booking.
 -- KEYS[m + 1]  the quota key, "{limiter-name}:quota".
--- ARGV[1]      the quota version the reservation was made under.
--- ARGV[2i]     the arrival time the reservation left KEYS[i] at.
+-- ARGV[1]      the quota version the booking was made under.
+-- ARGV[2i]     the arrival time the booking left KEYS[i] at.
 -- ARGV[2i + 1] the credit, in microseconds, it took from KEYS[i].
 -- ARGV[2m + 2] absent in production (the server's clock); the test's time.
 --
 -- Reply: { 1, version } once given back where nothing drew since, or
 -- { 0, version } when the quota changed since: nothing is given back (the
--- change moved every bucket, so none is as the reservation left it).
+-- change moved every bucket, so none is as the booking left it).
 
 local payers = #KEYS - 1
 local version, stop = expect_quota(KEYS[payers + 1], ARGV[1], 0)

@@ -72,7 +72,7 @@ end
 
 -- Writes a bucket's arrival time: the key lives until the bucket is full
 -- again, plus a second (a missing key reads as a full bucket, which by then
--- it is). `clock_now` is the clock's reading, never a reservation's later
+-- it is). `clock_now` is the clock's reading, never a booking's later
 -- instant: a key booked seconds ahead must outlive them all. '%d' because
 -- Lua prints a number with 14 significant digits.
 local function store(key, tat, clock_now)

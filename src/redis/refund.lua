@@ -14,7 +14,7 @@
 --              that paid, and gets nothing.
 -- ARGV[2i + 1] the credit, in microseconds, to give back to KEYS[i].
 -- ARGV[2i + 2] the capacity of KEYS[i], in microseconds: a bucket owing
---              more has reservations waiting on all of it, and gets nothing.
+--              more has bookings waiting on all of it, and gets nothing.
 -- ARGV[2m + 3] absent in production (the server's clock); the test's time.
 --
 -- Reply: { 1, version, then per bucket 1 if it is the one that paid, 0 if

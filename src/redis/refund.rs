@@ -1,6 +1,6 @@
 //! Tokens given back to a Redis limiter's buckets: a refund of a grant, to
 //! the generation of each bucket that paid it (`refund.lua`), and a
-//! reservation a waiter gave up (`giveback.lua`).
+//! booking a waiter gave up (`giveback.lua`).
 
 use std::sync::Arc;
 
@@ -13,7 +13,7 @@ use super::quota::{ATTEMPTS, run};
 use super::script::MICROS;
 use super::store::Shared;
 use crate::clock::Clock;
-use crate::limiter::decision::Reserved;
+use crate::limiter::decision::Booked;
 use crate::{Grant, Payment, Refunded};
 
 impl<Conn, C> Shared<Conn, C>
@@ -21,16 +21,16 @@ where
     Conn: ConnectionLike + Clone + Send + Sync,
     C: Clock,
 {
-    /// Gives a reservation back in the background, where a runtime runs
+    /// Gives a booking back in the background, where a runtime runs
     /// (without one, its tokens stay taken: the budget can only lose).
-    pub(super) fn give_back(shared: &Arc<Self>, reserved: Reserved)
+    pub(super) fn give_back(shared: &Arc<Self>, booked: Booked)
     where
         Conn: 'static,
         C: 'static,
     {
-        // A policy's grant is used at once, never reserved; were one given
+        // A policy's grant is used at once, never booked; were one given
         // back, Redis never paid it.
-        if reserved.grant.payments().is_empty() || reserved.grant.generation().0 {
+        if booked.grant.payments().is_empty() || booked.grant.generation().0 {
             return;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
@@ -39,8 +39,8 @@ where
         let shared = Arc::clone(shared);
         runtime.spawn(async move {
             let (version, split) = shared.current();
-            let payments = reserved.grant.payments();
-            let mut written = reserved.written.iter();
+            let payments = booked.grant.payments();
+            let mut written = booked.written.iter();
             for batch in shared.batches(payments) {
                 let mut invocation = shared.changes.give_back.prepare_invoke();
                 for payment in batch {

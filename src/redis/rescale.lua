@@ -129,7 +129,7 @@ for i = 1, keys do
       end
     end
     if tat - now > old then
-      -- Owing beyond its capacity (reservations): still owed, in time, and
+      -- Owing beyond its capacity (bookings): still owed, in time, and
       -- empty until then.
       store(KEYS[i], tat - old + new, now)
     else

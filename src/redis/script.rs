@@ -205,7 +205,7 @@ struct Call<'a> {
     n: u32,
     start: usize,
     version: u64,
-    /// µs from now the draw is made at: 0, or a reservation's lead.
+    /// µs from now the draw is made at: 0, or a booking's lead.
     lead: u64,
     now: Option<u64>,
 }

@@ -99,7 +99,7 @@ where
     C: Clock,
 {
     /// The decision for `n` tokens over `shard` in the spread layout, drawn
-    /// `lead` µs from now (a reservation, when not 0); with the outcome of
+    /// `lead` µs from now (a booking, when not 0); with the outcome of
     /// the bucket that paid, when one did.
     pub(super) async fn decide_spread(
         &self,

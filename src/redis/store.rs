@@ -25,7 +25,7 @@ use crate::assign::ShardCache;
 use crate::clock::{Clock, MonotonicClock};
 use crate::draw::Outcome;
 use crate::limiter::core::{Core, Shards, Split};
-use crate::limiter::decision::{BucketState, Refunded, Reserved};
+use crate::limiter::decision::{Booked, BucketState, Refunded};
 use crate::limiter::denied::DenialReason;
 use crate::limiter::live::LiveSplit;
 use crate::limiter::whom::{Id, Whom};
@@ -142,15 +142,15 @@ where
         }
     }
 
-    /// A grant for `lead` from now, taken now (see `reserve` of `Apply`),
+    /// A grant for `lead` from now, taken now (see `book` of `Apply`),
     /// or the denial; a grant of the failure policy is for now, and so is
     /// its denial (it drew nothing at the lead).
-    pub(super) async fn reserve(
+    pub(super) async fn book(
         &self,
         target: Target,
         n: u32,
         lead: Duration,
-    ) -> Result<Reserved, NotReserved> {
+    ) -> Result<Booked, NotReserved> {
         // Rounded up: the caller never uses the grant before the script's
         // instant.
         let micros =
@@ -161,8 +161,8 @@ where
             by_policy: decision.source == Source::Policy,
         })?;
         Ok(match outcome {
-            Some(outcome) => Reserved::of(grant, &outcome, Duration::from_micros(micros)),
-            None => Reserved::now(grant),
+            Some(outcome) => Booked::of(grant, &outcome, Duration::from_micros(micros)),
+            None => Booked::now(grant),
         })
     }
 
@@ -188,7 +188,7 @@ where
         }
     }
 
-    /// The decision at `lead` µs from now (a reservation, when not 0, which
+    /// The decision at `lead` µs from now (a booking, when not 0, which
     /// the denial cache never answers), with the outcome Redis drew when it
     /// did.
     async fn decide_at(&self, target: &Target, n: u32, lead: u64) -> (Decision, Option<Outcome>) {
@@ -351,7 +351,7 @@ where
 {
     type Error = Error;
     type Pending = Pending;
-    type Reserving = Pin<Box<dyn Future<Output = Result<Reserved, NotReserved>> + Send>>;
+    type Booking = Pin<Box<dyn Future<Output = Result<Booked, NotReserved>> + Send>>;
 
     fn apply(&self, _core: &Core, whom: Whom<'_>, n: u32) -> Pending {
         let (shared, target) = (Arc::clone(&self.shared), Target::of(&whom));
@@ -389,13 +389,13 @@ where
         limiter.snapshot_in_redis()
     }
 
-    fn reserve(&self, _core: &Core, whom: Whom<'_>, n: u32, lead: Duration) -> Self::Reserving {
+    fn book(&self, _core: &Core, whom: Whom<'_>, n: u32, lead: Duration) -> Self::Booking {
         let (shared, target) = (Arc::clone(&self.shared), Target::of(&whom));
-        Box::pin(async move { shared.reserve(target, n, lead).await })
+        Box::pin(async move { shared.book(target, n, lead).await })
     }
 
-    fn give_back(&self, _core: &Core, reserved: Reserved) {
-        Shared::give_back(&self.shared, reserved);
+    fn give_back(&self, _core: &Core, booked: Booked) {
+        Shared::give_back(&self.shared, booked);
     }
 
     fn catch_up(&self, _core: &Core) -> impl Future<Output = ()> + Send + 'static {

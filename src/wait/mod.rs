@@ -11,28 +11,28 @@
 //! once.
 //!
 //! # Waits queue
-//! A wait does not poll. When its tenant's buckets are empty, it reserves
+//! A wait does not poll. When its tenant's buckets are empty, it books
 //! the earliest slot they can give — the draw as it will be then, applied
 //! now, so that later callers line up behind it — and sleeps exactly until
 //! that slot. Callers are served in the order they asked, without a
 //! thundering herd of retries, and a tenant with many callers cannot starve
 //! one with a few on the same buckets: each caller has at most one slot in
-//! the line. A bounded wait reserves only a slot inside its bound and
-//! otherwise returns at once. Over Redis the reservation happens in the
+//! the line. A bounded wait books only a slot inside its bound and
+//! otherwise returns at once. Over Redis the booking happens in the
 //! same script as every decision.
 //!
 //! Dropping a pending wait (a `select!` that lost, a timed-out request)
-//! gives its reservation back to the buckets that paid it, where nothing
+//! gives its booking back to the buckets that paid it, where nothing
 //! drew on them since. Where others have queued behind it, they keep their
 //! slots and the dropped one is lost to the budget: moving them up would
 //! let two grants share one slot. So a dropped wait never takes more than
 //! its one request's tokens, and often nothing.
 //!
 //! # When the quota changes
-//! A caller that reserved its slot under one quota and wakes under another
-//! does not take it: it reserves again under the quota in force, so the
+//! A caller that booked its slot under one quota and wakes under another
+//! does not take it: it books again under the quota in force, so the
 //! change bound (see `set_quota`) holds for the grants returned to callers,
-//! however early they were reserved. Over Redis the waiter first reads the
+//! however early they were booked. Over Redis the waiter first reads the
 //! quota key (one `GET`), to see a change made by another process. The old
 //! slot stays taken: after a cut the line resumes at the new pace once the
 //! slots already booked have passed.
@@ -42,7 +42,7 @@
 //! [`DenialReason::StoreUnavailable`](crate::DenialReason::StoreUnavailable)) is no
 //! slot to queue for: the wait sleeps until its retry time, when the store
 //! is next tried, and asks again from then. It never goes round without
-//! sleeping and never reserves a slot further ahead on that account. A
+//! sleeping and never books a slot further ahead on that account. A
 //! bounded wait whose deadline comes first returns that denial at once,
 //! with its reason and retry time.
 //!
@@ -79,7 +79,7 @@
 //! ```
 //!
 //! # Time
-//! The wait sleeps on tokio's timer until the slot the limiter reserved on
+//! The wait sleeps on tokio's timer until the slot the limiter booked on
 //! its own clock. With the default
 //! [`MonotonicClock`](crate::MonotonicClock) both run at the rate of real
 //! time. In tests that pause tokio's time
@@ -108,7 +108,7 @@ pub use jitter::Jitter;
 /// Awaited, it takes the request's tokens at once when it can, otherwise in
 /// turn behind the callers that asked before (see
 /// [Waits queue](crate::wait#waits-queue)), and returns the [`Grant`].
-/// Dropping it before it completes gives its reservation back where no one
+/// Dropping it before it completes gives its booking back where no one
 /// queued behind it.
 ///
 /// # Errors
@@ -229,7 +229,7 @@ impl<S> fmt::Debug for Wait<'_, S> {
 /// The same over every store: in process the checks answer at once, over
 /// Redis each is one round trip. Over Redis, dropping a wait while its
 /// request is in flight may still take a token that nobody uses (never one
-/// too many), and a reservation is given back in a background task.
+/// too many), and a booking is given back in a background task.
 impl<S: Store> Limiter<S> {
     /// Waits until the request is granted, and takes its tokens: at once
     /// when it can, otherwise in turn behind the callers that asked before

@@ -1,4 +1,4 @@
-//! The one wait every method of the module comes down to: reserve the
+//! The one wait every method of the module comes down to: book the
 //! earliest slot, sleep until it, keep it or give it back.
 
 use std::time::Duration;
@@ -6,30 +6,30 @@ use std::time::Duration;
 use tokio::time::{Instant, sleep_until};
 
 use super::Jitter;
-use crate::limiter::decision::Reserved;
+use crate::limiter::decision::Booked;
 use crate::limiter::whom::Whom;
 use crate::store::Store;
 use crate::{Denied, Grant, Limiter};
 
 impl<S: Store> Limiter<S> {
-    /// The one wait: draw now; on a denial, reserve the earliest slot the
+    /// The one wait: draw now; on a denial, book the earliest slot the
     /// shard can give (the draw as it will be then, applied now, so that
     /// later callers line up behind), sleep exactly until it (plus jitter),
-    /// and keep the grant. A reservation that another caller took first
+    /// and keep the grant. A booking that another caller took first
     /// sends the wait to the next slot, without sleeping. A bounded wait
-    /// reserves only a slot inside its bound, and otherwise returns at once.
+    /// books only a slot inside its bound, and otherwise returns at once.
     ///
     /// A denial by the store's failure policy (Redis down or late) is no
     /// slot to line up for: the wait sleeps until its retry time (when the
     /// store is next tried), within its bound, and draws again from now.
     ///
-    /// A reservation made under a quota that changed while the wait slept
+    /// A booking made under a quota that changed while the wait slept
     /// is not kept: its slot was paced by the old quota, and keeping it
     /// would let the grants returned after a cut outrun the change bound.
-    /// The wait reserves again under the new quota (the old slot stays
+    /// The wait books again under the new quota (the old slot stays
     /// taken: the budget loses it, never gains).
     ///
-    /// Dropping the future while it sleeps gives the reservation back to
+    /// Dropping the future while it sleeps gives the booking back to
     /// the buckets that paid it where nothing drew on them since (otherwise
     /// the callers behind keep their slots, and the budget loses it).
     pub(super) async fn wait_for(
@@ -46,17 +46,17 @@ impl<S: Store> Limiter<S> {
         let mut lead = Duration::ZERO;
         loop {
             let (epoch, _) = limiter.core.split.read();
-            let reply = limiter.store.reserve(&limiter.core, whom, n, lead).await;
+            let reply = limiter.store.book(&limiter.core, whom, n, lead).await;
             // Times count from the answer: the store drew at or before it,
-            // so the wait never ends before the slot it reserved.
+            // so the wait never ends before the slot it booked.
             let answered = Instant::now();
             let refused = match reply {
-                Ok(reserved) if reserved.ready_in.is_zero() => return Ok(reserved.grant),
-                Ok(reserved) => {
-                    let ready = answered + reserved.ready_in;
+                Ok(booked) if booked.ready_in.is_zero() => return Ok(booked.grant),
+                Ok(booked) => {
+                    let ready = answered + booked.ready_in;
                     let held = Held {
                         limiter,
-                        reserved: Some(reserved),
+                        booked: Some(booked),
                         epoch,
                     };
                     let wake = ready + jitter.sample();
@@ -108,43 +108,43 @@ impl<S: Store> Limiter<S> {
     }
 }
 
-/// The longest a wait reserves ahead or sleeps at once: a year, well
+/// The longest a wait books ahead or sleeps at once: a year, well
 /// within what tokio's timer holds.
 const FAR: Duration = Duration::from_secs(86_400 * 365);
 
-/// A reservation a wait holds while it sleeps: given back if the wait is
+/// A booking a wait holds while it sleeps: given back if the wait is
 /// dropped, kept once it is due.
 struct Held<'a, S: Store> {
     limiter: &'a Limiter<S>,
-    reserved: Option<Reserved>,
-    /// The version of the split it was reserved under.
+    booked: Option<Booked>,
+    /// The version of the split it was booked under.
     epoch: u64,
 }
 
 impl<S: Store> Held<'_, S> {
-    /// Whether the quota (and N) it was reserved under is still in force.
+    /// Whether the quota (and N) it was booked under is still in force.
     fn current(&self) -> bool {
         self.limiter.core.split.unchanged(self.epoch)
     }
 
     fn keep(mut self) -> Grant {
-        self.reserved.take().expect("held until kept").grant
+        self.booked.take().expect("held until kept").grant
     }
 
-    /// Lets the reservation go without giving it back: it was paid under
+    /// Lets the booking go without giving it back: it was paid under
     /// another split, whose cost a give-back now would get wrong.
     fn forget(mut self) {
-        self.reserved = None;
+        self.booked = None;
     }
 }
 
 impl<S: Store> Drop for Held<'_, S> {
     fn drop(&mut self) {
-        if let Some(reserved) = self.reserved.take()
+        if let Some(booked) = self.booked.take()
             && self.current()
         {
             let limiter = self.limiter;
-            limiter.store.give_back(&limiter.core, reserved);
+            limiter.store.give_back(&limiter.core, booked);
         }
     }
 }

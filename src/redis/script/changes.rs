@@ -139,7 +139,7 @@ fn the_refund_script_gives_back_as_the_pure_function() {
             .await
             .unwrap();
         let mut rng = XorShift(0x0BAC_CAFE);
-        let (mut partial, mut capped, mut reserved) = (0, 0, 0);
+        let (mut partial, mut capped, mut booked) = (0, 0, 0);
         for step in 0..1500 {
             let payers = 1 + rng.below(4) as usize;
             let now =
@@ -159,7 +159,7 @@ fn the_refund_script_gives_back_as_the_pure_function() {
                 let after = refund(tat, cost, capacity, now);
                 partial += usize::from(after > now && after < tat);
                 capped += usize::from(after == now && tat > now);
-                reserved += usize::from(tat > now + capacity);
+                booked += usize::from(tat > now + capacity);
                 want.push(after);
                 args.push((cost, capacity));
                 invocation.key(key);
@@ -186,7 +186,7 @@ fn the_refund_script_gives_back_as_the_pure_function() {
             partial > 300 && capped > 300,
             "{partial} partial, {capped} capped"
         );
-        assert!(reserved > 200, "{reserved} owing beyond their capacity");
+        assert!(booked > 200, "{booked} owing beyond their capacity");
         // A refund counted under another quota gives nothing back.
         let _: () = connection.set(&keys[0], 5_000_000u64).await.unwrap();
         let mut invocation = script.prepare_invoke();
@@ -258,7 +258,7 @@ fn the_give_back_script_returns_a_reservation_as_the_pure_function() {
             for key in &keys[..payers] {
                 let cost = 1 + rng.below(1 << 20);
                 let written = now + rng.below(4 << 20);
-                // Half the buckets are as the reservation left them.
+                // Half the buckets are as the booking left them.
                 let tat = if rng.below(2) == 0 {
                     written
                 } else {

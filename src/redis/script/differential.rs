@@ -39,7 +39,7 @@ struct Case {
     bursts: Vec<u32>,
     tats: Vec<u64>,
     now: u64,
-    /// A reservation's lead: the draw is made at `now + lead`.
+    /// A booking's lead: the draw is made at `now + lead`.
     lead: u64,
     n: u32,
     start: usize,
@@ -99,7 +99,7 @@ fn case(rng: &mut XorShift) -> Case {
         shape,
         n: rng.below(u64::from(max) + 1) as u32,
         start: rng.below(shape.own as u64) as usize,
-        // A third of the draws are reservations, up to two intervals on.
+        // A third of the draws are bookings, up to two intervals on.
         lead: [0, 0, rng.below(2 * interval + 1)][rng.below(3) as usize],
         bursts,
         tats,
