@@ -245,7 +245,7 @@ impl<C: Clock> Builder<C> {
     /// How many tenants' shards to keep, so that a recently seen tenant does
     /// not pay a SHA-256 per check. Size it to the tenants active at once: a
     /// tenant that misses pays the SHA-256 and the rendezvous over all N
-    /// buckets (about 0.2–0.3 µs at N = 8). 0 turns the cache off.
+    /// buckets (BENCHMARKS.md has what that costs). 0 turns the cache off.
     ///
     /// The memory is allocated once by [`build`](Self::build) and never
     /// grows, however many distinct tenants come: 12 bytes per tenant asked

@@ -228,9 +228,9 @@ const BY_FALLBACK: u64 = 1 << 63;
 /// often copied as soon as it is made (into the caller's slot, or a
 /// benchmark's `black_box`), with 8- and 16-byte moves; a field written by
 /// a narrower store and read back inside a wider move stalls the copy
-/// (store-to-load forwarding fails), which cost the handle's check about a
-/// sixth of its time (BENCHMARKS.md, "Hot paths, third pass"). Hence the
-/// word-sized tag, which `Result<Grant, Denied>` also uses for its own.
+/// (store-to-load forwarding fails), on the hot path of every check that
+/// keeps its grant. Hence the word-sized tag, which `Result<Grant, Denied>`
+/// also uses for its own.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[repr(u64)]
 pub(crate) enum Paid {

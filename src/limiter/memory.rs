@@ -71,10 +71,11 @@ impl<C: Clock> InProcess<C> {
     /// The draw applied to the atomics, as the caller's answer: the common
     /// case by [`single`](Self::single), the rest of the draw by
     /// [`take_rest`](Self::take_rest). Always inlined, so that the grant is
-    /// built where the caller keeps it: 13 % faster in criterion's loop,
-    /// now that every part of a grant is a whole word (before, when a copy
-    /// of the grant stalled on its narrower fields, 17 % slower; see
-    /// `Paid`).
+    /// built where the caller keeps it instead of being copied there, and a
+    /// caller that reads only part of it (`is_ok()`) lets the compiler drop
+    /// the rest. That pays because every part of a grant is a whole word
+    /// (see `Paid`): were a copy to stall on narrower fields, inlining would
+    /// only move the stall into the caller's loop.
     #[inline(always)]
     pub(crate) fn take(&self, core: &Core, whom: &impl Resolved, n: u32) -> Result<Grant, Denied> {
         let (shard, now) = (whom.shard(), self.now());
