@@ -51,9 +51,21 @@ impl<C: Clock> ShardedLimiter<C> {
     #[inline]
     pub fn check<'r>(&self, request: impl Into<Request<'r>>) -> Result<Grant, Denied> {
         let request = request.into();
-        let whom = self.core.whom(&request);
+        // One token for a tenant, the common case, inlined with its weight
+        // known; a user's request or a weighted one out of line.
+        if let (None, 1) = (request.user_id(), request.weight()) {
+            let whom = self.core.tenant(request.tenant_id());
+            return self.store.take(&self.core, &whom, 1);
+        }
+        self.check_rest(&request)
+    }
+
+    /// [`check`](Self::check) of a request for a user, or of a weight
+    /// other than one.
+    #[inline(never)]
+    fn check_rest(&self, request: &Request<'_>) -> Result<Grant, Denied> {
+        let whom = self.core.whom(request);
         match request.weight() {
-            // One token, the common case, with its weight known here.
             1 => self.store.take(&self.core, &whom, 1),
             n => self.weighted(&whom, n),
         }
