@@ -54,7 +54,11 @@ return { 1, 0 }
 "#;
 
 /// The limiter's script, for calling it without the limiter.
-const K_BUCKET_DRAW: &str = include_str!("../../src/redis/draw.lua");
+/// The draw as the limiter loads it: the shared prelude, then the draw.
+const K_BUCKET_DRAW: &str = concat!(
+    include_str!("../../src/redis/prelude.lua"),
+    include_str!("../../src/redis/draw.lua")
+);
 
 const OURS: &str = "RedisLimiter::decide, one slot";
 const SPREAD: &str = "RedisLimiter::decide, spread";
@@ -288,18 +292,28 @@ fn script_only(
             })
             .collect(),
     );
+    // The one-slot layout's quota key sits beside its buckets: `{name}:quota`.
+    let first = limiter.key(0).unwrap();
+    let quota_key: Arc<str> = format!("{}:quota", &first[..first.rfind(":b").unwrap()]).into();
     Arc::new(move |i: usize| {
         let (script, shards, mut connection) = (script.clone(), shards.clone(), connection.clone());
+        let quota_key = Arc::clone(&quota_key);
         Box::pin(async move {
             let (keys, bursts) = &shards[i % TENANTS];
             let mut invocation = script.prepare_invoke();
+            // draw.lua's contract: the k keys then the quota key; the
+            // interval, n, the tie's start, k, the bursts, the quota
+            // version (0: as built, no quota set live) and the lead (0: now).
             invocation
                 .key(keys)
+                .key(&*quota_key)
                 .arg(interval)
                 .arg(1)
                 .arg(0)
                 .arg(keys.len())
-                .arg(bursts);
+                .arg(bursts)
+                .arg(0)
+                .arg(0);
             let reply: Vec<i64> = invocation.invoke_async(&mut connection).await.unwrap();
             assert_eq!(reply[0], 1);
         })
