@@ -89,11 +89,9 @@ for j = 1, ranked do
       store(KEYS[j], tat, clock_now)
     end
   else
-    -- MGET answers nil for a missing key and for a key of another type
-    -- alike; GET tells them apart.
-    local got = redis.pcall('GET', KEYS[j])
-    if type(got) == 'table' and got.err then
-      return redis.error_reply('NOTABUCKET ' .. KEYS[j] .. ' holds another type: ' .. got.err)
+    local wrong = not_a_bucket(KEYS[j])
+    if wrong then
+      return wrong
     end
     tat = 0
   end

@@ -82,3 +82,14 @@ local function store(key, tat, clock_now)
   end
   redis.call('SET', key, string.format('%d', tat), 'PX', (ttl - ttl % 1000) / 1000 + 1001)
 end
+
+-- For a bucket key that MGET answered nil: the NOTABUCKET error reply when
+-- the key holds another type (MGET answers nil for it and for a missing
+-- key alike; GET tells them apart), nil when it is missing (a full bucket).
+local function not_a_bucket(key)
+  local got = redis.pcall('GET', key)
+  if type(got) == 'table' and got.err then
+    return redis.error_reply('NOTABUCKET ' .. key .. ' holds another type: ' .. got.err)
+  end
+  return nil
+end
