@@ -14,9 +14,8 @@ use super::future::ResponseFuture;
 use super::key::{Found, Missing};
 use super::layer::Config;
 use super::respond::{Reason, Rejection, Respond};
-use crate::Shard;
-use crate::limiter::whom::Whom;
 use crate::store::{InProcess, Store};
+use crate::{Limit, Request as Asked, Shard};
 
 /// The service made by [`RateLimitLayer`](super::RateLimitLayer): asks the
 /// limiter for each request and either forwards it or answers it.
@@ -105,14 +104,22 @@ where
         // The decision is applied where the tenant (and user) are known, so
         // that it resolves their shard under the N it is made with.
         let decide = |tenant: &[u8]| {
-            let apply = |whom: Whom<'_>| (whom.shard, limiter.store.apply(&limiter.core, whom, 1));
+            // Through the limiter's own API, as any integration: the shard
+            // (for the policy field) and the check, each resolved under N
+            // at the time.
+            let apply = |asked: Asked<'_>| {
+                (
+                    limiter.shard(asked.clone()),
+                    Limit::check(&**limiter, asked),
+                )
+            };
             let user = config
                 .user
                 .as_ref()
-                .map(|user| user.find(&parts, |user| apply(limiter.core.user(tenant, user))));
+                .map(|user| user.find(&parts, |user| apply(Asked::tenant(tenant).user(user))));
             match user {
                 Some(Found::Tenant(decided)) => decided,
-                _ => apply(limiter.core.tenant(tenant)),
+                _ => apply(Asked::tenant(tenant)),
             }
         };
         let answer = |reason, status, headers| {
