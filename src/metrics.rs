@@ -99,13 +99,13 @@ pub const AVAILABLE: &str = "shuffle_limiter_available_tokens";
 /// `redis`, `cached_denial` or `policy`.
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-pub const REDIS_DECISIONS: &str = "shuffle_limiter_redis_decisions_total";
+pub const REDIS_DECISIONS: &str = crate::redis::metrics::DECISIONS.0;
 
 /// Counter of a Redis limiter's requests to Redis that failed or missed the
 /// deadline, labelled `limiter`.
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-pub const REDIS_ERRORS: &str = "shuffle_limiter_redis_errors_total";
+pub const REDIS_ERRORS: &str = crate::redis::metrics::ERRORS.0;
 
 /// One limiter's handles, registered once at build time so that a decision
 /// only increments an existing counter. Clones share the handles.
@@ -205,60 +205,47 @@ impl std::fmt::Debug for Metrics {
     }
 }
 
-/// A Redis limiter's handles for how each decision was made, registered at
-/// build time beside the limiter's own.
-#[cfg(feature = "redis")]
+/// Counters of one limiter under one name, one per value of one label,
+/// registered at build time: the hook a store counts its own events
+/// through (the Redis store, how each decision was made and its failed
+/// requests), without this module knowing the store.
+#[cfg_attr(not(feature = "redis"), allow(dead_code))] // the Redis store's
 #[derive(Clone)]
-pub(crate) struct RedisMetrics {
-    /// By source: Redis, a cached denial, the policy.
-    decisions: [Counter; 3],
-    errors: Counter,
+pub(crate) struct Tally {
+    counters: Box<[Counter]>,
 }
 
-#[cfg(feature = "redis")]
-impl RedisMetrics {
-    /// Registers the four series of the Redis limiter `name`.
-    pub(crate) fn new(name: &str) -> Self {
-        describe_counter!(
-            REDIS_DECISIONS,
-            Unit::Count,
-            "Decisions of a Redis limiter, by who made them"
-        );
-        describe_counter!(
-            REDIS_ERRORS,
-            Unit::Count,
-            "Requests to Redis that failed or missed the deadline"
-        );
-        let by = |source: &'static str| counter!(REDIS_DECISIONS, "limiter" => name.to_owned(), "source" => source);
-        RedisMetrics {
-            decisions: [by("redis"), by("cached_denial"), by("policy")],
-            errors: counter!(REDIS_ERRORS, "limiter" => name.to_owned()),
+#[cfg_attr(not(feature = "redis"), allow(dead_code))] // the Redis store's
+impl Tally {
+    /// The counter `name` of the limiter `limiter`, once per value of
+    /// `label` (or once, unlabelled, when there are none).
+    pub(crate) fn new(
+        (name, description): (&'static str, &'static str),
+        limiter: &str,
+        label: &'static str,
+        values: &[&'static str],
+    ) -> Self {
+        describe_counter!(name, Unit::Count, description);
+        let counters = match values {
+            [] => vec![counter!(name, "limiter" => limiter.to_owned())],
+            values => (values.iter())
+                .map(|&v| counter!(name, "limiter" => limiter.to_owned(), label => v))
+                .collect(),
+        };
+        Tally {
+            counters: counters.into(),
         }
     }
 
-    /// Counts one decision made by `source`.
+    /// Counts one event of the label's value `i` (the first, unlabelled).
     #[inline]
-    pub(crate) fn decided(&self, source: crate::redis::Source) {
-        use crate::redis::Source;
-        let i = match source {
-            Source::Redis => 0,
-            Source::CachedDenial => 1,
-            Source::Policy => 2,
-            // Not a decision of Redis's, nor of the policy standing in for it.
-            Source::Limiter => return,
-        };
-        self.decisions[i].increment(1);
-    }
-
-    /// Counts one request to Redis that failed or missed the deadline.
-    pub(crate) fn failed(&self) {
-        self.errors.increment(1);
+    pub(crate) fn count(&self, i: usize) {
+        self.counters[i].increment(1);
     }
 }
 
-#[cfg(feature = "redis")]
-impl std::fmt::Debug for RedisMetrics {
+impl std::fmt::Debug for Tally {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisMetrics").finish_non_exhaustive()
+        f.debug_struct("Tally").finish_non_exhaustive()
     }
 }

@@ -14,6 +14,7 @@ use super::breaker::Breaker;
 use super::denial_cache::DenialCache;
 use super::error::{BuildError, Error};
 use super::layout::Layout;
+use super::metrics::RedisMetrics;
 use super::options::{FailurePolicy, RedisOptions};
 use super::quota::ChangeScripts;
 use super::script::{DrawScript, MICROS};
@@ -25,7 +26,6 @@ use crate::error::ConfigError;
 use crate::limiter::core::{Core, Split};
 use crate::limiter::isolation::{Isolation, warn_if_weak};
 use crate::limiter::live::LiveSplit;
-use crate::metrics::RedisMetrics;
 use crate::quota::Quota;
 use crate::{Builder, Limiter, ShardedLimiter};
 

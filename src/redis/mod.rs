@@ -190,6 +190,7 @@ mod build;
 mod denial_cache;
 mod error;
 mod layout;
+pub(crate) mod metrics;
 mod options;
 mod quota;
 mod refund;
