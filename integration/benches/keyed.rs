@@ -3,12 +3,12 @@
 //! same run.
 //!
 //! ```text
-//! cargo bench -p integration --bench keyed                          # everything, about 4½ minutes
-//! cargo bench -p integration --bench keyed -- 100k                  # one size, every order
-//! cargo bench -p integration --bench keyed -- zipf                  # one order, every size
-//! cargo bench -p integration --bench keyed -- keyed/1M/uniform/     # one size and order
-//! cargo bench -p integration --bench keyed -- keyed-2-threads       # the two-thread rows only
-//! cargo bench -p integration --bench keyed -- --test                # each benchmark once, to see that it runs
+//! cargo bench -p integration --no-default-features --bench keyed                 # everything, about 4½ minutes
+//! cargo bench -p integration --no-default-features --bench keyed -- 100k         # one size, every order
+//! cargo bench -p integration --no-default-features --bench keyed -- zipf         # one order, every size
+//! cargo bench -p integration --no-default-features --bench keyed -- keyed/1M/uniform/ # one size and order
+//! cargo bench -p integration --no-default-features --bench keyed -- keyed-2-threads # the two-thread rows only
+//! cargo bench -p integration --no-default-features --bench keyed -- --test       # each benchmark once, to see that it runs
 //! ```
 //!
 //! The IDs are `keyed/{10k,100k,1M}/{cyclic,uniform,zipf}/{ours-default-cache,

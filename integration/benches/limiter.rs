@@ -6,8 +6,7 @@
 //! ```
 //!
 //! The limiter is the default builder's: N = 8 buckets, k = 2 per tenant,
-//! the default tenant cache (the figures in BENCHMARKS.md before issue 9
-//! were taken at N = 16). Many tenants
+//! the default tenant cache. Many tenants
 //! keyed by `&str`, in several access orders, are in `benches/keyed.rs`.
 #![allow(missing_docs)] // criterion's macros generate undocumented items
 
