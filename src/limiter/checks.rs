@@ -86,11 +86,12 @@ impl<C: Clock> ShardedLimiter<C> {
             .remaining(&self.core, &self.core.whom(&request).shard)
     }
 
-    /// How long until all of `tenant`'s buckets are full again if nothing
-    /// more is taken from them; zero when they are full.
-    pub fn full_in(&self, tenant: impl AsRef<[u8]>) -> Duration {
+    /// How long until all of the request's buckets (its tenant's, or its
+    /// user's) are full again if nothing more is taken from them; zero when
+    /// they are full.
+    pub fn full_in<'r>(&self, request: impl Into<Request<'r>>) -> Duration {
         let now = self.store.now();
-        let shard = self.core.shard(tenant.as_ref());
+        let shard = self.core.whom(&request.into()).shard;
         let waits = shard
             .buckets()
             .iter()

@@ -317,12 +317,6 @@ impl Core {
         self.shards.split_over(quota, buckets, self.max_buckets)
     }
 
-    /// The tenant's shard, from the cache when it was seen recently.
-    #[inline]
-    pub(crate) fn shard(&self, tenant: &[u8]) -> Shard {
-        self.shards.tenant(tenant, self.buckets(), &self.cache)
-    }
-
     /// The tenant's shard under N now, with what resolves it again under
     /// another.
     #[inline]
