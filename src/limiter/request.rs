@@ -212,4 +212,13 @@ mod tests {
         assert_eq!(Request::tenant(request.clone()), Request::from("t"));
         assert_eq!(request.clone().into_owned(), request);
     }
+
+    #[test]
+    fn debug_shows_the_ids_as_text() {
+        let request = Request::tenant("acme").user(b"u\xff").tokens(2);
+        assert_eq!(
+            format!("{request:?}"),
+            "Request { tenant: \"acme\", user: Some(\"u\u{fffd}\"), tokens: 2 }"
+        );
+    }
 }
