@@ -220,3 +220,39 @@ fn a_quota_and_n_together_reach_the_fleet_and_its_fallbacks_in_one_step() {
         assert_eq!((fallback.quota(), fallback.buckets()), (share, 8));
     });
 }
+
+/// The largest N moves in one script too: the change reads every bucket
+/// with one `MGET`, which Lua's `unpack` cannot hand 65 536 keys at once.
+#[test]
+fn the_largest_n_changes_its_quota_and_its_n() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let n = shuffle_limiter::MAX_BUCKETS;
+        let limiter = ShardedLimiter::builder()
+            .quota(Quota::new(n, Duration::from_secs(8000)).with_burst(2 * n))
+            .buckets(n)
+            .per_tenant(2)
+            .name("largest")
+            .build_redis(
+                &server.url(),
+                RedisOptions::new(FailurePolicy::FailClosed).deadline(Duration::from_secs(10)),
+            )
+            .await
+            .unwrap();
+        limiter.check("t").await.unwrap();
+        let doubled = Quota::new(2 * n, Duration::from_secs(8000)).with_burst(4 * n);
+        limiter.set_quota(doubled).await.unwrap();
+        let snapshot = limiter.snapshot().await.unwrap();
+        assert_eq!(snapshot.len(), n as usize);
+        assert!(
+            snapshot.iter().all(|b| b.burst() == 4),
+            "every bucket's burst doubled"
+        );
+        // One bucket paid a token of its 2: it keeps its share, 2 of 4.
+        let short: Vec<_> = snapshot.iter().filter(|b| b.available() < 4).collect();
+        assert_eq!(short.len(), 1, "{short:?}");
+        assert_eq!(short[0].available(), 2);
+        limiter.set_buckets(n / 2).await.unwrap();
+        assert_eq!(limiter.snapshot().await.unwrap().len(), (n / 2) as usize);
+    });
+}

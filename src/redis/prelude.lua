@@ -93,3 +93,21 @@ local function not_a_bucket(key)
   end
   return nil
 end
+
+-- The values of KEYS[1..m], as MGET answers them (false for a missing key),
+-- in slices: Lua's unpack cannot pass more than a few thousand values, and
+-- N may be up to 2^16.
+local function mget_all(m)
+  local all = {}
+  for first = 1, m, 1000 do
+    local last = first + 999
+    if last > m then
+      last = m
+    end
+    local raw = redis.call('MGET', unpack(KEYS, first, last))
+    for j = first, last do
+      all[j] = raw[j - first + 1]
+    end
+  end
+  return all
+end

@@ -89,15 +89,15 @@ local function kept(room, old, new)
   return math.min(tokens * new_interval + mul_div(rest, new_interval, old_interval), new)
 end
 
-local raw = redis.call('MGET', unpack(KEYS, 1, keys))
+local raw = mget_all(keys)
 -- MGET answers nil for a key of another type as for a missing one. Such a
 -- key is someone else's data, which SET or DEL below would destroy: refused
 -- before anything is written, as draw.lua refuses it.
 for i = 1, keys do
   if not raw[i] then
-    local got = redis.pcall('GET', KEYS[i])
-    if type(got) == 'table' and got.err then
-      return redis.error_reply('NOTABUCKET ' .. KEYS[i] .. ' holds another type: ' .. got.err)
+    local wrong = not_a_bucket(KEYS[i])
+    if wrong then
+      return wrong
     end
   end
 end

@@ -29,42 +29,33 @@ end
 local now = clock(nil)
 
 local reply = { 1 }
--- MGET in slices: Lua's unpack stops at a few thousand values, and N may
--- be up to 2^16.
-local slice = 1000
-for first = 1, m, slice do
-  local last = first + slice - 1
-  if last > m then
-    last = m
-  end
-  local raw = redis.call('MGET', unpack(KEYS, first, last))
-  for j = first, last do
-    local capacity = ARGV[2 + j] * interval
-    local tat = raw[j - first + 1]
-    if tat then
-      tat = tonumber(tat)
-      if not tat or tat ~= tat or tat < 0 or tat >= 9007199254740992 or tat % 1 ~= 0 then
-        -- Not a time: the empty bucket draw.lua would write back.
-        tat = now + capacity
-      end
-    else
-      local wrong = not_a_bucket(KEYS[j])
-      if wrong then
-        return wrong
-      end
-      tat = 0
+local raw = mget_all(m)
+for j = 1, m do
+  local capacity = ARGV[2 + j] * interval
+  local tat = raw[j]
+  if tat then
+    tat = tonumber(tat)
+    if not tat or tat ~= tat or tat < 0 or tat >= 9007199254740992 or tat % 1 ~= 0 then
+      -- Not a time: the empty bucket draw.lua would write back.
+      tat = now + capacity
     end
-    -- Pace::room and Pace::tokens, as draw.lua counts them.
-    local full_in, room = 0, capacity
-    if tat > now then
-      full_in = tat - now
-      room = capacity - full_in
-      if room < 0 then
-        room = 0
-      end
+  else
+    local wrong = not_a_bucket(KEYS[j])
+    if wrong then
+      return wrong
     end
-    reply[#reply + 1] = full_in
-    reply[#reply + 1] = (room - room % interval) / interval
+    tat = 0
   end
+  -- Pace::room and Pace::tokens, as draw.lua counts them.
+  local full_in, room = 0, capacity
+  if tat > now then
+    full_in = tat - now
+    room = capacity - full_in
+    if room < 0 then
+      room = 0
+    end
+  end
+  reply[#reply + 1] = full_in
+  reply[#reply + 1] = (room - room % interval) / interval
 end
 return reply
