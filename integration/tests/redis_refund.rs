@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use shuffle_limiter::redis::{FailurePolicy, RedisLimiter, RedisOptions, Source};
+use shuffle_limiter::redis::{Error, FailurePolicy, RedisLimiter, RedisOptions, Source};
 use shuffle_limiter::{Limit, Quota, Request, ShardedLimiter};
 
 #[path = "../../tests/support/redis_server.rs"]
@@ -179,4 +179,34 @@ async fn a_refund_to_a_bucket_key_of_another_type_is_refused_whole() {
         .await
         .unwrap();
     assert_eq!(before, after);
+}
+
+/// A refund to a Redis that stopped answering ends at the limiter's
+/// deadline with `Error::Timeout`, as a decision does, instead of hanging
+/// as long as the connection does (a lost refund only leaves budget
+/// unused).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refund_to_a_hung_redis_ends_at_the_deadline() {
+    let server = RedisServer::start();
+    let deadline = Duration::from_millis(300);
+    let limiter = ShardedLimiter::builder()
+        .quota(Quota::per_second(100))
+        .name("hung-refund")
+        .build_redis(
+            &server.url(),
+            RedisOptions::new(FailurePolicy::FailClosed).deadline(deadline),
+        )
+        .await
+        .unwrap();
+    let grant = limiter.check("t").await.unwrap();
+    server.signal("-STOP");
+    let started = std::time::Instant::now();
+    let refund = tokio::time::timeout(deadline * 10, limiter.refund(grant)).await;
+    server.signal("-CONT");
+    let refund = refund.expect("no answer within ten deadlines");
+    assert!(
+        matches!(refund, Err(Error::Timeout { after }) if after == deadline),
+        "{refund:?}"
+    );
+    assert!(started.elapsed() < deadline * 3, "{:?}", started.elapsed());
 }

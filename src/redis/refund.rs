@@ -91,7 +91,9 @@ where
     /// batch: nothing to a bucket that a change of N removed since the
     /// grant, or that this limiter does not have. On a failed round trip
     /// nothing is given back (but by the scripts that ran before it, in the
-    /// spread layout, one bucket each).
+    /// spread layout, one bucket each); past the limiter's deadline
+    /// (`Error::Timeout`) a script already sent may still give back its
+    /// part, never more than the grant took.
     ///
     /// [`Limit::refund`]: crate::Limit::refund
     /// [`ShardedLimiter::refund`]: crate::ShardedLimiter::refund
@@ -112,14 +114,22 @@ where
             .refunds(tokens)
             .expect("a grant's own tokens")
             .collect();
-        let mut refunded = Refunded::default();
-        for batch in shared.batches(&refunds) {
-            let given = self.refund_batch(batch, grant.generation().1).await?;
-            for (payment, given) in batch.iter().zip(given) {
-                refunded.add(payment.tokens(), given);
+        let refund = async {
+            let mut refunded = Refunded::default();
+            for batch in shared.batches(&refunds) {
+                let given = self.refund_batch(batch, grant.generation().1).await?;
+                for (payment, given) in batch.iter().zip(given) {
+                    refunded.add(payment.tokens(), given);
+                }
             }
-        }
-        Ok(refunded)
+            Ok(refunded)
+        };
+        // Bounded as a decision is: a Redis that stopped answering must not
+        // hold the caller (a refund lost on the way only leaves budget
+        // unused).
+        let deadline = shared.options.deadline;
+        (tokio::time::timeout(deadline, refund).await)
+            .unwrap_or(Err(Error::Timeout { after: deadline }))
     }
 
     /// Gives back the payments of one script call, under the quota Redis
