@@ -266,9 +266,12 @@ fn grants_minus_refunds_stay_within_the_budget() {
         "{granted} granted, {refunded} refunded: at most {bound} net"
     );
     // Refunded tokens were granted again: a third more grants than the
-    // budget, and the net close to it.
+    // budget, and the net close to it. What may stay unclaimed at the
+    // stop: under a token of credit per bucket (drained reads whole
+    // tokens), and one refund per worker given back after the last drain.
     assert!(refunded > 200, "{refunded}");
-    assert!(net >= bound - f64::from(N), "{net} net of {bound}");
+    let workers = 2.0;
+    assert!(net > bound - f64::from(N) - workers, "{net} net of {bound}");
 }
 
 #[test]
