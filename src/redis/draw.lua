@@ -82,8 +82,8 @@ local raw = redis.call('MGET', unpack(KEYS, 1, ranked))
 for j = 1, ranked do
   local tat = raw[j]
   if tat then
-    tat = tonumber(tat)
-    if not tat or tat ~= tat or tat < 0 or tat >= 9007199254740992 or tat % 1 ~= 0 then
+    tat = as_time(tat)
+    if not tat then
       -- Not a time: an empty bucket, written back so that it refills.
       tat = now + ARGV[4 + j] * interval
       store(KEYS[j], tat, clock_now)

@@ -83,6 +83,17 @@ local function store(key, tat, clock_now)
   redis.call('SET', key, string.format('%d', tat), 'PX', (ttl - ttl % 1000) / 1000 + 1001)
 end
 
+-- A bucket key's value as its arrival time, or nil when it is not one (not
+-- a number, NaN, negative, fractional, or beyond 2^53, where a double stops
+-- holding every integer): each script reads such a bucket as empty.
+local function as_time(value)
+  local tat = tonumber(value)
+  if not tat or tat ~= tat or tat < 0 or tat >= 9007199254740992 or tat % 1 ~= 0 then
+    return nil
+  end
+  return tat
+end
+
 -- For a bucket key that MGET answered nil: the NOTABUCKET error reply when
 -- the key holds another type (MGET answers nil for it and for a missing
 -- key alike; GET tells them apart), nil when it is missing (a full bucket).

@@ -123,10 +123,7 @@ for i = 1, keys do
     -- empty one (as draw.lua reads it).
     local tat = 0
     if raw[i] then
-      tat = tonumber(raw[i])
-      if not tat or tat ~= tat or tat < 0 or tat >= 9007199254740992 or tat % 1 ~= 0 then
-        tat = now + old
-      end
+      tat = as_time(raw[i]) or now + old
     end
     if tat - now > old then
       -- Owing beyond its capacity (bookings): still owed, in time, and

@@ -34,11 +34,8 @@ for j = 1, m do
   local capacity = ARGV[2 + j] * interval
   local tat = raw[j]
   if tat then
-    tat = tonumber(tat)
-    if not tat or tat ~= tat or tat < 0 or tat >= 9007199254740992 or tat % 1 ~= 0 then
-      -- Not a time: the empty bucket draw.lua would write back.
-      tat = now + capacity
-    end
+    -- Not a time: the empty bucket draw.lua would write back.
+    tat = as_time(tat) or now + capacity
   else
     local wrong = not_a_bucket(KEYS[j])
     if wrong then
