@@ -11,6 +11,7 @@ use super::denied::Denied;
 use super::memory::InProcess;
 use super::request::Request;
 use super::whom::{Id, Resolved, Whom};
+use crate::store::Store;
 
 /// A request with its shard resolved once: for a hot tenant, or a loop.
 ///
@@ -70,6 +71,14 @@ impl<'a, S> Handle<'a, S> {
     #[inline]
     pub(crate) fn weight(&self) -> u32 {
         self.request.weight()
+    }
+}
+
+impl<S: Store> Handle<'_, S> {
+    /// The handle's decision in flight, whichever the store (what its
+    /// check over Redis awaits, and what the tower layer sends).
+    pub(crate) fn pending(&self) -> S::Pending {
+        self.limiter.pending(self.whom(), self.weight())
     }
 }
 

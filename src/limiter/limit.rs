@@ -10,6 +10,7 @@ use super::Limiter;
 use super::decision::{BucketState, Grant, Refunded};
 use super::denied::Denied;
 use super::request::Request;
+use super::whom::Whom;
 
 /// What every limiter does, whatever its store: check, refund, change the
 /// quota or N, and read what is left. In process each answers at once; over
@@ -108,14 +109,7 @@ impl<S: Store> Limit for Limiter<S> {
     #[inline]
     fn check<'r>(&self, request: impl Into<Request<'r>>) -> Self::Checking {
         let request = request.into();
-        let whom = self.core.whom(&request);
-        if let Err(denied) = self
-            .store
-            .check_weight(&self.core, &whom.shard, request.weight())
-        {
-            return S::denied(denied);
-        }
-        self.store.apply(&self.core, whom, request.weight())
+        self.pending(self.core.whom(&request), request.weight())
     }
 
     fn refund(&self, grant: Grant) -> impl Future<Output = Result<Refunded, Self::Error>> + Send {
@@ -148,5 +142,18 @@ impl<S: Store> Limit for Limiter<S> {
 
     fn snapshot(&self) -> impl Future<Output = Result<Vec<BucketState>, Self::Error>> + Send {
         S::snapshot(self)
+    }
+}
+
+impl<S: Store> Limiter<S> {
+    /// The decision of `n` tokens for `whom` in flight, through the store
+    /// seam: denied at once when the shard can never hold them. What
+    /// [`Limit::check`] and a handle's check over any store send.
+    #[inline]
+    pub(crate) fn pending(&self, whom: Whom<'_>, n: u32) -> S::Pending {
+        match self.store.check_weight(&self.core, &whom.shard, n) {
+            Ok(()) => self.store.apply(&self.core, whom, n),
+            Err(denied) => S::denied(denied),
+        }
     }
 }

@@ -181,7 +181,6 @@ use std::time::Duration;
 use ::redis::aio::{ConnectionLike, ConnectionManager};
 
 use crate::clock::{Clock, MonotonicClock};
-use crate::limiter::whom::Resolved as _;
 use crate::store::sealed::Apply as _;
 use crate::{Denied, Grant, Handle, Limiter, Request, ShardedLimiter};
 
@@ -265,10 +264,7 @@ where
     /// [`Denied`] when the buckets are short, the request never fits, or
     /// the policy denies.
     pub async fn check(&self) -> Result<Grant, Denied> {
-        let (limiter, n) = (self.limiter, self.weight());
-        limiter.store.check_weight(&limiter.core, &self.shard, n)?;
-        let target = Target::of(&self.whom());
-        limiter.store.shared.decide(target, n).await.result
+        self.pending().await
     }
 }
 

@@ -15,7 +15,7 @@ use super::key::{Found, Missing};
 use super::layer::Config;
 use super::respond::{Reason, Rejection, Respond};
 use crate::store::{InProcess, Store};
-use crate::{Limit, Request as Asked, Shard};
+use crate::{Request as Asked, Shard};
 
 /// The service made by [`RateLimitLayer`](super::RateLimitLayer): asks the
 /// limiter for each request and either forwards it or answers it.
@@ -104,14 +104,11 @@ where
         // The decision is applied where the tenant (and user) are known, so
         // that it resolves their shard under the N it is made with.
         let decide = |tenant: &[u8]| {
-            // Through the limiter's own API, as any integration: the shard
-            // (for the policy field) and the check, each resolved under N
-            // at the time.
+            // Through a handle, as any caller: the shard (for the policy
+            // field) resolved once, and the check on it.
             let apply = |asked: Asked<'_>| {
-                (
-                    limiter.shard(asked.clone()),
-                    Limit::check(&**limiter, asked),
-                )
+                let handle = limiter.handle(asked);
+                (handle.shard(), handle.pending())
             };
             let user = config
                 .user
