@@ -16,8 +16,11 @@ use std::time::{Duration, Instant};
 use shuffle_limiter::redis::{FailurePolicy, RedisLimiter, RedisOptions};
 use shuffle_limiter::{Builder, Limit, Quota, Request, ShardedLimiter};
 
+#[path = "support/child.rs"]
+mod child;
 #[path = "../../tests/support/redis_server.rs"]
 mod redis_server;
+use child::wait_bounded;
 use redis_server::RedisServer;
 
 /// `flood` or `light`; unset, [`fleet_process`] does nothing.
@@ -211,25 +214,6 @@ fn a_flood_in_one_process_leaves_the_other_process_tenants_alone() {
          {flooded} of {flood_budget:.0}; light tenants granted: sharing no bucket {none}, \
          shard differs {differs}, the flooder's shard {same}"
     );
-}
-
-/// Waits for a child process, killing it after `limit`; its stdout.
-fn wait_bounded(mut child: Child, limit: Duration) -> String {
-    let started = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > limit {
-            let _ = child.kill();
-            panic!("a fleet process ran longer than {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let output = child.wait_with_output().unwrap();
-    assert!(
-        output.status.success(),
-        "a fleet process failed: {:?}",
-        output.status
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 /// The two processes of the test above: not a test of its own, run only as

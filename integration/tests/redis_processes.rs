@@ -3,13 +3,16 @@
 
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use shuffle_limiter::redis::{FailurePolicy, RedisLimiter};
 use shuffle_limiter::{Assignment, Limit, Quota, ShardedLimiter};
 
+#[path = "support/child.rs"]
+mod child;
 #[path = "../../tests/support/redis_server.rs"]
 mod redis_server;
+use child::wait_bounded;
 #[path = "support/serial.rs"]
 mod serial;
 use redis_server::RedisServer;
@@ -58,8 +61,7 @@ fn the_budget_holds_across_processes() {
         .collect();
     let (mut admitted, mut first, mut last) = (0u64, u64::MAX, 0u64);
     for worker in workers {
-        let output = wait_bounded(worker, Duration::from_secs(FLEET_SECS + 30));
-        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stdout = wait_bounded(worker, Duration::from_secs(FLEET_SECS + 30));
         let line = stdout
             .lines()
             .find_map(|l| Some(l.split_once("fleet-worker ")?.1))
@@ -91,25 +93,6 @@ fn the_budget_holds_across_processes() {
         admitted as f64 >= 0.95 * budget,
         "{admitted} admitted over {seconds} s: the workers did not saturate {budget}"
     );
-}
-
-/// Waits for a child process, killing it after `limit`.
-fn wait_bounded(mut child: Child, limit: Duration) -> std::process::Output {
-    let started = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > limit {
-            let _ = child.kill();
-            panic!("a worker process ran longer than {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let output = child.wait_with_output().unwrap();
-    assert!(
-        output.status.success(),
-        "a worker failed: {:?}",
-        output.status
-    );
-    output
 }
 
 /// The worker processes of `the_budget_holds_across_processes`: not a test of
