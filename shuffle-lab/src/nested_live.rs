@@ -9,6 +9,7 @@ use shuffle_limiter::blast::{BlastRadius, NestedRadius, NoisyTenants};
 use shuffle_limiter::{ManualClock, Quota, Request, Shard, ShardedLimiter};
 
 use crate::SimulateArgs;
+use crate::borrow::State;
 use crate::common::{Failure, Outcome, p, usage};
 use crate::simulate::{
     DOWN_AT_MOST, HEADROOM, LIVE_EVERY, LIVE_STEPS, STEP, UNAFFECTED_AT_LEAST, tenant_rate,
@@ -234,22 +235,16 @@ pub(crate) struct NestedMeasured {
 /// The state an assignment puts `other` in when `drained` buckets are
 /// empty: down when all of its buckets are, unaffected when none is.
 fn state_of(other: &Shard, drained: &Shard, out: &mut Outcome<u64>) {
-    match other.overlap(drained) {
-        0 => out.unaffected += 1,
-        x if x == other.buckets().len() => out.fully_down += 1,
-        _ => out.degraded += 1,
-    }
+    out.count(State::of_overlap(
+        other.overlap(drained),
+        other.buckets().len(),
+    ));
 }
 
 fn by_share(granted: u32, asked: u32, out: &mut Outcome<u64>) {
-    let share = f64::from(granted) / f64::from(asked.max(1));
-    if share <= DOWN_AT_MOST {
-        out.fully_down += 1;
-    } else if share >= UNAFFECTED_AT_LEAST {
-        out.unaffected += 1;
-    } else {
-        out.degraded += 1;
-    }
+    out.count(State::of_share(
+        f64::from(granted) / f64::from(asked.max(1)),
+    ));
 }
 
 /// `user-0` of `tenant-0` floods through its own buckets (`Request::user`); the tenant's other

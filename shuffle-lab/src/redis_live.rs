@@ -129,7 +129,7 @@ mod live {
     use crate::SimulateArgs;
     use crate::borrow::State;
     use crate::common::{Failure, Outcome};
-    use crate::simulate::{DOWN_AT_MOST, LIVE_EVERY, LIVE_STEPS, STEP, UNAFFECTED_AT_LEAST};
+    use crate::simulate::{LIVE_EVERY, LIVE_STEPS, STEP};
 
     /// What the run takes from `simulate`: its scene, sized for the tenants
     /// taking part, and the prediction to print beside it.
@@ -271,20 +271,10 @@ mod live {
             if s.borrowing.is_some() {
                 by_overlap.count(state);
             } else {
-                match j {
-                    0 => by_overlap.unaffected += 1,
-                    j if j == k as usize => by_overlap.fully_down += 1,
-                    _ => by_overlap.degraded += 1,
-                }
+                by_overlap.count(State::of_overlap(j, k as usize));
             }
             let share = f64::from(g) / f64::from(requests.max(1));
-            if share <= DOWN_AT_MOST {
-                measured.fully_down += 1;
-            } else if share >= UNAFFECTED_AT_LEAST {
-                measured.unaffected += 1;
-            } else {
-                measured.degraded += 1;
-            }
+            measured.count(State::of_share(share));
             share_sum[j] += share;
             share_n[j] += 1;
         }

@@ -8,7 +8,7 @@ use shuffle_limiter::blast::{BlastRadius, BorrowingRadius, ResizeChurn};
 use shuffle_limiter::{MAX_BUCKETS, MAX_PER_TENANT, ManualClock, Quota, Request, ShardedLimiter};
 
 use crate::SimulateArgs;
-use crate::borrow;
+use crate::borrow::{self, State};
 use crate::borrow_live::{self, Measured, SimulateSection};
 use crate::common::{self, Failure, ONE_SIZE, Outcome, usage};
 use crate::nested;
@@ -34,6 +34,32 @@ pub(crate) const HEADROOM: u64 = 4;
 pub(crate) const DOWN_AT_MOST: f64 = 0.05;
 /// ... and one granted at least this share unaffected.
 pub(crate) const UNAFFECTED_AT_LEAST: f64 = 0.95;
+impl State {
+    /// A tenant granted `share` of what it asked, as the live runs measure
+    /// it: fully down at most [`DOWN_AT_MOST`], unaffected at least
+    /// [`UNAFFECTED_AT_LEAST`], degraded between.
+    pub(crate) fn of_share(share: f64) -> State {
+        if share <= DOWN_AT_MOST {
+            State::FullyDown
+        } else if share >= UNAFFECTED_AT_LEAST {
+            State::Unaffected
+        } else {
+            State::Degraded
+        }
+    }
+
+    /// A tenant whose shard holds `overlap` of the flooder's `k` buckets,
+    /// as the model without borrowing predicts it: down when it holds all
+    /// of them, unaffected when none.
+    pub(crate) fn of_overlap(overlap: usize, k: usize) -> State {
+        match overlap {
+            0 => State::Unaffected,
+            j if j == k => State::FullyDown,
+            _ => State::Degraded,
+        }
+    }
+}
+
 /// Rows further than this many standard deviations from the expectation are flagged.
 const FLAG_SIGMAS: f64 = 4.0;
 
@@ -271,20 +297,10 @@ pub(crate) fn run(a: &SimulateArgs) -> Result<SimulateReport, Failure> {
         if lending.is_some() {
             by_overlap.count(states[i]);
         } else {
-            match j {
-                0 => by_overlap.unaffected += 1,
-                j if j == k as usize => by_overlap.fully_down += 1,
-                _ => by_overlap.degraded += 1,
-            }
+            by_overlap.count(State::of_overlap(j, k as usize));
         }
         let share = share_of(i);
-        if share <= DOWN_AT_MOST {
-            measured.fully_down += 1;
-        } else if share >= UNAFFECTED_AT_LEAST {
-            measured.unaffected += 1;
-        } else {
-            measured.degraded += 1;
-        }
+        measured.count(State::of_share(share));
         share_sum[j] += share;
         share_n[j] += 1;
     }
