@@ -77,6 +77,7 @@ impl<'a, S> Handle<'a, S> {
 impl<S: Store> Handle<'_, S> {
     /// The handle's decision in flight, whichever the store (what its
     /// check over Redis awaits, and what the tower layer sends).
+    #[cfg_attr(not(any(feature = "redis", feature = "tower")), allow(dead_code))]
     pub(crate) fn pending(&self) -> S::Pending {
         self.limiter.pending(self.whom(), self.weight())
     }
