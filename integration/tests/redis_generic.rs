@@ -108,4 +108,11 @@ async fn one_generic_function_sees_the_same_over_both_stores() {
     assert_eq!(in_process.after_cut, 3);
     assert_eq!(in_process.bursts, [2; 8]);
     assert_eq!(in_process.user_granted, 1);
+    // A handle reads what the limiter reads, in either store.
+    let (local_handle, redis_handle) = (local.handle("tenant-42"), redis.handle("tenant-42"));
+    let left = local.remaining("tenant-42");
+    assert_eq!(local_handle.remaining(), left);
+    assert_eq!(redis_handle.remaining().await.unwrap(), left);
+    // Its buckets held 1 and 3 of 4; halved and rounded down, 0 and 1.
+    assert_eq!(left, 1);
 }

@@ -181,6 +181,7 @@ use std::time::Duration;
 use ::redis::aio::{ConnectionLike, ConnectionManager};
 
 use crate::clock::{Clock, MonotonicClock};
+use crate::limiter::whom::Resolved as _;
 use crate::store::sealed::Apply as _;
 use crate::{Denied, Grant, Handle, Limiter, Request, ShardedLimiter};
 
@@ -265,6 +266,17 @@ where
     /// the policy denies.
     pub async fn check(&self) -> Result<Grant, Denied> {
         self.pending().await
+    }
+
+    /// As [`Limit::remaining`](crate::Limit::remaining), on the handle's
+    /// buckets (resolved again after a change of N, as in process).
+    ///
+    /// # Errors
+    /// The errors of a round trip to Redis.
+    pub async fn remaining(&self) -> Result<u64, Error> {
+        let (core, whom) = (&self.limiter.core, self.whom());
+        let shard = core.resolve_again(&whom, core.buckets());
+        self.limiter.remaining_in_redis(shard).await
     }
 }
 
