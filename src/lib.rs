@@ -63,8 +63,10 @@
 mod assign;
 pub mod blast;
 mod clock;
+mod denied;
 mod draw;
 mod error;
+mod grant;
 pub mod guide;
 mod limiter;
 #[cfg(feature = "metrics")]
@@ -73,11 +75,13 @@ pub mod metrics;
 #[cfg(not(feature = "metrics"))]
 #[path = "metrics_off.rs"]
 mod metrics;
+mod plan;
 mod quota;
 mod random;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub mod redis;
+mod request;
 #[cfg(feature = "serde")]
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 pub mod set;
@@ -93,19 +97,19 @@ pub mod wait;
 
 pub use assign::{Assignment, MAX_BUCKETS, MAX_PER_TENANT, Shard};
 pub use clock::{Clock, ManualClock, MonotonicClock};
+pub use denied::{DenialReason, Denied};
 pub use error::{ConfigError, RefundTooLarge};
+pub use grant::{BucketState, Grant, Payment, Refunded};
 pub use limiter::builder::{
     Builder, DEFAULT_BUCKETS, DEFAULT_LENDER_RESERVE, DEFAULT_PER_TENANT, DEFAULT_TENANT_CACHE,
 };
-pub use limiter::decision::{BucketState, Grant, Payment, Refunded};
-pub use limiter::denied::{DenialReason, Denied};
 pub use limiter::handle::Handle;
-pub use limiter::isolation::{Isolation, WEAK_ISOLATION_SHARDS};
 pub use limiter::limit::Limit;
-pub use limiter::request::Request;
-pub use limiter::tiers::MAX_TIERED_TENANTS;
 pub use limiter::{Limiter, ShardedLimiter};
+pub use plan::isolation::{Isolation, WEAK_ISOLATION_SHARDS};
+pub use plan::tiers::MAX_TIERED_TENANTS;
 pub use quota::Quota;
+pub use request::Request;
 pub use sharder::{RetryOrder, Sharder, SharderError};
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]

@@ -8,12 +8,12 @@ use crate::error::ConfigError;
 use crate::metrics::Metrics;
 use crate::quota::Quota;
 
-use super::core::{Core, Shards, Split, fits_per_tenant, fits_spill, fits_tier};
-use super::isolation::warn_if_weak;
-use super::live::LiveSplit;
-use super::memory::InProcess;
-use super::tiers::{MAX_TIERED_TENANTS, Tiered, Tiers};
 use super::{Limiter, ShardedLimiter};
+use crate::plan::isolation::warn_if_weak;
+use crate::plan::live::LiveSplit;
+use crate::plan::tiers::{MAX_TIERED_TENANTS, Tiered, Tiers};
+use crate::plan::{Core, Shards, Split, fits_per_tenant, fits_spill, fits_tier};
+use crate::store::memory::InProcess;
 
 /// Buckets (N) unless [`Builder::buckets`] says otherwise or the burst is
 /// smaller.

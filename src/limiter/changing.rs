@@ -7,7 +7,7 @@ use crate::error::ConfigError;
 use crate::quota::Quota;
 use crate::{Grant, Refunded, ShardedLimiter};
 
-use super::core::Split;
+use crate::plan::Split;
 
 /// # Changing while running
 impl<C: Clock> ShardedLimiter<C> {
@@ -243,7 +243,7 @@ impl<C: Clock> ShardedLimiter<C> {
 mod tests {
     use std::time::Duration;
 
-    use crate::limiter::whom::Whom;
+    use crate::plan::whom::Whom;
     use crate::{ManualClock, Quota, ShardedLimiter};
 
     #[test]

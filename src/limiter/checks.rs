@@ -7,10 +7,10 @@ use crate::clock::Clock;
 use crate::draw::Pace;
 
 use super::ShardedLimiter;
-use super::decision::{BucketState, Grant};
-use super::denied::Denied;
-use super::request::Request;
-use super::whom::Resolved;
+use crate::denied::Denied;
+use crate::grant::{BucketState, Grant};
+use crate::plan::whom::Resolved;
+use crate::request::Request;
 
 /// # Deciding, in process
 impl<C: Clock> ShardedLimiter<C> {

@@ -6,12 +6,12 @@ use crate::Shard;
 use crate::clock::{Clock, MonotonicClock};
 
 use super::Limiter;
-use super::decision::Grant;
-use super::denied::Denied;
-use super::memory::InProcess;
-use super::request::Request;
-use super::whom::{Id, Resolved, Whom};
+use crate::denied::Denied;
+use crate::grant::Grant;
+use crate::plan::whom::{Id, Resolved, Whom};
+use crate::request::Request;
 use crate::store::Store;
+use crate::store::memory::InProcess;
 
 /// A request with its shard resolved once: for a hot tenant, or a loop.
 ///

@@ -7,10 +7,10 @@ use crate::store::Store;
 use crate::store::sealed::Change;
 
 use super::Limiter;
-use super::decision::{BucketState, Grant, Refunded};
-use super::denied::Denied;
-use super::request::Request;
-use super::whom::Whom;
+use crate::denied::Denied;
+use crate::grant::{BucketState, Grant, Refunded};
+use crate::plan::whom::Whom;
+use crate::request::Request;
 
 /// What every limiter does, whatever its store: check, refund, change the
 /// quota or N, and read what is left. In process each answers at once; over

@@ -1,27 +1,17 @@
-//! The limiter: one core over one store.
+//! The limiter API: one plan over one store, the same face whatever the
+//! store.
 //!
-//! - `builder.rs`: the settings, checked once.
-//! - `core.rs`: what every limiter is, whatever its store.
-//! - `memory.rs`: the in-process store, and the draw applied to its atomics.
+//! - `builder.rs`: the settings, checked once into a plan.
 //! - `checks.rs`: the in-process limiter's checks, its synchronous face.
-//! - `request.rs`: what a caller asks for; `handle.rs`: a request resolved once.
+//! - `changing.rs`: the in-process limiter's live changes and refunds.
+//! - `handle.rs`: a request resolved once.
 //! - `limit.rs`: the face every limiter has, whatever its store.
-//! - `decision.rs`: what a decision returns.
 
 pub(crate) mod builder;
 mod changing;
 mod checks;
-pub(crate) mod core;
-pub(crate) mod decision;
-pub(crate) mod denied;
 pub(crate) mod handle;
-pub(crate) mod isolation;
 pub(crate) mod limit;
-pub(crate) mod live;
-pub(crate) mod memory;
-pub(crate) mod request;
-pub(crate) mod tiers;
-pub(crate) mod whom;
 
 use std::fmt;
 use std::time::Duration;
@@ -31,11 +21,11 @@ use crate::assign::Assignment;
 use crate::clock::MonotonicClock;
 use crate::quota::Quota;
 
-use self::core::Core;
 use self::handle::Handle;
-use self::isolation::Isolation;
-use self::memory::InProcess;
-use self::request::Request;
+use crate::plan::Core;
+use crate::plan::isolation::Isolation;
+use crate::request::Request;
+use crate::store::memory::InProcess;
 
 /// Many tenants, one budget: a quota split over N lock-free GCRA buckets, each
 /// tenant drawing from its own k of them, in this process.

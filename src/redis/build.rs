@@ -23,9 +23,9 @@ use super::store::{RedisStore, Shared};
 use crate::assign::ShardCache;
 use crate::clock::Clock;
 use crate::error::ConfigError;
-use crate::limiter::core::{Core, Split};
-use crate::limiter::isolation::{Isolation, warn_if_weak};
-use crate::limiter::live::LiveSplit;
+use crate::plan::isolation::{Isolation, warn_if_weak};
+use crate::plan::live::LiveSplit;
+use crate::plan::{Core, Split};
 use crate::quota::Quota;
 use crate::{Builder, Limiter, ShardedLimiter};
 

@@ -15,7 +15,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::limiter::core::Split;
+use crate::plan::Split;
 use crate::{Denied, Shard};
 
 /// The largest bound remembered; a bucket holding more is not.

@@ -181,7 +181,7 @@ use std::time::Duration;
 use ::redis::aio::{ConnectionLike, ConnectionManager};
 
 use crate::clock::{Clock, MonotonicClock};
-use crate::limiter::whom::Resolved as _;
+use crate::plan::whom::Resolved as _;
 use crate::store::sealed::Apply as _;
 use crate::{Denied, Grant, Handle, Limiter, Request, ShardedLimiter};
 

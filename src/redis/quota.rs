@@ -24,7 +24,7 @@ use super::script::MICROS;
 use super::store::Shared;
 use crate::clock::Clock;
 use crate::error::ConfigError;
-use crate::limiter::core::Split;
+use crate::plan::Split;
 use crate::quota::Quota;
 use crate::store::sealed::Change;
 

@@ -13,7 +13,7 @@ use super::quota::{ATTEMPTS, run};
 use super::script::MICROS;
 use super::store::Shared;
 use crate::clock::Clock;
-use crate::limiter::decision::Booked;
+use crate::grant::Booked;
 use crate::{Grant, Payment, Refunded};
 
 impl<Conn, C> Shared<Conn, C>

@@ -7,7 +7,7 @@ use ::redis::aio::ConnectionLike;
 use super::error::Error;
 use super::layout::Layout;
 use crate::draw::{MAX_K, Outcome, Pool, ShardShape, Single};
-use crate::limiter::core::Split;
+use crate::plan::Split;
 use crate::{Denied, Grant, Shard};
 
 /// The script's source, after what every script of the limiter starts with.
@@ -261,7 +261,7 @@ pub(super) fn answer(
     n: u32,
     version: u64,
 ) -> Result<Grant, Denied> {
-    crate::limiter::decision::answer(outcome, shard, n, (0, MICROS), version)
+    crate::grant::answer(outcome, shard, n, (0, MICROS), version)
 }
 
 // Also the server of the state reads' tests (`state.rs`): a file may be

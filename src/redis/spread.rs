@@ -27,7 +27,7 @@ use super::script::{Answer, MICROS, answer};
 use super::store::{Decision, ERRORS, Shared, Source};
 use crate::clock::Clock;
 use crate::draw::{MAX_K, Outcome, Single};
-use crate::limiter::core::Split;
+use crate::plan::Split;
 use crate::random::tie_break;
 use crate::{Denied, Shard};
 

@@ -22,8 +22,8 @@ use super::script::MICROS;
 use super::store::Shared;
 use crate::Shard;
 use crate::clock::Clock;
-use crate::limiter::core::Split;
-use crate::limiter::decision::BucketState;
+use crate::grant::BucketState;
+use crate::plan::Split;
 
 /// The script's source, after what every script of the limiter starts with.
 const STATE_LUA: &str = concat!(include_str!("prelude.lua"), include_str!("state.lua"));

@@ -95,7 +95,7 @@ use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 use std::time::Duration;
 
-use crate::limiter::whom::{Resolved, Whom};
+use crate::plan::whom::{Resolved, Whom};
 use crate::store::Store;
 use crate::{Denied, Grant, Handle, Limiter, Request};
 pub use clock::TokioClock;

@@ -6,8 +6,8 @@ use std::time::Duration;
 use tokio::time::{Instant, sleep_until};
 
 use super::Jitter;
-use crate::limiter::decision::Booked;
-use crate::limiter::whom::Whom;
+use crate::grant::Booked;
+use crate::plan::whom::Whom;
 use crate::store::Store;
 use crate::{Denied, Grant, Limiter};
 

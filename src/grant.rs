@@ -9,7 +9,7 @@ use crate::Shard;
 use crate::draw::{MAX_K, Outcome, Single};
 use crate::error::RefundTooLarge;
 
-use super::denied::Denied;
+use crate::denied::Denied;
 
 /// A granted request.
 #[derive(Clone, PartialEq, Eq)]

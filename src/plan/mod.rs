@@ -1,18 +1,26 @@
-//! The validated plan every limiter embeds, whatever its store: the quota and
-//! how it is split over the buckets, the assignment, the tenant cache, the
-//! name and the metrics handles.
+//! The plan: what every limiter is apart from where its buckets live,
+//! validated once. The quota and its split over the buckets (changed live:
+//! `live.rs`), how shards are found (the assignment, tiers: `tiers.rs`, the
+//! users' j), one type for who draws (`whom.rs`), the tenant cache, the name
+//! and the metrics handles; and what a plan promises about isolation
+//! (`isolation.rs`). Both stores take a plan; neither defines one.
 
 use std::sync::Arc;
 
-use super::live::LiveSplit;
-use super::request::Request;
-use super::tiers::Tiers;
-use super::whom::{Id, Whom};
+pub(crate) mod isolation;
+pub(crate) mod live;
+pub(crate) mod tiers;
+pub(crate) mod whom;
+
+use self::live::LiveSplit;
+use self::tiers::Tiers;
+use self::whom::{Id, Whom};
 use crate::assign::{Assignment, MAX_PER_TENANT, ShardCache};
 use crate::draw::{Pace, ShardShape};
 use crate::error::ConfigError;
 use crate::metrics::Metrics;
 use crate::quota::Quota;
+use crate::request::Request;
 use crate::{Denied, Grant, Shard};
 
 /// The longest a bucket may take to refill: 2^62 ns, about 146 years, which

@@ -18,7 +18,7 @@
 
 use std::sync::PoisonError;
 
-use super::core::Split;
+use super::Split;
 use crate::draw::Pace;
 use crate::quota::Quota;
 use crate::sync::{AtomicU64, Mutex, Ordering, fence, pause};

@@ -17,11 +17,13 @@
 use std::future::Future;
 
 use crate::Shard;
-use crate::limiter::core::Core;
-use crate::limiter::decision::Grant;
-use crate::limiter::denied::Denied;
+use crate::denied::Denied;
+use crate::grant::Grant;
+use crate::plan::Core;
 
-pub use crate::limiter::memory::InProcess;
+pub(crate) mod memory;
+
+pub use self::memory::InProcess;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use crate::redis::RedisStore;
@@ -38,8 +40,8 @@ pub(crate) mod sealed {
 
     use super::{Core, Denied, Future, Grant, Shard};
     use crate::Limiter;
-    use crate::limiter::decision::{Booked, BucketState, Refunded};
-    use crate::limiter::whom::Whom;
+    use crate::grant::{Booked, BucketState, Refunded};
+    use crate::plan::whom::Whom;
     use crate::quota::Quota;
 
     /// A change of a running limiter, as [`Apply::change`] takes it.

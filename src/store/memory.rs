@@ -18,11 +18,11 @@ use crate::random::tie_break;
 use crate::store::sealed::{Apply, Change, NotReserved};
 use crate::sync::{AtomicU64, Ordering};
 
-use super::ShardedLimiter;
-use super::core::{Core, MAX_NOW, Split};
-use super::decision::{Booked, BucketState, Grant, Refunded, answer};
-use super::denied::Denied;
-use super::whom::{Resolved, Whom};
+use crate::ShardedLimiter;
+use crate::denied::Denied;
+use crate::grant::{Booked, BucketState, Grant, Refunded, answer};
+use crate::plan::whom::{Resolved, Whom};
+use crate::plan::{Core, MAX_NOW, Split};
 
 /// Buckets kept in this process's memory: lock-free, with the time read from
 /// a [`Clock`]. The store of a [`ShardedLimiter`](super::ShardedLimiter).
@@ -33,7 +33,7 @@ pub struct InProcess<C = MonotonicClock> {
     /// bucket of that number that a change of N has removed since. Written
     /// only by changes, read only by refunds, both under the split's lock.
     born: Box<[AtomicU64]>,
-    pub(super) clock: C,
+    pub(crate) clock: C,
 }
 
 /// The arrival time of a bucket past the last, which the limiter may grow
@@ -59,12 +59,12 @@ impl<C: Clock> InProcess<C> {
 
     /// The clock's reading, capped so that no arrival time can overflow.
     #[inline]
-    pub(super) fn now(&self) -> u64 {
+    pub(crate) fn now(&self) -> u64 {
         self.clock.now_nanos().min(MAX_NOW)
     }
 
     #[inline]
-    pub(super) fn tat(&self, bucket: u32) -> u64 {
+    pub(crate) fn tat(&self, bucket: u32) -> u64 {
         self.tats[bucket as usize].load(Ordering::Relaxed)
     }
 
@@ -334,7 +334,7 @@ impl<C: Clock> InProcess<C> {
     }
 
     /// Whole tokens in the shard's buckets now.
-    pub(super) fn remaining(&self, core: &Core, shard: &Shard) -> u64 {
+    pub(crate) fn remaining(&self, core: &Core, shard: &Shard) -> u64 {
         let now = self.now();
         let split = core.split.get();
         shard
@@ -350,7 +350,7 @@ impl<C: Clock> InProcess<C> {
     /// Moves every bucket from the split `from` to `to` at the same
     /// instant, keeping the share of its burst it holds (for
     /// `LiveSplit::change`, which makes `to` the split of `version`).
-    pub(super) fn rescale(&self, from: Split, to: Split, version: u64) {
+    pub(crate) fn rescale(&self, from: Split, to: Split, version: u64) {
         self.move_buckets(from, to, version, rescale);
     }
 
@@ -359,7 +359,7 @@ impl<C: Clock> InProcess<C> {
     /// new burst), one that is added starts empty, one that goes is sealed
     /// (`resize` of `src/draw/`; for `LiveSplit::change`, which makes `to`
     /// the split of `version`).
-    pub(super) fn resize(&self, from: Split, to: Split, version: u64) {
+    pub(crate) fn resize(&self, from: Split, to: Split, version: u64) {
         self.move_buckets(from, to, version, resize);
     }
 
@@ -394,7 +394,7 @@ impl<C: Clock> InProcess<C> {
     /// meanwhile (`refund` of `src/draw/`). Nothing, and `false`, when the
     /// bucket is not among the split's `buckets`, or was added after the
     /// split's version `generation` (it is not the bucket that paid).
-    pub(super) fn refund(
+    pub(crate) fn refund(
         &self,
         (bucket, generation): (u32, u64),
         cost: u64,
