@@ -1,13 +1,10 @@
 //! Changing a running in-process limiter: its quota, and tokens given back.
 
-use std::cell::Cell;
-
 use crate::clock::Clock;
 use crate::error::ConfigError;
 use crate::quota::Quota;
+use crate::store::sealed::Change;
 use crate::{Grant, Refunded, ShardedLimiter};
-
-use crate::plan::Split;
 
 /// # Changing while running
 impl<C: Clock> ShardedLimiter<C> {
@@ -57,10 +54,7 @@ impl<C: Clock> ShardedLimiter<C> {
     /// A [`ConfigError`] when the quota cannot be split over the limiter's
     /// buckets (for one, a burst smaller than N); the limiter is unchanged.
     pub fn set_quota(&self, quota: Quota) -> Result<(), ConfigError> {
-        self.core.split.change(
-            |_, split| Ok((quota, Split::of(quota, split.buckets)?)),
-            |from, to, version| self.store.rescale(from, to, version),
-        )
+        self.store.change(&self.core, Change::Quota(quota))
     }
 
     /// Changes N, the number of buckets, of the running limiter, keeping
@@ -119,10 +113,7 @@ impl<C: Clock> ShardedLimiter<C> {
     /// than a tenant's shard, a tier's or the burst's tokens need, or a
     /// quota that cannot be split over them. The limiter is unchanged.
     pub fn set_buckets(&self, buckets: u32) -> Result<(), ConfigError> {
-        self.core.split.change(
-            |quota, _| Ok((quota, self.core.split_over(quota, buckets)?)),
-            |from, to, version| self.store.resize(from, to, version),
-        )
+        self.store.change(&self.core, Change::Buckets(buckets))
     }
 
     /// Changes the quota and N of the running limiter together, in one
@@ -162,24 +153,7 @@ impl<C: Clock> ShardedLimiter<C> {
     /// `buckets` buckets, as [`set_quota`](Self::set_quota) and
     /// [`set_buckets`](Self::set_buckets) say; the limiter is unchanged.
     pub fn set_quota_and_buckets(&self, quota: Quota, buckets: u32) -> Result<(), ConfigError> {
-        let same_n = Cell::new(false);
-        self.core.split.change(
-            |_, split| {
-                same_n.set(split.buckets == buckets);
-                Ok((quota, self.core.split_over(quota, buckets)?))
-            },
-            // The whole move is made while checks wait, so none sees a pair
-            // between the two; a new N keeps tokens (`resize`), which is
-            // also the move that can only cost the budget when the quota
-            // changes with it.
-            |from, to, version| {
-                if same_n.get() {
-                    self.store.rescale(from, to, version);
-                } else {
-                    self.store.resize(from, to, version);
-                }
-            },
-        )
+        (self.store).change(&self.core, Change::Both(quota, buckets))
     }
 
     /// Gives back every token `grant` took, to the buckets that paid them:
@@ -221,21 +195,7 @@ impl<C: Clock> ShardedLimiter<C> {
     /// # Ok::<(), shuffle_limiter::ConfigError>(())
     /// ```
     pub fn refund(&self, grant: Grant) -> Refunded {
-        let refunds = grant.refunds(grant.tokens()).expect("a grant's own tokens");
-        self.core.split.steady(|split| {
-            let mut refunded = Refunded::default();
-            for payment in refunds {
-                let (bucket, tokens) = (payment.bucket(), payment.tokens());
-                let cost = u64::from(tokens) * split.interval();
-                let capacity = split.pace.capacity(split.burst_of(bucket));
-                let here = (bucket, grant.generation().1);
-                refunded.add(
-                    tokens,
-                    self.store.refund(here, cost, capacity, split.buckets),
-                );
-            }
-            refunded
-        })
+        self.store.refund_grant(&self.core, grant)
     }
 }
 

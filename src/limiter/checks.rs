@@ -4,7 +4,6 @@
 use std::time::Duration;
 
 use crate::clock::Clock;
-use crate::draw::Pace;
 
 use super::ShardedLimiter;
 use crate::denied::Denied;
@@ -119,22 +118,6 @@ impl<C: Clock> ShardedLimiter<C> {
     /// # Ok::<(), shuffle_limiter::ConfigError>(())
     /// ```
     pub fn snapshot(&self) -> Vec<BucketState> {
-        let now = self.store.now();
-        let split = self.core.split.get();
-        (0..self.buckets())
-            .map(|b| {
-                let tat = self.store.tat(b);
-                let burst = split.burst_of(b);
-                let room = Pace::room(split.pace.capacity(burst), tat, now);
-                let available = split.pace.tokens(room);
-                self.core.metrics.available(b, available);
-                BucketState {
-                    bucket: b,
-                    available,
-                    burst,
-                    full_in: Duration::from_nanos(tat.saturating_sub(now)),
-                }
-            })
-            .collect()
+        self.store.snapshot(&self.core)
     }
 }

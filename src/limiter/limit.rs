@@ -113,15 +113,15 @@ impl<S: Store> Limit for Limiter<S> {
     }
 
     fn refund(&self, grant: Grant) -> impl Future<Output = Result<Refunded, Self::Error>> + Send {
-        S::refund(self, grant)
+        self.store.refund(&self.core, grant)
     }
 
     fn set_quota(&self, quota: Quota) -> impl Future<Output = Result<(), Self::Error>> + Send {
-        S::change(self, Change::Quota(quota))
+        self.store.change(&self.core, Change::Quota(quota))
     }
 
     fn set_buckets(&self, buckets: u32) -> impl Future<Output = Result<(), Self::Error>> + Send {
-        S::change(self, Change::Buckets(buckets))
+        self.store.change(&self.core, Change::Buckets(buckets))
     }
 
     fn set_quota_and_buckets(
@@ -129,7 +129,7 @@ impl<S: Store> Limit for Limiter<S> {
         quota: Quota,
         buckets: u32,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send {
-        S::change(self, Change::Both(quota, buckets))
+        self.store.change(&self.core, Change::Both(quota, buckets))
     }
 
     fn remaining<'r>(
@@ -137,11 +137,11 @@ impl<S: Store> Limit for Limiter<S> {
         request: impl Into<Request<'r>>,
     ) -> impl Future<Output = Result<u64, Self::Error>> + Send {
         let shard = self.core.whom(&request.into()).shard;
-        S::remaining(self, shard)
+        self.store.remaining(&self.core, shard)
     }
 
     fn snapshot(&self) -> impl Future<Output = Result<Vec<BucketState>, Self::Error>> + Send {
-        S::snapshot(self)
+        self.store.snapshot(&self.core)
     }
 }
 

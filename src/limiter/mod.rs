@@ -6,12 +6,15 @@
 //! - `changing.rs`: the in-process limiter's live changes and refunds.
 //! - `handle.rs`: a request resolved once.
 //! - `limit.rs`: the face every limiter has, whatever its store.
+//! - `local.rs`: the in-process limiter as a Redis store's local fallback.
 
 pub(crate) mod builder;
 mod changing;
 mod checks;
 pub(crate) mod handle;
 pub(crate) mod limit;
+#[cfg(feature = "redis")]
+mod local;
 
 use std::fmt;
 use std::time::Duration;

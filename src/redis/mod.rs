@@ -216,7 +216,8 @@ use store::{ERRORS, FROM_CACHE, FROM_POLICY, FROM_REDIS, Target};
 /// [`Builder::build_redis_with`](crate::Builder::build_redis_with); the
 /// [module documentation](self) explains the script, the keys and the
 /// failure policy. The limiter is `Send + Sync`; share it through an `Arc`.
-pub type RedisLimiter<Conn = ConnectionManager, C = MonotonicClock> = Limiter<RedisStore<Conn, C>>;
+pub type RedisLimiter<Conn = ConnectionManager, C = MonotonicClock> =
+    Limiter<RedisStore<Conn, ShardedLimiter<C>>>;
 
 /// # Deciding, over Redis
 ///
@@ -253,7 +254,7 @@ where
     }
 }
 
-impl<Conn, C> Handle<'_, RedisStore<Conn, C>>
+impl<Conn, C> Handle<'_, RedisStore<Conn, ShardedLimiter<C>>>
 where
     Conn: ConnectionLike + Clone + Send + Sync + 'static,
     C: Clock + 'static,
@@ -276,7 +277,7 @@ where
     pub async fn remaining(&self) -> Result<u64, Error> {
         let (core, whom) = (&self.limiter.core, self.whom());
         let shard = core.resolve_again(&whom, core.buckets());
-        self.limiter.remaining_in_redis(shard).await
+        self.limiter.store.remaining_in_redis(shard).await
     }
 }
 

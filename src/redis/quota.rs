@@ -21,12 +21,14 @@ use super::build::{in_micros, replica_share};
 use super::error::{BuildError, Error};
 use super::layout::Layout;
 use super::script::MICROS;
+use super::store::RedisStore;
 use super::store::Shared;
 use crate::clock::Clock;
 use crate::error::ConfigError;
 use crate::plan::Split;
 use crate::quota::Quota;
 use crate::store::sealed::Change;
+use crate::store::sealed::Local;
 
 /// The scripts after what every script of the limiter starts with.
 pub(super) const RESCALE_LUA: &str =
@@ -86,10 +88,10 @@ pub(super) fn parse_quota(text: &str) -> Option<(u64, Quota, u32)> {
     words.next().is_none().then_some((version, quota, buckets))
 }
 
-impl<Conn, C> Shared<Conn, C>
+impl<Conn, L> Shared<Conn, L>
 where
     Conn: ConnectionLike + Clone + Send + Sync,
-    C: Clock,
+    L: Local,
 {
     /// The split decisions are made with, and the quota version it comes
     /// from, read together.
@@ -130,7 +132,7 @@ where
             // it only answers while Redis does not, and a bucket it lacks
             // is sealed there (it denies).
             if let Ok(share) = replica_share(quota, replicas, split.buckets) {
-                let _ = local.set_quota_and_buckets(share, split.buckets);
+                let _ = local.follow(share, split.buckets);
             }
         }
     }
@@ -169,10 +171,10 @@ where
     }
 }
 
-impl<Conn, C> RedisLimiter<Conn, C>
+impl<Conn, L> RedisStore<Conn, L>
 where
     Conn: ConnectionLike + Clone + Send + Sync + 'static,
-    C: Clock + 'static,
+    L: Local + 'static,
 {
     /// Changes the quota, N or both for every process sharing this limiter,
     /// at once (the `set_*` of [`Limit`](crate::Limit) over Redis), in one
@@ -212,13 +214,13 @@ where
         mode: Rescale,
         next: impl Fn(Quota, u32) -> (Quota, u32),
     ) -> Result<(), Error> {
-        let shared = &self.store.shared;
+        let shared = &self.shared;
         if shared.options.layout == Layout::Spread {
             return Err(Error::SpreadQuota);
         }
         for _ in 0..ATTEMPTS {
             let (version, old) = shared.current();
-            let (quota, buckets) = next(self.core.quota(), old.buckets);
+            let (quota, buckets) = next(shared.split.quota(), old.buckets);
             let new = shared.split_of(quota, buckets)?;
             // A new N keeps tokens, with or without a new quota: a share
             // of a changed burst would refill what buckets removed held.
@@ -278,7 +280,9 @@ where
         if let (Some(local), Some(replicas)) = (&shared.fallback, shared.options.policy.replicas())
         {
             let share = replica_share(quota, replicas, buckets)?;
-            (local.core.split_over(share, buckets)).map_err(BuildError::Config)?;
+            local
+                .could_follow(share, buckets)
+                .map_err(BuildError::Config)?;
         }
         Ok(())
     }

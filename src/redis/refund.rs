@@ -6,27 +6,27 @@ use std::sync::Arc;
 
 use ::redis::aio::ConnectionLike;
 
-use super::RedisLimiter;
 use super::error::Error;
 use super::layout::Layout;
 use super::quota::{ATTEMPTS, run};
 use super::script::MICROS;
+use super::store::RedisStore;
 use super::store::Shared;
-use crate::clock::Clock;
 use crate::grant::Booked;
+use crate::store::sealed::Local;
 use crate::{Grant, Payment, Refunded};
 
-impl<Conn, C> Shared<Conn, C>
+impl<Conn, L> Shared<Conn, L>
 where
     Conn: ConnectionLike + Clone + Send + Sync,
-    C: Clock,
+    L: Local,
 {
     /// Gives a booking back in the background, where a runtime runs
     /// (without one, its tokens stay taken: the budget can only lose).
     pub(super) fn give_back(shared: &Arc<Self>, booked: Booked)
     where
         Conn: 'static,
-        C: 'static,
+        L: 'static,
     {
         // A policy's grant is used at once, never booked; were one given
         // back, Redis never paid it.
@@ -81,10 +81,10 @@ where
     }
 }
 
-impl<Conn, C> RedisLimiter<Conn, C>
+impl<Conn, L> RedisStore<Conn, L>
 where
     Conn: ConnectionLike + Clone + Send + Sync + 'static,
-    C: Clock + 'static,
+    L: Local + 'static,
 {
     /// Gives back every token `grant` took (the [`Limit::refund`] of a
     /// Redis limiter), as [`ShardedLimiter::refund`] does, in one script per
@@ -98,7 +98,7 @@ where
     /// [`Limit::refund`]: crate::Limit::refund
     /// [`ShardedLimiter::refund`]: crate::ShardedLimiter::refund
     pub(super) async fn refund_in_redis(&self, grant: Grant) -> Result<Refunded, Error> {
-        let shared = &self.store.shared;
+        let shared = &self.shared;
         let tokens = grant.tokens();
         if grant.generation().0 {
             // The local fallback paid it: Redis never did.
@@ -137,7 +137,7 @@ where
     /// quota's version `generation`: per payment, whether its bucket is the
     /// one that paid (a bucket past N, or added since, is not).
     async fn refund_batch(&self, batch: &[Payment], generation: u64) -> Result<Vec<bool>, Error> {
-        let shared = &self.store.shared;
+        let shared = &self.shared;
         for _ in 0..ATTEMPTS {
             let (version, split) = shared.current();
             let here: Vec<Payment> = batch

@@ -25,10 +25,10 @@ use tokio::time::{Instant, timeout_at};
 use super::error::Error;
 use super::script::{Answer, MICROS, answer};
 use super::store::{Decision, ERRORS, Shared, Source};
-use crate::clock::Clock;
 use crate::draw::{MAX_K, Outcome, Single};
 use crate::plan::Split;
 use crate::random::tie_break;
+use crate::store::sealed::Local;
 use crate::{Denied, Shard};
 
 /// Per bucket, the local time (the breaker's microseconds) at which this
@@ -93,10 +93,10 @@ impl Tries {
     }
 }
 
-impl<Conn, C> Shared<Conn, C>
+impl<Conn, L> Shared<Conn, L>
 where
     Conn: ConnectionLike + Clone + Send + Sync,
-    C: Clock,
+    L: Local,
 {
     /// The decision for `n` tokens over `shard` in the spread layout, drawn
     /// `lead` µs from now (a booking, when not 0); with the outcome of

@@ -14,16 +14,16 @@ use ::redis::aio::ConnectionLike;
 use tokio::task::JoinSet;
 use tokio::time::timeout;
 
-use super::RedisLimiter;
 use super::error::Error;
 use super::layout::Layout;
 use super::quota::ATTEMPTS;
 use super::script::MICROS;
+use super::store::RedisStore;
 use super::store::Shared;
 use crate::Shard;
-use crate::clock::Clock;
 use crate::grant::BucketState;
 use crate::plan::Split;
+use crate::store::sealed::Local;
 
 /// The script's source, after what every script of the limiter starts with.
 const STATE_LUA: &str = concat!(include_str!("prelude.lua"), include_str!("state.lua"));
@@ -47,10 +47,10 @@ enum Answer {
     },
 }
 
-impl<Conn, C> RedisLimiter<Conn, C>
+impl<Conn, L> RedisStore<Conn, L>
 where
     Conn: ConnectionLike + Clone + Send + Sync + 'static,
-    C: Clock + 'static,
+    L: Local + 'static,
 {
     /// Tokens the buckets of `shard` could grant now, summed over
     /// `shard.buckets()` (the tenant's own buckets, as `InProcess::remaining`),
@@ -63,7 +63,7 @@ where
             let buckets = shard.buckets().iter().copied();
             buckets.filter(|&b| b < split.buckets).collect()
         };
-        let (_, reads) = self.store.shared.read_state(own).await?;
+        let (_, reads) = self.shared.read_state(own).await?;
         Ok(reads.iter().map(|(_, read)| read.available).sum())
     }
 
@@ -72,7 +72,7 @@ where
     /// server's time; in the one-slot layout all at one instant).
     pub(crate) async fn snapshot_in_redis(&self) -> Result<Vec<BucketState>, Error> {
         let every = |split: &Split| -> Vec<u32> { (0..split.buckets).collect() };
-        let (split, reads) = self.store.shared.read_state(every).await?;
+        let (split, reads) = self.shared.read_state(every).await?;
         Ok(reads
             .into_iter()
             .map(|(bucket, read)| BucketState {
@@ -85,10 +85,10 @@ where
     }
 }
 
-impl<Conn, C> Shared<Conn, C>
+impl<Conn, L> Shared<Conn, L>
 where
     Conn: ConnectionLike + Clone + Send + Sync + 'static,
-    C: Clock + 'static,
+    L: Local + 'static,
 {
     /// Reads the buckets `which` names under the split in force, within the
     /// deadline: the split they were read under, and each bucket's read in

@@ -12,7 +12,6 @@ use ::redis::aio::{ConnectionLike, ConnectionManager};
 use crossbeam_utils::CachePadded;
 use tokio::time::timeout;
 
-use super::RedisLimiter;
 use super::breaker::Breaker;
 use super::denial_cache::DenialCache;
 use super::error::Error;
@@ -23,7 +22,7 @@ use super::quota::{ChangeScripts, parse_quota};
 use super::script::{Answer, DrawScript, Drawn, MICROS, answer};
 use super::spread::Rooms;
 use crate::assign::ShardCache;
-use crate::clock::{Clock, MonotonicClock};
+
 use crate::denied::DenialReason;
 use crate::draw::Outcome;
 use crate::grant::{Booked, BucketState, Refunded};
@@ -34,7 +33,7 @@ use crate::plan::{Core, Shards, Split};
 use crate::quota::Quota;
 use crate::random::tie_break;
 use crate::store::Store;
-use crate::store::sealed::{Apply, Change, NotReserved};
+use crate::store::sealed::{Apply, Change, Local, NotReserved};
 use crate::{Denied, Grant, Request, Shard, ShardedLimiter};
 
 /// Buckets kept in Redis, shared by every process that builds the same
@@ -42,11 +41,11 @@ use crate::{Denied, Grant, Request, Shard, ShardedLimiter};
 ///
 /// Cloning is cheap: clones share the connection, the breaker and the
 /// denial cache.
-pub struct RedisStore<Conn = ConnectionManager, C = MonotonicClock> {
-    pub(super) shared: Arc<Shared<Conn, C>>,
+pub struct RedisStore<Conn = ConnectionManager, L = ShardedLimiter> {
+    pub(super) shared: Arc<Shared<Conn, L>>,
 }
 
-impl<Conn, C> Clone for RedisStore<Conn, C> {
+impl<Conn, L> Clone for RedisStore<Conn, L> {
     fn clone(&self) -> Self {
         RedisStore {
             shared: Arc::clone(&self.shared),
@@ -54,7 +53,7 @@ impl<Conn, C> Clone for RedisStore<Conn, C> {
     }
 }
 
-impl<Conn, C> fmt::Debug for RedisStore<Conn, C> {
+impl<Conn, L> fmt::Debug for RedisStore<Conn, L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisStore")
             .field("options", &self.shared.options)
@@ -84,7 +83,7 @@ impl Target {
 
 /// What every decision of one limiter shares, owned by the decisions in
 /// flight as much as by the limiter.
-pub(super) struct Shared<Conn, C> {
+pub(super) struct Shared<Conn, L> {
     pub(super) connection: Conn,
     pub(super) script: DrawScript,
     pub(super) changes: ChangeScripts,
@@ -104,7 +103,7 @@ pub(super) struct Shared<Conn, C> {
     pub(super) denials: DenialCache,
     /// What this process last saw of each bucket (the spread layout's).
     pub(super) rooms: Rooms,
-    pub(super) fallback: Option<ShardedLimiter<C>>,
+    pub(super) fallback: Option<L>,
     /// How shards are found, to resolve one again when another process
     /// changed N (rare: without a cache).
     pub(super) shards: Shards,
@@ -121,10 +120,10 @@ pub(super) const FROM_CACHE: usize = 1;
 pub(super) const FROM_POLICY: usize = 2;
 pub(super) const ERRORS: usize = 3;
 
-impl<Conn, C> Shared<Conn, C>
+impl<Conn, L> Shared<Conn, L>
 where
     Conn: ConnectionLike + Clone + Send + Sync,
-    C: Clock,
+    L: Local,
 {
     /// The decision for `n` tokens over `target`'s shard: from the denial
     /// cache, from Redis within the deadline, or by the failure policy.
@@ -296,15 +295,9 @@ where
         };
         let outage = error.as_deref().is_none_or(Error::is_outage);
         let result = match (&self.fallback, self.options.policy) {
-            (Some(local), _) => match local.core.split.get().check_weight(shard, n) {
-                Ok(()) => {
-                    // Through the store seam, as any limiter's decision:
-                    // the in-process store answers at once.
-                    let whom = Whom::fixed(*shard, local.core.buckets());
-                    let decided = local.store.apply(&local.core, whom, n);
-                    decided.into_inner().map(Grant::by_fallback)
-                }
-                Err(_) => Err(deny()),
+            (Some(local), _) => match local.decide(shard, n) {
+                Some(decided) => decided.map(Grant::by_fallback),
+                None => Err(deny()),
             },
             (None, FailurePolicy::FailOpen) if outage => Ok(Grant::unpaid(first)),
             (None, _) => Err(deny()),
@@ -345,10 +338,10 @@ where
 type Pending = Pin<Box<dyn Future<Output = Result<Grant, Denied>> + Send>>;
 
 #[allow(private_interfaces)] // see `Apply`
-impl<Conn, C> Apply for RedisStore<Conn, C>
+impl<Conn, L> Apply for RedisStore<Conn, L>
 where
     Conn: ConnectionLike + Clone + Send + Sync + 'static,
-    C: Clock + 'static,
+    L: Local + 'static,
 {
     type Error = Error;
     type Pending = Pending;
@@ -364,30 +357,34 @@ where
     }
 
     fn refund(
-        limiter: &RedisLimiter<Conn, C>,
+        &self,
+        _core: &Core,
         grant: Grant,
     ) -> impl Future<Output = Result<Refunded, Error>> + Send {
-        limiter.refund_in_redis(grant)
+        self.refund_in_redis(grant)
     }
 
     fn change(
-        limiter: &RedisLimiter<Conn, C>,
+        &self,
+        _core: &Core,
         change: Change,
     ) -> impl Future<Output = Result<(), Error>> + Send {
-        limiter.change_in_redis(change)
+        self.change_in_redis(change)
     }
 
     fn remaining(
-        limiter: &RedisLimiter<Conn, C>,
+        &self,
+        _core: &Core,
         shard: Shard,
     ) -> impl Future<Output = Result<u64, Error>> + Send {
-        limiter.remaining_in_redis(shard)
+        self.remaining_in_redis(shard)
     }
 
     fn snapshot(
-        limiter: &RedisLimiter<Conn, C>,
+        &self,
+        _core: &Core,
     ) -> impl Future<Output = Result<Vec<BucketState>, Error>> + Send {
-        limiter.snapshot_in_redis()
+        self.snapshot_in_redis()
     }
 
     fn book(&self, _core: &Core, whom: Whom<'_>, n: u32, lead: Duration) -> Self::Booking {
@@ -412,10 +409,10 @@ where
     }
 }
 
-impl<Conn, C> Store for RedisStore<Conn, C>
+impl<Conn, L> Store for RedisStore<Conn, L>
 where
     Conn: ConnectionLike + Clone + Send + Sync + 'static,
-    C: Clock + 'static,
+    L: Local + 'static,
 {
 }
 

@@ -39,7 +39,8 @@ pub(crate) mod sealed {
     use std::time::Duration;
 
     use super::{Core, Denied, Future, Grant, Shard};
-    use crate::Limiter;
+    #[cfg(feature = "redis")]
+    use crate::error::ConfigError;
     use crate::grant::{Booked, BucketState, Refunded};
     use crate::plan::whom::Whom;
     use crate::quota::Quota;
@@ -79,6 +80,28 @@ pub(crate) mod sealed {
         }
     }
 
+    /// A store with its own plan that decides alone while another cannot:
+    /// a Redis store's local fallback, which holds this process's share of
+    /// the budget. The Redis store composes with it through this trait
+    /// alone; the limiter API picks the in-process limiter.
+    #[cfg(feature = "redis")]
+    #[allow(unreachable_pub)]
+    pub trait Local: Send + Sync {
+        /// The decision for `n` tokens on `shard` as it is, now; `None`
+        /// when its buckets here could never pay that many together.
+        fn decide(&self, shard: &Shard, n: u32) -> Option<Result<Grant, Denied>>;
+
+        /// Gives back what `grant`, one of its own, took.
+        fn refund(&self, grant: Grant) -> Refunded;
+
+        /// Takes `quota` over `buckets` buckets, as the other store did.
+        fn follow(&self, quota: Quota, buckets: u32) -> Result<(), ConfigError>;
+
+        /// Whether it could [`follow`](Self::follow) to `quota` over
+        /// `buckets`, changing nothing.
+        fn could_follow(&self, quota: Quota, buckets: u32) -> Result<(), ConfigError>;
+    }
+
     /// The store's one operation, out of reach of other crates: they can
     /// neither name the trait nor make the `Core` it takes.
     #[allow(unreachable_pub, private_interfaces)]
@@ -104,25 +127,29 @@ pub(crate) mod sealed {
 
         /// Gives back what `grant` took, where its buckets still exist.
         fn refund(
-            limiter: &Limiter<Self>,
+            &self,
+            core: &Core,
             grant: Grant,
         ) -> impl Future<Output = Result<Refunded, Self::Error>> + Send;
 
         /// Changes the quota or N of the running limiter.
         fn change(
-            limiter: &Limiter<Self>,
+            &self,
+            core: &Core,
             change: Change,
         ) -> impl Future<Output = Result<(), Self::Error>> + Send;
 
         /// Tokens the buckets of `shard` could give now.
         fn remaining(
-            limiter: &Limiter<Self>,
+            &self,
+            core: &Core,
             shard: Shard,
         ) -> impl Future<Output = Result<u64, Self::Error>> + Send;
 
         /// The state of every bucket, read now.
         fn snapshot(
-            limiter: &Limiter<Self>,
+            &self,
+            core: &Core,
         ) -> impl Future<Output = Result<Vec<BucketState>, Self::Error>> + Send;
 
         /// Applies the draw as it will be `lead` from now, now: a grant the

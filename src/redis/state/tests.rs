@@ -63,7 +63,7 @@ fn after_k_draws_the_reads_show_exactly_what_the_draws_took() {
                 .sum();
             // Missing keys read as full buckets.
             assert_eq!(
-                limiter.remaining_in_redis(shard).await.unwrap(),
+                limiter.store.remaining_in_redis(shard).await.unwrap(),
                 own,
                 "{layout:?}"
             );
@@ -71,12 +71,12 @@ fn after_k_draws_the_reads_show_exactly_what_the_draws_took() {
             for k in 1..=own {
                 let grant = limiter.check("t").await.unwrap();
                 paid[grant.bucket() as usize] += 1;
-                let remaining = limiter.remaining_in_redis(shard).await.unwrap();
+                let remaining = limiter.store.remaining_in_redis(shard).await.unwrap();
                 assert_eq!(remaining, own - k, "{layout:?} after {k} draws");
                 assert_eq!(grant.remaining(), remaining, "{layout:?} after {k} draws");
             }
             let interval = limiter.bucket_interval();
-            let snapshot = limiter.snapshot_in_redis().await.unwrap();
+            let snapshot = limiter.store.snapshot_in_redis().await.unwrap();
             assert_eq!(snapshot.len(), 8, "{layout:?}");
             for (b, state) in snapshot.iter().enumerate() {
                 let burst = limiter.bucket_burst(b as u32).unwrap();
@@ -118,20 +118,20 @@ fn a_missing_key_reads_full_and_a_stray_string_empty_without_being_written() {
             for _ in 0..burst(first) + burst(second) {
                 limiter.check("t").await.unwrap();
             }
-            assert_eq!(limiter.remaining_in_redis(shard).await.unwrap(), 0);
+            assert_eq!(limiter.store.remaining_in_redis(shard).await.unwrap(), 0);
             let _: () = redis.del(limiter.key(first).unwrap()).await.unwrap();
-            let remaining = limiter.remaining_in_redis(shard).await.unwrap();
+            let remaining = limiter.store.remaining_in_redis(shard).await.unwrap();
             assert_eq!(remaining, u64::from(burst(first)), "{layout:?}");
             // A value that is not a time reads as the empty bucket the
             // draw would repair it to, and stays as it was.
             let key = limiter.key(first).unwrap().to_owned();
             let _: () = redis.set(&key, "nan").await.unwrap();
             assert_eq!(
-                limiter.remaining_in_redis(shard).await.unwrap(),
+                limiter.store.remaining_in_redis(shard).await.unwrap(),
                 0,
                 "{layout:?}"
             );
-            let state = limiter.snapshot_in_redis().await.unwrap()[first as usize];
+            let state = limiter.store.snapshot_in_redis().await.unwrap()[first as usize];
             assert_eq!(state.available(), 0, "{layout:?}");
             assert_eq!(
                 state.full_in(),
@@ -155,37 +155,40 @@ fn a_key_of_another_type_is_not_a_bucket_nor_a_quota() {
             let bucket = shard.buckets()[1];
             let key = limiter.key(bucket).unwrap().to_owned();
             let _: () = redis.hset(&key, "f", "v").await.unwrap();
-            let remaining = limiter.remaining_in_redis(shard).await;
+            let remaining = limiter.store.remaining_in_redis(shard).await;
             assert!(
                 matches!(&remaining, Err(Error::NotABucket { key: k, .. }) if *k == key),
                 "{layout:?}: {remaining:?}"
             );
-            let snapshot = limiter.snapshot_in_redis().await;
+            let snapshot = limiter.store.snapshot_in_redis().await;
             assert!(
                 matches!(&snapshot, Err(Error::NotABucket { key: k, .. }) if *k == key),
                 "{layout:?}: {snapshot:?}"
             );
             let _: () = redis.del(&key).await.unwrap();
-            assert!(limiter.snapshot_in_redis().await.is_ok(), "{layout:?}");
+            assert!(
+                limiter.store.snapshot_in_redis().await.is_ok(),
+                "{layout:?}"
+            );
             // The quota key of the bucket's slot: a hash, then a text of
             // another shape.
             let quota_key = limiter.store.shared.script.quota_key(bucket).to_owned();
             let _: () = redis.hset(&quota_key, "f", "v").await.unwrap();
-            let remaining = limiter.remaining_in_redis(shard).await;
+            let remaining = limiter.store.remaining_in_redis(shard).await;
             assert!(
                 matches!(&remaining, Err(Error::NotAQuota { key: k, .. }) if *k == quota_key),
                 "{layout:?}: {remaining:?}"
             );
             let _: () = redis.del(&quota_key).await.unwrap();
             let _: () = redis.set(&quota_key, "1 2 3").await.unwrap();
-            let snapshot = limiter.snapshot_in_redis().await;
+            let snapshot = limiter.store.snapshot_in_redis().await;
             assert!(
                 matches!(&snapshot, Err(Error::NotAQuota { key: k, .. }) if *k == quota_key),
                 "{layout:?}: {snapshot:?}"
             );
             let _: () = redis.del(&quota_key).await.unwrap();
             assert!(
-                limiter.remaining_in_redis(shard).await.is_ok(),
+                limiter.store.remaining_in_redis(shard).await.is_ok(),
                 "{layout:?}"
             );
         }
@@ -218,12 +221,12 @@ fn a_quota_or_n_changed_by_another_process_is_followed() {
         let own: u64 = (shard.buckets().iter())
             .map(|&b| u64::from(changer.bucket_burst(b).unwrap()))
             .sum();
-        assert_eq!(reader.remaining_in_redis(shard).await.unwrap(), own);
+        assert_eq!(reader.store.remaining_in_redis(shard).await.unwrap(), own);
         assert_eq!(reader.quota(), doubled, "the reader took the new quota");
         // N from 8 to 12: the snapshot reads the new N's buckets, each with
         // its burst under the new split.
         changer.set_buckets(12).await.unwrap();
-        let snapshot = reader.snapshot_in_redis().await.unwrap();
+        let snapshot = reader.store.snapshot_in_redis().await.unwrap();
         assert_eq!(snapshot.len(), 12);
         assert_eq!(reader.buckets(), 12);
         for state in &snapshot {
@@ -238,7 +241,7 @@ fn a_quota_or_n_changed_by_another_process_is_followed() {
         // bucket past 4 (its key was deleted, which would read full).
         changer.set_buckets(4).await.unwrap();
         let shard = reader.shard("t");
-        let _ = reader.snapshot_in_redis().await.unwrap();
+        let _ = reader.store.snapshot_in_redis().await.unwrap();
         let mut buckets = [0; crate::MAX_PER_TENANT as usize];
         buckets[1] = 11;
         let wide = crate::Shard {
@@ -247,9 +250,9 @@ fn a_quota_or_n_changed_by_another_process_is_followed() {
             buckets,
         };
         let first = u64::from(changer.bucket_burst(0).unwrap());
-        let remaining = reader.remaining_in_redis(wide).await.unwrap();
+        let remaining = reader.store.remaining_in_redis(wide).await.unwrap();
         assert!(remaining <= first, "{remaining} from bucket 0 alone");
-        assert!(reader.remaining_in_redis(shard).await.is_ok());
+        assert!(reader.store.remaining_in_redis(shard).await.is_ok());
     });
 }
 
@@ -270,14 +273,14 @@ fn a_server_that_stops_answering_is_an_error_within_the_deadline() {
             limiter(&server, "stopped-spread", Layout::Spread, deadline).await,
         ];
         for limiter in &limiters {
-            limiter.snapshot_in_redis().await.unwrap();
+            limiter.store.snapshot_in_redis().await.unwrap();
         }
         // Hung: no answer at all, so only the deadline ends the read.
         server.signal("-STOP");
         for limiter in &limiters {
             let layout = limiter.layout();
             let started = Instant::now();
-            let read = bounded(deadline, limiter.snapshot_in_redis()).await;
+            let read = bounded(deadline, limiter.store.snapshot_in_redis()).await;
             let took = started.elapsed();
             assert!(
                 matches!(read, Err(Error::Timeout { after }) if after == deadline),
@@ -288,7 +291,11 @@ fn a_server_that_stops_answering_is_an_error_within_the_deadline() {
                 "{layout:?}: {took:?}"
             );
             let started = Instant::now();
-            let read = bounded(deadline, limiter.remaining_in_redis(limiter.shard("t"))).await;
+            let read = bounded(
+                deadline,
+                limiter.store.remaining_in_redis(limiter.shard("t")),
+            )
+            .await;
             assert!(
                 matches!(read, Err(Error::Timeout { .. })),
                 "{layout:?}: {read:?}"
@@ -300,10 +307,10 @@ fn a_server_that_stops_answering_is_an_error_within_the_deadline() {
         for limiter in &limiters {
             let layout = limiter.layout();
             let started = Instant::now();
-            let read = limiter.snapshot_in_redis().await;
+            let read = limiter.store.snapshot_in_redis().await;
             assert!(read.is_err(), "{layout:?}: {read:?}");
             assert!(started.elapsed() < deadline * 3, "{layout:?}");
-            let read = limiter.remaining_in_redis(limiter.shard("t")).await;
+            let read = limiter.store.remaining_in_redis(limiter.shard("t")).await;
             assert!(read.is_err(), "{layout:?}: {read:?}");
         }
     });
@@ -326,7 +333,7 @@ fn every_bucket_of_the_largest_n_is_read_in_one_call() {
             .await
             .unwrap();
         let grant = limiter.check("t").await.unwrap();
-        let snapshot = limiter.snapshot_in_redis().await.unwrap();
+        let snapshot = limiter.store.snapshot_in_redis().await.unwrap();
         assert_eq!(snapshot.len(), n as usize);
         for (b, state) in snapshot.iter().enumerate() {
             let taken = u64::from(b as u32 == grant.bucket());

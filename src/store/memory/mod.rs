@@ -2,27 +2,23 @@
 //! its own cache line, and the draw applied to them (the limiter's face over
 //! it is in `checks.rs`).
 
+mod change;
+
 use std::fmt;
-use std::future::{Future, Ready, ready};
 use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
 
 use crate::Shard;
 use crate::clock::{Clock, MonotonicClock};
-use crate::draw::{
-    self, NoSingle, Outcome, Pace, Pool, Single, Step, give_back, refund, rescale, resize,
-};
-use crate::error::ConfigError;
+use crate::draw::{self, NoSingle, Outcome, Pool, Single};
 use crate::random::tie_break;
-use crate::store::sealed::{Apply, Change, NotReserved};
 use crate::sync::{AtomicU64, Ordering};
 
-use crate::ShardedLimiter;
 use crate::denied::Denied;
-use crate::grant::{Booked, BucketState, Grant, Refunded, answer};
+use crate::grant::{Booked, Grant, answer};
 use crate::plan::whom::{Resolved, Whom};
-use crate::plan::{Core, MAX_NOW, Split};
+use crate::plan::{Core, MAX_NOW};
 
 /// Buckets kept in this process's memory: lock-free, with the time read from
 /// a [`Clock`]. The store of a [`ShardedLimiter`](super::ShardedLimiter).
@@ -332,177 +328,7 @@ impl<C: Clock> InProcess<C> {
         }
         true
     }
-
-    /// Whole tokens in the shard's buckets now.
-    pub(crate) fn remaining(&self, core: &Core, shard: &Shard) -> u64 {
-        let now = self.now();
-        let split = core.split.get();
-        shard
-            .buckets()
-            .iter()
-            .map(|&b| {
-                let capacity = split.pace.capacity(split.burst_of(b));
-                split.pace.tokens(Pace::room(capacity, self.tat(b), now))
-            })
-            .sum()
-    }
-
-    /// Moves every bucket from the split `from` to `to` at the same
-    /// instant, keeping the share of its burst it holds (for
-    /// `LiveSplit::change`, which makes `to` the split of `version`).
-    pub(crate) fn rescale(&self, from: Split, to: Split, version: u64) {
-        self.move_buckets(from, to, version, rescale);
-    }
-
-    /// Moves every bucket from the split `from` to `to`, which differ in N,
-    /// at the same instant: a bucket that stays keeps its tokens (up to its
-    /// new burst), one that is added starts empty, one that goes is sealed
-    /// (`resize` of `src/draw/`; for `LiveSplit::change`, which makes `to`
-    /// the split of `version`).
-    pub(crate) fn resize(&self, from: Split, to: Split, version: u64) {
-        self.move_buckets(from, to, version, resize);
-    }
-
-    /// Moves each bucket below the larger N of `from` and `to` to `step` of
-    /// its arrival time, or to empty or sealed where it is added or goes;
-    /// an added one is born at `version`.
-    fn move_buckets(&self, from: Split, to: Split, version: u64, step: Step) {
-        let now = self.now();
-        let (kept, all) = (from.buckets.min(to.buckets), from.buckets.max(to.buckets));
-        for born in &self.born[kept as usize..to.buckets.max(kept) as usize] {
-            born.store(version, Ordering::Relaxed);
-        }
-        for (b, tat) in (0..all).zip(self.tats.iter()) {
-            let (old, new) = ((from.pace, from.burst_of(b)), (to.pace, to.burst_of(b)));
-            let mut seen = tat.load(Ordering::Relaxed);
-            let next = |seen| match b {
-                _ if b < kept => step(old, new, seen, now),
-                _ if b < to.buckets => now + new.0.capacity(new.1),
-                _ => SEALED,
-            };
-            // Swapped even when the value stays: see `LiveSplit::change`.
-            while let Err(actual) =
-                tat.compare_exchange_weak(seen, next(seen), Ordering::Release, Ordering::Relaxed)
-            {
-                seen = actual;
-            }
-        }
-    }
-
-    /// Gives back `cost` units of credit to `bucket` of `capacity`, never
-    /// beyond its burst: the whole cost, less where the bucket refilled
-    /// meanwhile (`refund` of `src/draw/`). Nothing, and `false`, when the
-    /// bucket is not among the split's `buckets`, or was added after the
-    /// split's version `generation` (it is not the bucket that paid).
-    pub(crate) fn refund(
-        &self,
-        (bucket, generation): (u32, u64),
-        cost: u64,
-        capacity: u64,
-        buckets: u32,
-    ) -> bool {
-        let here = bucket < buckets
-            && self
-                .born
-                .get(bucket as usize)
-                .is_some_and(|born| born.load(Ordering::Relaxed) <= generation);
-        if here {
-            let now = self.now();
-            self.swap(bucket, |tat| refund(tat, cost, capacity, now));
-        }
-        here
-    }
-
-    /// Gives a booking back to the buckets that paid it, where nothing
-    /// drew on them since (`give_back` of `src/draw/`).
-    fn return_booked(&self, core: &Core, booked: &Booked) {
-        let now = self.now();
-        core.split.steady(|split| {
-            for (payment, &written) in booked.grant.payments().iter().zip(&booked.written) {
-                let cost = u64::from(payment.tokens()) * split.interval();
-                self.swap(payment.bucket(), |tat| give_back(tat, written, cost, now));
-            }
-        });
-    }
-
-    /// Moves `bucket` to `f` of its arrival time, by compare-and-swap.
-    fn swap(&self, bucket: u32, f: impl Fn(u64) -> u64) {
-        let tat = &self.tats[bucket as usize];
-        let mut seen = tat.load(Ordering::Relaxed);
-        loop {
-            let new = f(seen);
-            if new == seen {
-                return;
-            }
-            match tat.compare_exchange_weak(seen, new, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => return,
-                Err(actual) => seen = actual,
-            }
-        }
-    }
 }
-
-#[allow(private_interfaces)] // see `Apply`
-impl<C: Clock> Apply for InProcess<C> {
-    type Error = ConfigError;
-    type Pending = Ready<Result<Grant, Denied>>;
-    type Booking = Ready<Result<Booked, NotReserved>>;
-
-    #[inline]
-    fn apply(&self, core: &Core, whom: Whom<'_>, n: u32) -> Self::Pending {
-        ready(self.take(core, &whom, n))
-    }
-
-    fn denied(denied: Denied) -> Self::Pending {
-        ready(Err(denied))
-    }
-
-    fn refund(
-        limiter: &ShardedLimiter<C>,
-        grant: Grant,
-    ) -> impl Future<Output = Result<Refunded, ConfigError>> + Send {
-        ready(Ok(limiter.refund(grant)))
-    }
-
-    fn change(
-        limiter: &ShardedLimiter<C>,
-        change: Change,
-    ) -> impl Future<Output = Result<(), ConfigError>> + Send {
-        ready(match change {
-            Change::Quota(quota) => limiter.set_quota(quota),
-            Change::Buckets(buckets) => limiter.set_buckets(buckets),
-            Change::Both(quota, buckets) => limiter.set_quota_and_buckets(quota, buckets),
-        })
-    }
-
-    fn remaining(
-        limiter: &ShardedLimiter<C>,
-        shard: Shard,
-    ) -> impl Future<Output = Result<u64, ConfigError>> + Send {
-        ready(Ok(limiter.store.remaining(&limiter.core, &shard)))
-    }
-
-    fn snapshot(
-        limiter: &ShardedLimiter<C>,
-    ) -> impl Future<Output = Result<Vec<BucketState>, ConfigError>> + Send {
-        ready(Ok(limiter.snapshot()))
-    }
-
-    fn book(&self, core: &Core, whom: Whom<'_>, n: u32, lead: Duration) -> Self::Booking {
-        // Beyond 584 years the clock is capped anyway.
-        let lead = u64::try_from(lead.as_nanos()).unwrap_or(u64::MAX);
-        ready(
-            self.take_ahead(core, &whom, n, lead)
-                .map_err(NotReserved::drawn),
-        )
-    }
-
-    fn give_back(&self, core: &Core, booked: Booked) {
-        self.return_booked(core, &booked);
-    }
-}
-
-impl<C: Clock> crate::store::Store for InProcess<C> {}
 
 impl<C> fmt::Debug for InProcess<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -1,0 +1,31 @@
+//! The in-process limiter as a Redis store's local fallback: it decides on
+//! the shard Redis was asked for, as it is, from this process's share.
+
+use crate::clock::Clock;
+use crate::error::ConfigError;
+use crate::plan::whom::Whom;
+use crate::quota::Quota;
+use crate::store::sealed::{Apply, Local};
+use crate::{Denied, Grant, Refunded, Shard, ShardedLimiter};
+
+impl<C: Clock> Local for ShardedLimiter<C> {
+    fn decide(&self, shard: &Shard, n: u32) -> Option<Result<Grant, Denied>> {
+        self.core.split.get().check_weight(shard, n).ok()?;
+        // The shard as it is: Redis resolved it, under Redis's N, which
+        // this limiter follows (a bucket it lacks is sealed: it denies).
+        let whom = Whom::fixed(*shard, self.core.buckets());
+        Some(self.store.apply(&self.core, whom, n).into_inner())
+    }
+
+    fn refund(&self, grant: Grant) -> Refunded {
+        ShardedLimiter::refund(self, grant)
+    }
+
+    fn follow(&self, quota: Quota, buckets: u32) -> Result<(), ConfigError> {
+        self.set_quota_and_buckets(quota, buckets)
+    }
+
+    fn could_follow(&self, quota: Quota, buckets: u32) -> Result<(), ConfigError> {
+        self.core.split_over(quota, buckets).map(drop)
+    }
+}

@@ -1,0 +1,265 @@
+//! The in-process store's changes: a new quota or N moving every bucket,
+//! tokens given back (refunds, bookings a wait gives up), the state read;
+//! and the store seam, [`Apply`], over the atomics.
+
+use std::cell::Cell;
+use std::future::{Future, Ready, ready};
+use std::time::Duration;
+
+use super::{InProcess, SEALED};
+use crate::Shard;
+use crate::clock::Clock;
+use crate::denied::Denied;
+use crate::draw::{Pace, Step, give_back, refund, rescale, resize};
+use crate::error::ConfigError;
+use crate::grant::{Booked, BucketState, Grant, Refunded};
+use crate::plan::whom::Whom;
+use crate::plan::{Core, Split};
+use crate::store::Store;
+use crate::store::sealed::{Apply, Change, NotReserved};
+use crate::sync::Ordering;
+
+impl<C: Clock> InProcess<C> {
+    /// Whole tokens in the shard's buckets now.
+    pub(crate) fn remaining(&self, core: &Core, shard: &Shard) -> u64 {
+        let now = self.now();
+        let split = core.split.get();
+        shard
+            .buckets()
+            .iter()
+            .map(|&b| {
+                let capacity = split.pace.capacity(split.burst_of(b));
+                split.pace.tokens(Pace::room(capacity, self.tat(b), now))
+            })
+            .sum()
+    }
+
+    /// Moves every bucket from the split `from` to `to` at the same
+    /// instant, keeping the share of its burst it holds (for
+    /// `LiveSplit::change`, which makes `to` the split of `version`).
+    pub(crate) fn rescale(&self, from: Split, to: Split, version: u64) {
+        self.move_buckets(from, to, version, rescale);
+    }
+
+    /// Moves every bucket from the split `from` to `to`, which differ in N,
+    /// at the same instant: a bucket that stays keeps its tokens (up to its
+    /// new burst), one that is added starts empty, one that goes is sealed
+    /// (`resize` of `src/draw/`; for `LiveSplit::change`, which makes `to`
+    /// the split of `version`).
+    pub(crate) fn resize(&self, from: Split, to: Split, version: u64) {
+        self.move_buckets(from, to, version, resize);
+    }
+
+    /// Moves each bucket below the larger N of `from` and `to` to `step` of
+    /// its arrival time, or to empty or sealed where it is added or goes;
+    /// an added one is born at `version`.
+    fn move_buckets(&self, from: Split, to: Split, version: u64, step: Step) {
+        let now = self.now();
+        let (kept, all) = (from.buckets.min(to.buckets), from.buckets.max(to.buckets));
+        for born in &self.born[kept as usize..to.buckets.max(kept) as usize] {
+            born.store(version, Ordering::Relaxed);
+        }
+        for (b, tat) in (0..all).zip(self.tats.iter()) {
+            let (old, new) = ((from.pace, from.burst_of(b)), (to.pace, to.burst_of(b)));
+            let mut seen = tat.load(Ordering::Relaxed);
+            let next = |seen| match b {
+                _ if b < kept => step(old, new, seen, now),
+                _ if b < to.buckets => now + new.0.capacity(new.1),
+                _ => SEALED,
+            };
+            // Swapped even when the value stays: see `LiveSplit::change`.
+            while let Err(actual) =
+                tat.compare_exchange_weak(seen, next(seen), Ordering::Release, Ordering::Relaxed)
+            {
+                seen = actual;
+            }
+        }
+    }
+
+    /// Gives back `cost` units of credit to `bucket` of `capacity`, never
+    /// beyond its burst: the whole cost, less where the bucket refilled
+    /// meanwhile (`refund` of `src/draw/`). Nothing, and `false`, when the
+    /// bucket is not among the split's `buckets`, or was added after the
+    /// split's version `generation` (it is not the bucket that paid).
+    pub(crate) fn refund(
+        &self,
+        (bucket, generation): (u32, u64),
+        cost: u64,
+        capacity: u64,
+        buckets: u32,
+    ) -> bool {
+        let here = bucket < buckets
+            && self
+                .born
+                .get(bucket as usize)
+                .is_some_and(|born| born.load(Ordering::Relaxed) <= generation);
+        if here {
+            let now = self.now();
+            self.swap(bucket, |tat| refund(tat, cost, capacity, now));
+        }
+        here
+    }
+
+    /// Gives a booking back to the buckets that paid it, where nothing
+    /// drew on them since (`give_back` of `src/draw/`).
+    fn return_booked(&self, core: &Core, booked: &Booked) {
+        let now = self.now();
+        core.split.steady(|split| {
+            for (payment, &written) in booked.grant.payments().iter().zip(&booked.written) {
+                let cost = u64::from(payment.tokens()) * split.interval();
+                self.swap(payment.bucket(), |tat| give_back(tat, written, cost, now));
+            }
+        });
+    }
+
+    /// Moves `bucket` to `f` of its arrival time, by compare-and-swap.
+    fn swap(&self, bucket: u32, f: impl Fn(u64) -> u64) {
+        let tat = &self.tats[bucket as usize];
+        let mut seen = tat.load(Ordering::Relaxed);
+        loop {
+            let new = f(seen);
+            if new == seen {
+                return;
+            }
+            match tat.compare_exchange_weak(seen, new, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return,
+                Err(actual) => seen = actual,
+            }
+        }
+    }
+
+    /// Applies a change of the quota, N or both (see the `set_*` methods
+    /// of [`ShardedLimiter`](crate::ShardedLimiter) for what each keeps).
+    pub(crate) fn change(&self, core: &Core, change: Change) -> Result<(), ConfigError> {
+        match change {
+            Change::Quota(quota) => core.split.change(
+                |_, split| Ok((quota, Split::of(quota, split.buckets)?)),
+                |from, to, version| self.rescale(from, to, version),
+            ),
+            Change::Buckets(buckets) => core.split.change(
+                |quota, _| Ok((quota, core.split_over(quota, buckets)?)),
+                |from, to, version| self.resize(from, to, version),
+            ),
+            Change::Both(quota, buckets) => {
+                let same_n = Cell::new(false);
+                core.split.change(
+                    |_, split| {
+                        same_n.set(split.buckets == buckets);
+                        Ok((quota, core.split_over(quota, buckets)?))
+                    },
+                    // The whole move is made while checks wait, so none sees
+                    // a pair between the two; a new N keeps tokens
+                    // (`resize`), which is also the move that can only cost
+                    // the budget when the quota changes with it.
+                    |from, to, version| {
+                        if same_n.get() {
+                            self.rescale(from, to, version);
+                        } else {
+                            self.resize(from, to, version);
+                        }
+                    },
+                )
+            }
+        }
+    }
+
+    /// Gives back every token `grant` took, to the buckets that paid them
+    /// and still exist (see [`ShardedLimiter::refund`](crate::ShardedLimiter::refund)).
+    pub(crate) fn refund_grant(&self, core: &Core, grant: Grant) -> Refunded {
+        let refunds = grant.refunds(grant.tokens()).expect("a grant's own tokens");
+        core.split.steady(|split| {
+            let mut refunded = Refunded::default();
+            for payment in refunds {
+                let (bucket, tokens) = (payment.bucket(), payment.tokens());
+                let cost = u64::from(tokens) * split.interval();
+                let capacity = split.pace.capacity(split.burst_of(bucket));
+                let here = (bucket, grant.generation().1);
+                refunded.add(tokens, self.refund(here, cost, capacity, split.buckets));
+            }
+            refunded
+        })
+    }
+
+    /// The state of every bucket 0..N now.
+    pub(crate) fn snapshot(&self, core: &Core) -> Vec<BucketState> {
+        let now = self.now();
+        let split = core.split.get();
+        (0..split.buckets)
+            .map(|b| {
+                let tat = self.tat(b);
+                let burst = split.burst_of(b);
+                let room = Pace::room(split.pace.capacity(burst), tat, now);
+                let available = split.pace.tokens(room);
+                core.metrics.available(b, available);
+                BucketState {
+                    bucket: b,
+                    available,
+                    burst,
+                    full_in: Duration::from_nanos(tat.saturating_sub(now)),
+                }
+            })
+            .collect()
+    }
+}
+
+#[allow(private_interfaces)] // see `Apply`
+impl<C: Clock> Apply for InProcess<C> {
+    type Error = ConfigError;
+    type Pending = Ready<Result<Grant, Denied>>;
+    type Booking = Ready<Result<Booked, NotReserved>>;
+
+    #[inline]
+    fn apply(&self, core: &Core, whom: Whom<'_>, n: u32) -> Self::Pending {
+        ready(self.take(core, &whom, n))
+    }
+
+    fn denied(denied: Denied) -> Self::Pending {
+        ready(Err(denied))
+    }
+
+    fn refund(
+        &self,
+        core: &Core,
+        grant: Grant,
+    ) -> impl Future<Output = Result<Refunded, ConfigError>> + Send {
+        ready(Ok(self.refund_grant(core, grant)))
+    }
+
+    fn change(
+        &self,
+        core: &Core,
+        change: Change,
+    ) -> impl Future<Output = Result<(), ConfigError>> + Send {
+        ready(InProcess::change(self, core, change))
+    }
+
+    fn remaining(
+        &self,
+        core: &Core,
+        shard: Shard,
+    ) -> impl Future<Output = Result<u64, ConfigError>> + Send {
+        ready(Ok(InProcess::remaining(self, core, &shard)))
+    }
+
+    fn snapshot(
+        &self,
+        core: &Core,
+    ) -> impl Future<Output = Result<Vec<BucketState>, ConfigError>> + Send {
+        ready(Ok(InProcess::snapshot(self, core)))
+    }
+
+    fn book(&self, core: &Core, whom: Whom<'_>, n: u32, lead: Duration) -> Self::Booking {
+        // Beyond 584 years the clock is capped anyway.
+        let lead = u64::try_from(lead.as_nanos()).unwrap_or(u64::MAX);
+        ready(
+            self.take_ahead(core, &whom, n, lead)
+                .map_err(NotReserved::drawn),
+        )
+    }
+
+    fn give_back(&self, core: &Core, booked: Booked) {
+        self.return_booked(core, &booked);
+    }
+}
+
+impl<C: Clock> Store for InProcess<C> {}
