@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use ::redis::aio::{ConnectionLike, ConnectionManager};
+use ::redis::aio::ConnectionLike;
 use crossbeam_utils::CachePadded;
 use tokio::time::timeout;
 
@@ -34,14 +34,16 @@ use crate::quota::Quota;
 use crate::random::tie_break;
 use crate::store::Store;
 use crate::store::sealed::{Apply, Change, Local, NotReserved};
-use crate::{Denied, Grant, Request, Shard, ShardedLimiter};
+use crate::{Denied, Grant, Request, Shard};
 
 /// Buckets kept in Redis, shared by every process that builds the same
 /// limiter: the store of a [`RedisLimiter`](super::RedisLimiter).
 ///
-/// Cloning is cheap: clones share the connection, the breaker and the
-/// denial cache.
-pub struct RedisStore<Conn = ConnectionManager, L = ShardedLimiter> {
+/// `Conn` is the connection; `L` is what decides while Redis cannot (the
+/// [`FailurePolicy::LocalFallback`](super::FailurePolicy::LocalFallback)'s
+/// in-process limiter, reached through the store seam alone). Cloning is
+/// cheap: clones share the connection, the breaker and the denial cache.
+pub struct RedisStore<Conn, L> {
     pub(super) shared: Arc<Shared<Conn, L>>,
 }
 

@@ -1,16 +1,21 @@
 //! Where a limiter keeps its buckets.
 //!
-//! A [`Limiter`](crate::Limiter) is one core — the quota and its split, the
-//! assignment, the tenant cache — over one store. The store has a single
-//! operation: apply [the draw](crate#the-model) atomically to a tenant's k
-//! buckets. Everything built on a limiter ([`wait`], the tower layer,
-//! a `LimiterSet`) asks the store through that one operation, so it works
-//! the same over every store.
+//! A [`Limiter`](crate::Limiter) is one plan — the quota and its split, the
+//! assignment, the tenant cache — over one store. The store's one operation
+//! is to apply [the draw](crate#the-model) atomically to a request's
+//! buckets; it also gives tokens back, moves its buckets to a new quota or
+//! N, and reads them. Everything built on a limiter ([`wait`], the tower
+//! layer, a `LimiterSet`) goes through the limiter, so it works the same
+//! over every store.
 //!
 //! - [`InProcess`]: atomics in this process, answering without awaiting; the
 //!   store of a [`ShardedLimiter`](crate::ShardedLimiter).
 //! - `RedisStore` (feature `redis`): one Lua script per decision in Redis,
-//!   shared by every process; the store of a `RedisLimiter`.
+//!   shared by every process; the store of a `RedisLimiter`. Its local
+//!   fallback is a second store it asks while Redis cannot answer.
+//!
+//! The two stores never import each other: each takes the plan from below
+//! and answers through the seam.
 //!
 //! [`wait`]: crate::Limiter::wait
 

@@ -21,7 +21,7 @@ use crate::plan::whom::{Resolved, Whom};
 use crate::plan::{Core, MAX_NOW};
 
 /// Buckets kept in this process's memory: lock-free, with the time read from
-/// a [`Clock`]. The store of a [`ShardedLimiter`](super::ShardedLimiter).
+/// a [`Clock`]. The store of a [`ShardedLimiter`](crate::ShardedLimiter).
 pub struct InProcess<C = MonotonicClock> {
     tats: Box<[CachePadded<AtomicU64>]>,
     /// Per bucket, the version of the split that added it last (0: built
