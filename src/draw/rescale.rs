@@ -89,9 +89,20 @@ pub(crate) fn give_back(tat: u64, written: u64, cost: u64, now: u64) -> u64 {
     }
 }
 
+/// One bucket's arrival time held off until `until` (the upstream said
+/// stop until then): late enough that no request finds a whole token
+/// before `until`, with one token at `until` and the bucket's pace after
+/// it, or as it is when already later. Only ever moves the arrival time
+/// on, so a hold-off takes tokens and never adds one. (`until` is at most a
+/// clock reading plus a bounded hold-off, and `interval ≤ capacity ≤`
+/// 2^62: no overflow.)
+pub(crate) fn hold(tat: u64, until: u64, capacity: u64, interval: u64) -> u64 {
+    tat.max(until + capacity - interval)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{Pace, give_back, refund, rescale, resize};
+    use super::{Pace, give_back, hold, refund, rescale, resize};
 
     const TEN: Pace = Pace::every(10);
     const FOUR: Pace = Pace::every(4);
@@ -230,5 +241,20 @@ mod tests {
             // Nothing comes back while bookings wait beyond the capacity.
             proptest::prop_assert!(tat <= now + capacity || after == tat);
         }
+    }
+
+    #[test]
+    fn a_held_bucket_has_no_whole_token_before_the_instant_and_one_at_it() {
+        // 3 tokens of 10 ns, full at 100; held until 150.
+        let (capacity, until) = (30, 150);
+        let held = hold(100, until, capacity, 10);
+        assert_eq!(held, 170);
+        for now in 100..until {
+            assert_eq!(TEN.tokens(Pace::room(capacity, held, now)), 0, "{now}");
+        }
+        assert_eq!(TEN.tokens(Pace::room(capacity, held, until)), 1);
+        assert_eq!(TEN.tokens(Pace::room(capacity, held, until + 20)), 3);
+        // A bucket already owing past that stays as it is: never a token more.
+        assert_eq!(hold(500, until, capacity, 10), 500);
     }
 }

@@ -4,6 +4,7 @@ use crate::clock::Clock;
 use crate::error::ConfigError;
 use crate::quota::Quota;
 use crate::store::sealed::Change;
+use crate::upstream::HoldOff;
 use crate::{Grant, Refunded, ShardedLimiter};
 
 /// # Changing while running
@@ -154,6 +155,45 @@ impl<C: Clock> ShardedLimiter<C> {
     /// [`set_buckets`](Self::set_buckets) say; the limiter is unchanged.
     pub fn set_quota_and_buckets(&self, quota: Quota, buckets: u32) -> Result<(), ConfigError> {
         (self.store).change(&self.core, Change::Both(quota, buckets))
+    }
+
+    /// Grants nothing from the buckets `hold` names before its duration is
+    /// over, at once: the upstream answered 429 (or 503) with a time to come
+    /// back (see [`upstream`](crate::upstream), which reads it from the
+    /// headers).
+    ///
+    /// Each bucket held has no whole token before the instant and one at it,
+    /// then refills at its pace; one already emptier stays as it is. A
+    /// hold-off only takes tokens, so every budget bound holds. Checks that
+    /// raced it are decided again, and waits that booked a slot before it
+    /// book again.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use shuffle_limiter::upstream::HoldOff;
+    /// use shuffle_limiter::{ManualClock, Quota, ShardedLimiter};
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = ShardedLimiter::builder()
+    ///     .quota(Quota::per_second(80))
+    ///     .buckets(8)
+    ///     .per_tenant(2)
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// // The upstream limits per account: acme's account is throttled.
+    /// limiter.hold_off(HoldOff::tenant("acme", Duration::from_millis(500)));
+    /// assert!(limiter.check("acme").is_err());
+    /// let other = (0..).map(|t| format!("t{t}")).find(|t| {
+    ///     limiter.shard(t.as_str()).buckets().iter().all(|&b| !limiter.shard("acme").contains(b))
+    /// }).unwrap();
+    /// assert!(limiter.check(other.as_str()).is_ok()); // shares no bucket: untouched
+    /// clock.advance(Duration::from_millis(500));
+    /// assert!(limiter.check("acme").is_ok());
+    /// # Ok::<(), shuffle_limiter::ConfigError>(())
+    /// ```
+    pub fn hold_off(&self, hold: HoldOff<'_>) {
+        self.store
+            .hold_off(&self.core, self.held(&hold).as_ref(), hold.duration());
     }
 
     /// Gives back every token `grant` took, to the buckets that paid them:

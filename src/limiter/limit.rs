@@ -2,9 +2,11 @@
 
 use std::future::Future;
 
+use crate::Shard;
 use crate::quota::Quota;
 use crate::store::Store;
 use crate::store::sealed::Change;
+use crate::upstream::HoldOff;
 
 use super::Limiter;
 use crate::denied::Denied;
@@ -100,6 +102,15 @@ pub trait Limit: Send + Sync {
     /// The state of every bucket, read now (each bucket read once, not all
     /// at one instant).
     fn snapshot(&self) -> impl Future<Output = Result<Vec<BucketState>, Self::Error>> + Send;
+
+    /// Grants nothing from the buckets `hold` names before its duration is
+    /// over: the upstream answered 429 with a time to come back (see
+    /// [`upstream`](crate::upstream)). Only ever takes tokens.
+    ///
+    /// # Errors
+    /// What the store fails with: over Redis, the errors of a round trip
+    /// (nothing may then be held off).
+    fn hold_off(&self, hold: HoldOff<'_>) -> impl Future<Output = Result<(), Self::Error>> + Send;
 }
 
 impl<S: Store> Limit for Limiter<S> {
@@ -143,9 +154,19 @@ impl<S: Store> Limit for Limiter<S> {
     fn snapshot(&self) -> impl Future<Output = Result<Vec<BucketState>, Self::Error>> + Send {
         self.store.snapshot(&self.core)
     }
+
+    fn hold_off(&self, hold: HoldOff<'_>) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        let change = Change::HoldOff(self.held(&hold), hold.duration());
+        self.store.change(&self.core, change)
+    }
 }
 
 impl<S: Store> Limiter<S> {
+    /// The shard whose own buckets `hold` stops, or `None` for all.
+    pub(crate) fn held(&self, hold: &HoldOff<'_>) -> Option<Shard> {
+        hold.who().map(|request| self.core.whom(request).shard)
+    }
+
     /// The decision of `n` tokens for `whom` in flight, through the store
     /// seam: denied at once when the shard can never hold them. What
     /// [`Limit::check`] and a handle's check over any store send.

@@ -1,6 +1,8 @@
 //! The in-process limiter as a Redis store's local fallback: it decides on
 //! the shard Redis was asked for, as it is, from this process's share.
 
+use std::time::Duration;
+
 use crate::clock::Clock;
 use crate::error::ConfigError;
 use crate::plan::whom::Whom;
@@ -19,6 +21,10 @@ impl<C: Clock> Local for ShardedLimiter<C> {
 
     fn refund(&self, grant: Grant) -> Refunded {
         ShardedLimiter::refund(self, grant)
+    }
+
+    fn hold_off(&self, shard: Option<&Shard>, duration: Duration) {
+        self.store.hold_off(&self.core, shard, duration);
     }
 
     fn follow(&self, quota: Quota, buckets: u32) -> Result<(), ConfigError> {

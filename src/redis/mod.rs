@@ -189,6 +189,7 @@ mod breaker;
 mod build;
 mod denial_cache;
 mod error;
+mod holdoff;
 mod layout;
 pub(crate) mod metrics;
 mod options;

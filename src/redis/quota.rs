@@ -47,6 +47,7 @@ pub(super) struct ChangeScripts {
     pub(super) rescale: Script,
     pub(super) refund: Script,
     pub(super) give_back: Script,
+    pub(super) hold_off: Script,
 }
 
 impl Default for ChangeScripts {
@@ -55,12 +56,13 @@ impl Default for ChangeScripts {
             rescale: Script::new(RESCALE_LUA),
             refund: Script::new(REFUND_LUA),
             give_back: Script::new(GIVEBACK_LUA),
+            hold_off: Script::new(super::holdoff::HOLDOFF_LUA),
         }
     }
 }
 
 /// The quota key's text after its version: the quota and N.
-fn quota_text(quota: Quota, buckets: u32) -> String {
+pub(super) fn quota_text(quota: Quota, buckets: u32) -> String {
     let period = quota.period().as_nanos();
     format!("{} {period} {} {buckets}", quota.count(), quota.burst())
 }
@@ -192,6 +194,7 @@ where
     /// nothing is then changed.
     pub(super) async fn change_in_redis(&self, change: Change) -> Result<(), Error> {
         match change {
+            Change::HoldOff(shard, duration) => self.hold_off_in_redis(shard, duration).await,
             Change::Quota(quota) => {
                 self.change(Rescale::Share, |_, buckets| (quota, buckets))
                     .await

@@ -275,3 +275,6 @@ mod differential;
 
 #[cfg(test)]
 mod changes;
+
+#[cfg(test)]
+mod hold;

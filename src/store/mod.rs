@@ -60,6 +60,9 @@ pub(crate) mod sealed {
         Buckets(u32),
         /// Both at once.
         Both(Quota, u32),
+        /// No whole token before `Duration` from now (at most
+        /// `MAX_HOLD_OFF`), in the shard's own buckets, or in every bucket.
+        HoldOff(Option<Shard>, Duration),
     }
 
     /// Why a store made no booking: the denial, and whether the store
@@ -98,6 +101,10 @@ pub(crate) mod sealed {
 
         /// Gives back what `grant`, one of its own, took.
         fn refund(&self, grant: Grant) -> Refunded;
+
+        /// Holds off the shard's own buckets, or every bucket, for
+        /// `duration`, as the other store did.
+        fn hold_off(&self, shard: Option<&Shard>, duration: Duration);
 
         /// Takes `quota` over `buckets` buckets, as the other store did.
         fn follow(&self, quota: Quota, buckets: u32) -> Result<(), ConfigError>;

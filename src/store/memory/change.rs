@@ -3,6 +3,7 @@
 //! and the store seam, [`Apply`], over the atomics.
 
 use std::cell::Cell;
+use std::convert::Infallible;
 use std::future::{Future, Ready, ready};
 use std::time::Duration;
 
@@ -10,11 +11,11 @@ use super::{InProcess, SEALED};
 use crate::Shard;
 use crate::clock::Clock;
 use crate::denied::Denied;
-use crate::draw::{Pace, Step, give_back, refund, rescale, resize};
+use crate::draw::{Pace, Step, give_back, hold, refund, rescale, resize};
 use crate::error::ConfigError;
 use crate::grant::{Booked, BucketState, Grant, Refunded};
 use crate::plan::whom::Whom;
-use crate::plan::{Core, Split};
+use crate::plan::{Core, MAX_NOW, Split};
 use crate::store::Store;
 use crate::store::sealed::{Apply, Change, NotReserved};
 use crate::sync::Ordering;
@@ -132,6 +133,10 @@ impl<C: Clock> InProcess<C> {
     /// of [`ShardedLimiter`](crate::ShardedLimiter) for what each keeps).
     pub(crate) fn change(&self, core: &Core, change: Change) -> Result<(), ConfigError> {
         match change {
+            Change::HoldOff(shard, duration) => {
+                self.hold_off(core, shard.as_ref(), duration);
+                Ok(())
+            }
             Change::Quota(quota) => core.split.change(
                 |_, split| Ok((quota, Split::of(quota, split.buckets)?)),
                 |from, to, version| self.rescale(from, to, version),
@@ -161,6 +166,35 @@ impl<C: Clock> InProcess<C> {
                 )
             }
         }
+    }
+
+    /// Holds off the shard's own buckets (or every bucket) until
+    /// `duration` from now (`hold` of `src/draw/`), as a change of the
+    /// split to itself: checks that raced it are decided again, and a wait
+    /// that booked a slot before it books again.
+    pub(crate) fn hold_off(&self, core: &Core, shard: Option<&Shard>, duration: Duration) {
+        // At most MAX_HOLD_OFF (a `HoldOff` is cut to it): no overflow.
+        let lead = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
+        let held = core.split.change(
+            |quota, split| Ok::<_, Infallible>((quota, split)),
+            |_, split, _| {
+                let until = self.now().saturating_add(lead).min(MAX_NOW);
+                let each = |b: u32| {
+                    let capacity = split.pace.capacity(split.burst_of(b));
+                    self.swap(b, |tat| hold(tat, until, capacity, split.interval()));
+                };
+                match shard {
+                    None => (0..split.buckets).for_each(each),
+                    Some(shard) => shard
+                        .buckets()
+                        .iter()
+                        .copied()
+                        .filter(|&b| b < split.buckets)
+                        .for_each(each),
+                }
+            },
+        );
+        let Ok(()) = held;
     }
 
     /// Gives back every token `grant` took, to the buckets that paid them

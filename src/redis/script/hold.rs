@@ -1,0 +1,119 @@
+//! The hold-off script against `hold` of `src/draw/rescale.rs`: the same
+//! inputs, the same arrival times written — on a real `redis-server`.
+
+use redis::{AsyncCommands, Script};
+
+use super::differential::{XorShift, runtime};
+use super::redis_server::RedisServer;
+use crate::draw::hold;
+use crate::redis::holdoff::HOLDOFF_LUA;
+
+async fn read(connection: &mut redis::aio::MultiplexedConnection, key: &str) -> u64 {
+    let value: Option<u64> = connection.get(key).await.unwrap();
+    value.unwrap_or(0)
+}
+
+#[test]
+fn the_hold_off_script_holds_every_bucket_as_the_pure_function() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let mut connection = server.connection().await;
+        let script = Script::new(HOLDOFF_LUA);
+        let keys: Vec<String> = (0..4).map(|i| format!("{{hold}}:b{i}")).collect();
+        let quota_key = "{hold}:quota";
+        let _: () = connection
+            .set(quota_key, "3 5 1000000000 5 4")
+            .await
+            .unwrap();
+        let mut rng = XorShift(0x4010_0FF5);
+        let (mut moved, mut kept) = (0, 0);
+        let mut version = 3;
+        for step in 0..1500 {
+            let held = 1 + rng.below(4) as usize;
+            let now =
+                [0, 1_000_000, 1_764_000_000_000_000][rng.below(3) as usize] + rng.below(1 << 20);
+            let interval = [1, 7, 1000, 123_457][rng.below(4) as usize];
+            let lead = [0, 1, 999, 3_600_000_000][rng.below(4) as usize] + rng.below(1000);
+            let mut invocation = script.prepare_invoke();
+            let (mut want, mut capacities) = (Vec::new(), Vec::new());
+            for key in &keys[..held] {
+                let capacity = interval * (1 + rng.below(64));
+                let tat = match rng.below(4) {
+                    0 => 0, // missing: a full bucket
+                    1 => now.saturating_sub(rng.below(capacity + 1)),
+                    2 => now + rng.below(capacity + 1),
+                    _ => now + lead + 2 * capacity + rng.below(capacity), // owing past it
+                };
+                if tat == 0 {
+                    let _: () = connection.del(key).await.unwrap();
+                } else {
+                    let _: () = connection.set(key, tat).await.unwrap();
+                }
+                let after = hold(tat, now + lead, capacity, interval);
+                moved += usize::from(after > tat.max(now));
+                kept += usize::from(after == tat && tat > now);
+                want.push(after);
+                capacities.push(capacity);
+                invocation.key(key);
+            }
+            // Every other step bumps the version, as the one-slot layout
+            // does; the rest hold without it, as the spread layout does.
+            let bump = step % 2 == 0;
+            invocation
+                .key(quota_key)
+                .arg(version)
+                .arg(lead)
+                .arg(interval);
+            for capacity in capacities {
+                invocation.arg(capacity);
+            }
+            invocation.arg(if bump { "5 1000000000 5 4" } else { "" });
+            invocation.arg(now);
+            let reply: Vec<u64> = invocation.invoke_async(&mut connection).await.unwrap();
+            version += u64::from(bump);
+            assert_eq!(reply, [1, version], "step {step}");
+            for (j, key) in keys[..held].iter().enumerate() {
+                let got = read(&mut connection, key).await;
+                // A missing key left missing is a full bucket: at or before now.
+                if got == 0 {
+                    assert!(want[j] <= now, "step {step}, bucket {j}: {}", want[j]);
+                } else {
+                    assert_eq!(got, want[j], "step {step}, bucket {j}");
+                }
+            }
+        }
+        assert!(moved > 1000 && kept > 200, "{moved} moved, {kept} kept");
+        // Another quota version: nothing is held, and the caller asks again.
+        let _: () = connection.set(&keys[0], 5u64).await.unwrap();
+        let mut invocation = script.prepare_invoke();
+        invocation
+            .key(&keys[0])
+            .key(quota_key)
+            .arg(version - 1)
+            .arg(1000)
+            .arg(1)
+            .arg(10);
+        invocation.arg("").arg(100);
+        let reply: Vec<u64> = invocation.invoke_async(&mut connection).await.unwrap();
+        assert_eq!(reply, [0, version]);
+        assert_eq!(read(&mut connection, &keys[0]).await, 5);
+        // A key of another type refuses the whole hold-off.
+        let _: () = connection.del(&keys[1]).await.unwrap();
+        let _: () = connection.hset(&keys[1], "f", "v").await.unwrap();
+        let mut invocation = script.prepare_invoke();
+        invocation
+            .key(&keys[0])
+            .key(&keys[1])
+            .key(quota_key)
+            .arg(version)
+            .arg(1000)
+            .arg(1);
+        invocation.arg(10).arg(10).arg("").arg(100);
+        let error = invocation
+            .invoke_async::<Vec<u64>>(&mut connection)
+            .await
+            .unwrap_err();
+        assert!(error.to_string().contains("NOTABUCKET"), "{error}");
+        assert_eq!(read(&mut connection, &keys[0]).await, 5);
+    });
+}

@@ -1,0 +1,106 @@
+//! Listening to the upstream: when the API the limiter guards answers
+//! `429 Too Many Requests` (or `503`) with a time to come back, the
+//! limiter grants nothing from the buckets concerned before then.
+//!
+//! A limit configured in the client is rarely the upstream's: the partner
+//! lowers it at peak, other clients share it. [`Retry-After`](retry_after)
+//! and the reset fields of rate-limit headers ([`reset_in`]) say when to
+//! come back; a [`HoldOff`] says where that applies, and
+//! [`Limit::hold_off`](crate::Limit::hold_off) (or
+//! [`ShardedLimiter::hold_off`](crate::ShardedLimiter::hold_off), at once)
+//! applies it:
+//!
+//! - [`HoldOff::all`]: the upstream's limit is shared by every tenant
+//!   (one API key for all of them): all N buckets stop.
+//! - [`HoldOff::tenant`]: the upstream limits per account: only the
+//!   tenant's own buckets stop, and every tenant whose shard differs goes on
+//!   (the buckets it shares with the held tenant stop for it too, as they
+//!   would for a flood).
+//!
+//! A held bucket has no whole token before the instant and one at it, then
+//! refills at its pace: the hold-off only ever takes tokens, so the budget
+//! `R·t + B` still holds, and the first call after it is not a burst into an
+//! upstream that just recovered. Checks that raced the hold-off are
+//! decided again, and waits that had booked a slot before it book again
+//! after it. Over Redis one script holds off the buckets for every process
+//! of the fleet (in the spread layout, one script per bucket), at the
+//! server's clock: the hold-off ends at most the round trip (and a
+//! microsecond of rounding) after the instant asked for. A hold-off is at
+//! most [`MAX_HOLD_OFF`]; a longer one is cut to it.
+//!
+//! ```
+//! use std::time::{Duration, SystemTime};
+//! use shuffle_limiter::upstream::{self, HoldOff};
+//! use shuffle_limiter::{ManualClock, Quota, ShardedLimiter};
+//!
+//! let clock = ManualClock::new();
+//! let limiter = ShardedLimiter::builder()
+//!     .quota(Quota::per_second(5).with_burst(8))
+//!     .buckets(4)
+//!     .per_tenant(2)
+//!     .clock(clock.clone())
+//!     .build()?;
+//! assert!(limiter.check("acme").is_ok());
+//! // The partner answered 429 with `Retry-After: 2`, for all our tenants.
+//! let wait = upstream::retry_after(b"2", SystemTime::now()).unwrap();
+//! limiter.hold_off(HoldOff::all(wait));
+//! assert!(limiter.check("acme").is_err());
+//! assert!(limiter.check("globex").is_err());
+//! clock.advance(Duration::from_secs(2));
+//! assert!(limiter.check("globex").is_ok()); // one token at the instant
+//! # Ok::<(), shuffle_limiter::ConfigError>(())
+//! ```
+
+mod headers;
+
+use std::time::Duration;
+
+pub use self::headers::{reset_in, retry_after};
+use crate::Request;
+
+/// The longest hold-off: an hour. An upstream that asks for more (a
+/// `Retry-After` of days, or a date years ahead) is held off for an hour,
+/// then asked again: one bad header must not stop a service for days.
+pub const MAX_HOLD_OFF: Duration = Duration::from_secs(3600);
+
+/// Where and how long the upstream asked the limiter to stop: every
+/// bucket, or one tenant's (or one user's) own buckets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HoldOff<'a> {
+    who: Option<Request<'a>>,
+    duration: Duration,
+}
+
+impl HoldOff<'static> {
+    /// Every bucket stops for `duration` (at most [`MAX_HOLD_OFF`]): the
+    /// upstream's limit is shared by all tenants.
+    pub fn all(duration: Duration) -> HoldOff<'static> {
+        HoldOff {
+            who: None,
+            duration: duration.min(MAX_HOLD_OFF),
+        }
+    }
+}
+
+impl<'a> HoldOff<'a> {
+    /// The request's own buckets stop for `duration` (at most
+    /// [`MAX_HOLD_OFF`]): its tenant's k, or its user's j when it names a
+    /// user. For an upstream that limits each account on its own. The
+    /// request's tokens do not matter.
+    pub fn tenant(request: impl Into<Request<'a>>, duration: Duration) -> HoldOff<'a> {
+        HoldOff {
+            who: Some(request.into()),
+            duration: duration.min(MAX_HOLD_OFF),
+        }
+    }
+
+    /// Whose buckets stop: `None` for every bucket.
+    pub fn who(&self) -> Option<&Request<'a>> {
+        self.who.as_ref()
+    }
+
+    /// How long they stop, from when the limiter applies it.
+    pub fn duration(&self) -> Duration {
+        self.duration
+    }
+}
