@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use shuffle_limiter::redis::{FailurePolicy, RedisOptions};
 use shuffle_limiter::store::Store;
+use shuffle_limiter::upstream::HoldOff;
 use shuffle_limiter::{
     Builder, DenialReason, Limit, Limiter, ManualClock, Quota, Request, ShardedLimiter,
 };
@@ -24,6 +25,7 @@ struct Seen {
     after_cut: u64,
     bursts: Vec<u32>,
     user_granted: u32,
+    after_hold_off: (u64, u64),
 }
 
 /// Takes and gives back through `Limit` alone, as generic code would.
@@ -64,6 +66,13 @@ async fn walk<S: Store>(limiter: &Limiter<S>) -> Seen {
     let bursts = snapshot.iter().map(|b| b.burst()).collect();
     let user = Request::tenant("t3").user("alice");
     let user_granted = limiter.check(user).await.map_or(0, |g| g.tokens());
+    // The upstream throttles `other`'s account: its buckets stop, the
+    // first tenant's (apart from them) keep what they hold.
+    let before = limiter.remaining(tenant).await.unwrap();
+    let hold = HoldOff::tenant(&other, Duration::from_secs(600));
+    limiter.hold_off(hold).await.unwrap();
+    let held = limiter.remaining(&other).await.unwrap();
+    assert_eq!(limiter.remaining(tenant).await.unwrap(), before);
     Seen {
         granted,
         never_fits,
@@ -72,6 +81,7 @@ async fn walk<S: Store>(limiter: &Limiter<S>) -> Seen {
         after_cut,
         bursts,
         user_granted,
+        after_hold_off: (held, before),
     }
 }
 
@@ -108,6 +118,7 @@ async fn one_generic_function_sees_the_same_over_both_stores() {
     assert_eq!(in_process.after_cut, 3);
     assert_eq!(in_process.bursts, [2; 8]);
     assert_eq!(in_process.user_granted, 1);
+    assert_eq!(in_process.after_hold_off.0, 0);
     // A handle reads what the limiter reads, in either store.
     let (local_handle, redis_handle) = (local.handle("tenant-42"), redis.handle("tenant-42"));
     let left = local.remaining("tenant-42");

@@ -1,0 +1,150 @@
+//! Holding off over Redis when the upstream says stop: one process's
+//! hold-off stops the fleet, in both layouts, a tenant's hold-off stops its
+//! own buckets alone, and a hold-off while Redis is down still stops the
+//! local fallback. Against a real `redis-server` on 127.0.0.1; the times
+//! are read from the denials (an hour-long hold-off), never slept through.
+
+use std::time::Duration;
+
+use shuffle_limiter::redis::{Error, FailurePolicy, Layout, RedisLimiter, RedisOptions, Source};
+use shuffle_limiter::upstream::HoldOff;
+use shuffle_limiter::{Limit, Quota, ShardedLimiter};
+
+#[path = "../../tests/support/redis_server.rs"]
+mod redis_server;
+use redis_server::RedisServer;
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+/// 8 buckets of 100 tokens, k = 2: nothing runs dry during a test.
+async fn process(server: &RedisServer, name: &str, options: RedisOptions) -> RedisLimiter {
+    ShardedLimiter::builder()
+        .quota(Quota::per_second(800).with_burst(800))
+        .buckets(8)
+        .per_tenant(2)
+        .salt("hold")
+        .name(name)
+        .build_redis(&server.url(), options.deadline(Duration::from_millis(500)))
+        .await
+        .unwrap()
+}
+
+/// The denial of `tenant` now, which must come from Redis (or from what
+/// Redis denied a tenant sharing a bucket, remembered).
+async fn denied_for(limiter: &RedisLimiter, tenant: &str) -> Duration {
+    let decision = limiter.decide(tenant).await;
+    let source = decision.source();
+    assert!(
+        matches!(source, Source::Redis | Source::CachedDenial),
+        "{tenant}: {source:?} {:?}",
+        decision.error()
+    );
+    decision.result().unwrap_err().retry_after()
+}
+
+fn about_an_hour(wait: Duration) -> bool {
+    wait <= HOUR && wait >= HOUR - Duration::from_secs(5)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_process_holds_off_the_whole_fleet_in_both_layouts() {
+    let server = RedisServer::start();
+    for layout in [Layout::OneSlot, Layout::Spread] {
+        let options = || RedisOptions::new(FailurePolicy::FailClosed).layout(layout);
+        let name = format!("fleet-{layout:?}");
+        let (a, b) = (
+            process(&server, &name, options()).await,
+            process(&server, &name, options()).await,
+        );
+        assert!(b.check("t0").await.is_ok());
+        a.hold_off(HoldOff::all(HOUR)).await.unwrap();
+        for t in 0..20 {
+            let wait = denied_for(&b, &format!("t{t}")).await;
+            assert!(about_an_hour(wait), "{layout:?} t{t}: {wait:?}");
+        }
+        // The state reads agree: no bucket holds a whole token.
+        let snapshot = b.snapshot().await.unwrap();
+        assert!(snapshot.iter().all(|s| s.available() == 0), "{snapshot:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_hold_off_stops_its_own_buckets_for_every_process() {
+    let server = RedisServer::start();
+    let options = || RedisOptions::new(FailurePolicy::FailClosed);
+    let (a, b) = (
+        process(&server, "tenant", options()).await,
+        process(&server, "tenant", options()).await,
+    );
+    a.hold_off(HoldOff::tenant("acme", HOUR)).await.unwrap();
+    assert!(about_an_hour(denied_for(&b, "acme").await));
+    let held = b.shard("acme");
+    let (mut apart, mut sharing) = (0, 0);
+    for t in 0..60 {
+        let tenant = format!("t{t}");
+        let shared = (b.shard(&tenant).buckets().iter())
+            .filter(|&&x| held.contains(x))
+            .count();
+        let left = b.remaining(tenant.as_str()).await.unwrap();
+        assert_eq!(left, 200 - 100 * shared as u64, "{tenant}");
+        match shared {
+            0 => apart += 1,
+            1 => sharing += 1,
+            _ => {}
+        }
+    }
+    assert!(
+        apart > 10 && sharing > 5,
+        "{apart} apart, {sharing} sharing"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_off_while_redis_is_down_still_stops_the_local_fallback() {
+    let server = RedisServer::start();
+    let options = RedisOptions::new(FailurePolicy::LocalFallback { replicas: 2 });
+    let limiter = process(&server, "down", options).await;
+    assert!(limiter.check("t").await.is_ok());
+    server.signal("-STOP");
+    let held = limiter.hold_off(HoldOff::all(HOUR)).await;
+    let decision = limiter.decide("t").await;
+    server.signal("-CONT");
+    assert!(matches!(held, Err(Error::Timeout { .. })), "{held:?}");
+    assert_eq!(decision.source(), Source::Policy);
+    let wait = decision.result().unwrap_err().retry_after();
+    assert!(about_an_hour(wait), "{wait:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_off_leaves_a_stray_key_and_is_refused() {
+    let server = RedisServer::start();
+    let limiter = process(
+        &server,
+        "stray",
+        RedisOptions::new(FailurePolicy::FailClosed),
+    )
+    .await;
+    let key = limiter
+        .key(limiter.shard("t").buckets()[0])
+        .unwrap()
+        .to_owned();
+    let mut connection = server.connection().await;
+    let _: () = redis::cmd("HSET")
+        .arg(&key)
+        .arg("f")
+        .arg("v")
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    let refused = limiter.hold_off(HoldOff::tenant("t", HOUR)).await;
+    assert!(
+        matches!(refused, Err(Error::NotABucket { .. })),
+        "{refused:?}"
+    );
+    let kind: String = redis::cmd("TYPE")
+        .arg(&key)
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    assert_eq!(kind, "hash");
+}
