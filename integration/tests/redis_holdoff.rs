@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use shuffle_limiter::redis::{Error, FailurePolicy, Layout, RedisLimiter, RedisOptions, Source};
-use shuffle_limiter::upstream::HoldOff;
+use shuffle_limiter::upstream::{Adaptive, HoldOff, Signal};
 use shuffle_limiter::{Limit, Quota, ShardedLimiter};
 
 #[path = "../../tests/support/redis_server.rs"]
@@ -147,4 +147,44 @@ async fn a_hold_off_leaves_a_stray_key_and_is_refused() {
         .await
         .unwrap();
     assert_eq!(kind, "hash");
+}
+
+/// Three processes' controllers, throttled by the same upstream at once,
+/// cut the one quota in Redis once: one that saw the first cut waits out
+/// its cooldown, and one that did not look since cuts from the same quota
+/// to the same one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processes_throttled_together_cut_the_shared_quota_once() {
+    let server = RedisServer::start();
+    let options = || RedisOptions::new(FailurePolicy::FailClosed);
+    let mut fleet = Vec::new();
+    for _ in 0..3 {
+        fleet.push(process(&server, "adapt", options()).await);
+    }
+    let ceiling = Quota::per_second(800);
+    let controllers: Vec<_> = (0..3).map(|_| Adaptive::new(8, ceiling).unwrap()).collect();
+    for (limiter, adaptive) in fleet.iter().zip(&controllers) {
+        assert_eq!(
+            adaptive.observe(limiter, Signal::Served).await.unwrap(),
+            None
+        );
+    }
+    let cut = controllers[0]
+        .observe(&fleet[0], Signal::Throttled)
+        .await
+        .unwrap();
+    assert_eq!(cut.map(|q| q.count()), Some(560));
+    // The second learns of it at its next decision, and its throttle waits.
+    assert_eq!(fleet[1].decide("t").await.source(), Source::Redis);
+    assert_eq!(fleet[1].quota().count(), 560);
+    let waited = controllers[1].observe(&fleet[1], Signal::Throttled).await;
+    assert_eq!(waited.unwrap(), None);
+    // The third has not looked: it cuts 800 to 560 as well.
+    assert_eq!(fleet[2].quota().count(), 800);
+    let again = controllers[2].observe(&fleet[2], Signal::Throttled).await;
+    assert_eq!(again.unwrap().map(|q| q.count()), Some(560));
+    for limiter in &fleet {
+        assert_eq!(limiter.decide("t").await.source(), Source::Redis);
+        assert_eq!(limiter.quota().count(), 560);
+    }
 }

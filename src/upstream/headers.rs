@@ -75,6 +75,45 @@ pub fn reset_in(value: &[u8], now: SystemTime) -> Option<Duration> {
     delta_seconds(parameter)
 }
 
+/// The limit a `RateLimit-Policy` value advertises: its first policy's
+/// requests and window, as `(limit, window)`, for
+/// [`Signal::Advertised`](super::Signal::Advertised).
+///
+/// Both drafts' forms are read: `10;w=1` (the limit first) and
+/// `"default";q=100;w=60` (named, the limit as `q`). A policy without a
+/// whole limit and a whole, non-zero window is `None`.
+///
+/// ```
+/// use std::time::Duration;
+/// use shuffle_limiter::upstream::policy;
+///
+/// assert_eq!(policy(b"10;w=1, 1000;w=3600"), Some((10, Duration::from_secs(1))));
+/// assert_eq!(policy(b"\"default\";q=100;w=60"), Some((100, Duration::from_secs(60))));
+/// assert_eq!(policy(b"100"), None);
+/// ```
+pub fn policy(value: &[u8]) -> Option<(u32, Duration)> {
+    let text = trimmed(value)?;
+    let first = text.split(',').next()?;
+    let mut parts = first.split(';').map(str::trim);
+    let head = parts.next()?;
+    let mut limit = head
+        .parse::<u32>()
+        .ok()
+        .filter(|_| head.bytes().all(|b| b.is_ascii_digit()));
+    let mut window = None;
+    for part in parts {
+        let digits = |value: &str| {
+            (value.bytes().all(|b| b.is_ascii_digit())).then(|| value.parse::<u64>().ok())?
+        };
+        if let Some(q) = part.strip_prefix("q=") {
+            limit = digits(q).and_then(|q| u32::try_from(q).ok());
+        } else if let Some(w) = part.strip_prefix("w=") {
+            window = digits(w).filter(|&w| w > 0).map(Duration::from_secs);
+        }
+    }
+    Some((limit?, window?))
+}
+
 /// A reset value from this many seconds on is a Unix time (2001-09-09).
 const UNIX_TIME_FROM: u64 = 1_000_000_000;
 
@@ -144,6 +183,26 @@ mod tests {
             b"Someday",
         ] {
             assert_eq!(retry_after(bad, now()), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_policy_needs_a_whole_limit_and_window() {
+        let secs = Duration::from_secs;
+        assert_eq!(policy(b" 5;w=1 "), Some((5, secs(1))));
+        assert_eq!(policy(b"\"a\";w=10;q=7"), Some((7, secs(10))));
+        for bad in [
+            &b""[..],
+            b"5",
+            b"5;w=0",
+            b"5;w=-1",
+            b"-5;w=1",
+            b"5.5;w=1",
+            b"x;q=1",
+            b"99999999999;w=1",
+            b"\xff",
+        ] {
+            assert_eq!(policy(bad), None, "{bad:?}");
         }
     }
 

@@ -3,9 +3,17 @@
 //! limiter grants nothing from the buckets concerned before then.
 //!
 //! A limit configured in the client is rarely the upstream's: the partner
-//! lowers it at peak, other clients share it. [`Retry-After`](retry_after)
-//! and the reset fields of rate-limit headers ([`reset_in`]) say when to
-//! come back; a [`HoldOff`] says where that applies, and
+//! lowers it at peak, other clients share it. Two answers to that:
+//!
+//! - **Hold off** when it says stop. [`Retry-After`](retry_after) and the
+//!   reset fields of rate-limit headers ([`reset_in`]) say when to come
+//!   back.
+//! - **Adapt** the budget to what it takes: an [`Adaptive`] controller
+//!   cuts the global rate on throttles, steps it up after quiet intervals,
+//!   and takes an advertised limit ([`policy`]) as it is, between a floor
+//!   and a ceiling, through the live quota change.
+//!
+//! A [`HoldOff`] says where a hold-off applies, and
 //! [`Limit::hold_off`](crate::Limit::hold_off) (or
 //! [`ShardedLimiter::hold_off`](crate::ShardedLimiter::hold_off), at once)
 //! applies it:
@@ -51,11 +59,13 @@
 //! # Ok::<(), shuffle_limiter::ConfigError>(())
 //! ```
 
+mod adapt;
 mod headers;
 
 use std::time::Duration;
 
-pub use self::headers::{reset_in, retry_after};
+pub use self::adapt::{AdaptError, Adaptive, Signal};
+pub use self::headers::{policy, reset_in, retry_after};
 use crate::Request;
 
 /// The longest hold-off: an hour. An upstream that asks for more (a

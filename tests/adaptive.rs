@@ -1,0 +1,156 @@
+//! The adaptive controller (`upstream::Adaptive`) on a `ManualClock`: cuts
+//! on throttles at most once per cooldown and never below the floor, steps
+//! up after quiet intervals and never above the ceiling, takes an
+//! advertised limit as it is, and cuts a shared quota once for two
+//! controllers throttled together.
+
+use std::time::Duration;
+
+use shuffle_limiter::upstream::{AdaptError, Adaptive, Signal};
+use shuffle_limiter::{ManualClock, Quota, ShardedLimiter};
+
+fn limiter(clock: &ManualClock) -> ShardedLimiter<ManualClock> {
+    ShardedLimiter::builder()
+        .quota(Quota::per_second(100))
+        .buckets(4)
+        .per_tenant(2)
+        .clock(clock.clone())
+        .build()
+        .unwrap()
+}
+
+fn controller(clock: &ManualClock) -> Adaptive<ManualClock> {
+    Adaptive::new(5, Quota::per_second(100))
+        .unwrap()
+        .clock(clock.clone())
+}
+
+#[test]
+fn throttles_cut_once_per_cooldown_down_to_the_floor() {
+    let clock = ManualClock::new();
+    let (limiter, adaptive) = (limiter(&clock), controller(&clock));
+    assert_eq!(
+        adaptive.observe_now(&limiter, Signal::Throttled),
+        Some(Quota::per_second(70))
+    );
+    // A storm of 429s within the cooldown: one cut.
+    for _ in 0..50 {
+        assert_eq!(adaptive.observe_now(&limiter, Signal::Throttled), None);
+        clock.advance(Duration::from_millis(10));
+    }
+    assert_eq!(limiter.quota().count(), 70);
+    let mut counts = Vec::new();
+    for _ in 0..20 {
+        clock.advance(Duration::from_secs(1));
+        adaptive.observe_now(&limiter, Signal::Throttled);
+        counts.push(limiter.quota().count());
+    }
+    assert_eq!(counts[..6], [49, 34, 23, 16, 11, 7]);
+    assert!(counts[6..].iter().all(|&c| c == 5), "{counts:?}");
+    // The burst follows the rate, never below N.
+    assert_eq!(limiter.quota().burst(), 5);
+}
+
+#[test]
+fn quiet_intervals_step_up_to_the_ceiling_and_a_throttle_starts_them_again() {
+    let clock = ManualClock::new();
+    let (limiter, adaptive) = (limiter(&clock), controller(&clock));
+    // At the ceiling, nothing to step up to; then cut by hand.
+    assert_eq!(adaptive.observe_now(&limiter, Signal::Served), None);
+    limiter.set_quota(Quota::per_second(50)).unwrap();
+    // A change is timed from when the controller sees it (another
+    // process's is seen no sooner): served, but not 5 s since, no step.
+    assert_eq!(adaptive.observe_now(&limiter, Signal::Served), None);
+    clock.advance(Duration::from_secs(4));
+    assert_eq!(adaptive.observe_now(&limiter, Signal::Served), None);
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(
+        adaptive
+            .observe_now(&limiter, Signal::Served)
+            .map(|q| q.count()),
+        Some(55)
+    );
+    // A throttle (cut) and 4.9 s later: no step; at 5 s, one.
+    clock.advance(Duration::from_secs(5));
+    adaptive.observe_now(&limiter, Signal::Throttled);
+    assert_eq!(limiter.quota().count(), 38);
+    clock.advance(Duration::from_millis(4_900));
+    assert_eq!(adaptive.observe_now(&limiter, Signal::Served), None);
+    clock.advance(Duration::from_millis(100));
+    assert_eq!(
+        adaptive
+            .observe_now(&limiter, Signal::Served)
+            .map(|q| q.count()),
+        Some(43)
+    );
+    for _ in 0..30 {
+        clock.advance(Duration::from_secs(5));
+        adaptive.observe_now(&limiter, Signal::Served);
+    }
+    assert_eq!(limiter.quota(), Quota::per_second(100));
+}
+
+#[test]
+fn an_advertised_limit_is_taken_as_it_is_within_the_bounds() {
+    let clock = ManualClock::new();
+    let (limiter, adaptive) = (limiter(&clock), controller(&clock));
+    let advertised = |limit, secs| Signal::Advertised {
+        limit,
+        window: Duration::from_secs(secs),
+    };
+    // 1 200 per minute is 20 per second.
+    adaptive.observe_now(&limiter, advertised(1200, 60));
+    assert_eq!(limiter.quota().count(), 20);
+    adaptive.observe_now(&limiter, advertised(1, 1));
+    assert_eq!(limiter.quota().count(), 5, "the floor");
+    adaptive.observe_now(&limiter, advertised(u32::MAX, 1));
+    assert_eq!(limiter.quota().count(), 100, "the ceiling");
+    // A window of zero says nothing.
+    assert_eq!(adaptive.observe_now(&limiter, advertised(7, 0)), None);
+}
+
+#[test]
+fn two_controllers_throttled_together_cut_a_shared_quota_once() {
+    let clock = ManualClock::new();
+    let limiter = limiter(&clock);
+    let (a, b) = (controller(&clock), controller(&clock));
+    // Both have seen the quota before the throttle.
+    assert_eq!(a.observe_now(&limiter, Signal::Served), None);
+    assert_eq!(b.observe_now(&limiter, Signal::Served), None);
+    clock.advance(Duration::from_secs(2));
+    a.observe_now(&limiter, Signal::Throttled);
+    b.observe_now(&limiter, Signal::Throttled);
+    assert_eq!(limiter.quota().count(), 70);
+}
+
+#[test]
+fn bad_settings_are_refused_with_what_to_change() {
+    let ceiling = Quota::per_second(10);
+    assert_eq!(
+        Adaptive::new(0, ceiling).unwrap_err(),
+        AdaptError::ZeroFloor
+    );
+    let above = Adaptive::new(11, ceiling).unwrap_err();
+    assert_eq!(
+        above,
+        AdaptError::FloorAboveCeiling {
+            floor: 11,
+            ceiling: 10
+        }
+    );
+    assert!(above.to_string().contains("lower the floor"));
+    for factor in [0.0, 1.0, 1.5, -0.2, f64::NAN] {
+        let refused = Adaptive::new(1, ceiling)
+            .unwrap()
+            .decrease(factor)
+            .unwrap_err();
+        assert!(
+            refused.to_string().contains("above 0 and below 1"),
+            "{factor}"
+        );
+    }
+    assert_eq!(Signal::of_status(429), Some(Signal::Throttled));
+    assert_eq!(Signal::of_status(503), Some(Signal::Throttled));
+    assert_eq!(Signal::of_status(200), Some(Signal::Served));
+    assert_eq!(Signal::of_status(500), None);
+}
