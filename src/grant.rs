@@ -362,6 +362,71 @@ impl Refunded {
     }
 }
 
+/// What settling a grant at its real cost did
+/// ([`Limit::settle`](crate::Limit::settle)): tokens given back when it
+/// cost less than it took, or charged to the buckets that paid it when it
+/// cost more.
+///
+/// A charge takes at most a burst of debt from each bucket (it is empty
+/// then for another burst's time); what no bucket could take is
+/// [forgiven](Self::forgiven), never taken from another tenant's bucket.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Settled {
+    pub(crate) refunded: Refunded,
+    pub(crate) charged: u32,
+    pub(crate) forgiven: u32,
+}
+
+/// How a grant settles at its real cost ([`Settle::of`]).
+pub(crate) enum Settle {
+    /// It cost what it took.
+    Even,
+    /// It cost less: this part of it goes back.
+    Refund(Grant),
+    /// It cost this many tokens more, to charge to its buckets.
+    Charge(Grant, u32),
+}
+
+impl Settle {
+    /// How `grant` settles at a real cost of `actual` tokens.
+    pub(crate) fn of(grant: Grant, actual: u32) -> Settle {
+        let took = grant.tokens();
+        match actual.checked_sub(took) {
+            Some(0) => Settle::Even,
+            Some(extra) => Settle::Charge(grant, extra),
+            None => Settle::Refund(grant.part(took - actual).expect("less than it took")),
+        }
+    }
+}
+
+impl Settled {
+    /// `extra` tokens to charge, of which `charged` were taken.
+    pub(crate) fn charge(extra: u32, charged: u32) -> Settled {
+        Settled {
+            charged,
+            forgiven: extra - charged,
+            ..Settled::default()
+        }
+    }
+
+    /// What went back, when the real cost was below the grant.
+    pub fn refunded(&self) -> Refunded {
+        self.refunded
+    }
+
+    /// Tokens taken beyond the grant, when the real cost was above it.
+    pub fn charged(&self) -> u32 {
+        self.charged
+    }
+
+    /// Tokens of the real cost above the grant that no bucket that paid it
+    /// could take: its debt was full, it is gone since, or none paid (a
+    /// failure policy's grant).
+    pub fn forgiven(&self) -> u32 {
+        self.forgiven
+    }
+}
+
 /// The draw's outcome as the public answer to a request of `n` tokens:
 /// `shard` is what was drawn on (its own buckets, then its spill buckets),
 /// `now` the reading it was drawn at, `unit` the nanoseconds in one unit

@@ -100,7 +100,7 @@ pub use assign::{Assignment, MAX_BUCKETS, MAX_PER_TENANT, Shard};
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use denied::{DenialReason, Denied};
 pub use error::{ConfigError, RefundTooLarge};
-pub use grant::{BucketState, Grant, Payment, Refunded};
+pub use grant::{BucketState, Grant, Payment, Refunded, Settled};
 pub use limiter::builder::{
     Builder, DEFAULT_BUCKETS, DEFAULT_LENDER_RESERVE, DEFAULT_PER_TENANT, DEFAULT_TENANT_CACHE,
 };

@@ -26,6 +26,7 @@ struct Seen {
     bursts: Vec<u32>,
     user_granted: u32,
     after_hold_off: (u64, u64),
+    settled: (u32, u32, u64, u32, u64),
 }
 
 /// Takes and gives back through `Limit` alone, as generic code would.
@@ -66,6 +67,26 @@ async fn walk<S: Store>(limiter: &Limiter<S>) -> Seen {
     let bursts = snapshot.iter().map(|b| b.burst()).collect();
     let user = Request::tenant("t3").user("alice");
     let user_granted = limiter.check(user).await.map_or(0, |g| g.tokens());
+    // Admitted at an estimate, settled at the real cost: less, then more.
+    let estimate = limiter
+        .check(Request::tenant(&other).tokens(2))
+        .await
+        .unwrap();
+    let less = limiter.settle(estimate, 1).await.unwrap();
+    let after_less = limiter.remaining(&other).await.unwrap();
+    let estimate = limiter
+        .check(Request::tenant(&other).tokens(1))
+        .await
+        .unwrap();
+    let more = limiter.settle(estimate, 3).await.unwrap();
+    let after_more = limiter.remaining(&other).await.unwrap();
+    let settled = (
+        less.refunded().given(),
+        more.charged(),
+        after_less,
+        more.forgiven(),
+        after_more,
+    );
     // The upstream throttles `other`'s account: its buckets stop, the
     // first tenant's (apart from them) keep what they hold.
     let before = limiter.remaining(tenant).await.unwrap();
@@ -82,6 +103,7 @@ async fn walk<S: Store>(limiter: &Limiter<S>) -> Seen {
         bursts,
         user_granted,
         after_hold_off: (held, before),
+        settled,
     }
 }
 
@@ -119,6 +141,7 @@ async fn one_generic_function_sees_the_same_over_both_stores() {
     assert_eq!(in_process.bursts, [2; 8]);
     assert_eq!(in_process.user_granted, 1);
     assert_eq!(in_process.after_hold_off.0, 0);
+    assert_eq!(in_process.settled, (1, 2, 1, 0, 0));
     // A handle reads what the limiter reads, in either store.
     let (local_handle, redis_handle) = (local.handle("tenant-42"), redis.handle("tenant-42"));
     let left = local.remaining("tenant-42");

@@ -100,9 +100,23 @@ pub(crate) fn hold(tat: u64, until: u64, capacity: u64, interval: u64) -> u64 {
     tat.max(until + capacity - interval)
 }
 
+/// One bucket's arrival time after up to `tokens` more are charged at `now`
+/// (a cost settled above what was granted), with how many it took: each
+/// token moves the arrival time on by `interval` from `max(tat, now)`, but
+/// never past `now + 2 · capacity` — a debt of at most one burst beyond
+/// empty. A bucket deeper in debt already (or holding bookings that far)
+/// takes nothing. Only ever takes tokens.
+pub(crate) fn charge(tat: u64, tokens: u32, interval: u64, capacity: u64, now: u64) -> (u64, u32) {
+    let from = tat.max(now);
+    let limit = now.saturating_add(capacity.saturating_mul(2));
+    let room = limit.saturating_sub(from) / interval;
+    let taken = u64::from(tokens).min(room);
+    (from + taken * interval, taken as u32)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{Pace, give_back, hold, refund, rescale, resize};
+    use super::{Pace, charge, give_back, hold, refund, rescale, resize};
 
     const TEN: Pace = Pace::every(10);
     const FOUR: Pace = Pace::every(4);
@@ -256,5 +270,23 @@ mod tests {
         assert_eq!(TEN.tokens(Pace::room(capacity, held, until + 20)), 3);
         // A bucket already owing past that stays as it is: never a token more.
         assert_eq!(hold(500, until, capacity, 10), 500);
+    }
+
+    #[test]
+    fn a_charge_takes_tokens_down_to_one_burst_of_debt_and_no_further() {
+        // 3 tokens of 10 ns (capacity 30), at now = 100.
+        assert_eq!(charge(90, 2, 10, 30, 100), (120, 2), "full: from now");
+        assert_eq!(charge(130, 2, 10, 30, 100), (150, 2), "empty: into debt");
+        assert_eq!(
+            charge(130, 9, 10, 30, 100),
+            (160, 3),
+            "at most a burst of debt"
+        );
+        assert_eq!(charge(165, 1, 10, 30, 100), (165, 0), "deeper already");
+        assert_eq!(charge(u64::MAX, 1, 10, 30, 100), (u64::MAX, 0), "sealed");
+        assert_eq!(charge(0, 0, 10, 30, 100), (100, 0));
+        // Never an overflow at the latest clock and the largest capacity.
+        let (now, capacity) = (u64::MAX - (1 << 62), 1 << 62);
+        assert_eq!(charge(now, 1, capacity, capacity, now), (now + capacity, 1));
     }
 }

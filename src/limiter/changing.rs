@@ -2,10 +2,11 @@
 
 use crate::clock::Clock;
 use crate::error::ConfigError;
+use crate::grant::Settle;
 use crate::quota::Quota;
 use crate::store::sealed::Change;
 use crate::upstream::HoldOff;
-use crate::{Grant, Refunded, ShardedLimiter};
+use crate::{Grant, Refunded, Settled, ShardedLimiter};
 
 /// # Changing while running
 impl<C: Clock> ShardedLimiter<C> {
@@ -194,6 +195,40 @@ impl<C: Clock> ShardedLimiter<C> {
     pub fn hold_off(&self, hold: HoldOff<'_>) {
         self.store
             .hold_off(&self.core, self.held(&hold).as_ref(), hold.duration());
+    }
+
+    /// Settles `grant` at its real cost of `actual` tokens, at once: the
+    /// difference goes back when it cost less, or is charged to the
+    /// buckets that paid it when it cost more (see
+    /// [`Limit::settle`](crate::Limit::settle)).
+    ///
+    /// ```
+    /// use shuffle_limiter::{ManualClock, Quota, Request, ShardedLimiter};
+    ///
+    /// let limiter = ShardedLimiter::builder()
+    ///     .quota(Quota::per_second(100))
+    ///     .buckets(2)
+    ///     .per_tenant(1)
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// // Admitted at an estimate of 10 tokens; the answer cost 14.
+    /// let grant = limiter.check(Request::tenant("t").tokens(10)).unwrap();
+    /// let settled = limiter.settle(grant, 14);
+    /// assert_eq!((settled.charged(), settled.forgiven()), (4, 0));
+    /// assert_eq!(limiter.remaining("t"), 50 - 14);
+    /// # Ok::<(), shuffle_limiter::ConfigError>(())
+    /// ```
+    pub fn settle(&self, grant: Grant, actual: u32) -> Settled {
+        match Settle::of(grant, actual) {
+            Settle::Refund(part) => Settled {
+                refunded: self.refund(part),
+                ..Settled::default()
+            },
+            Settle::Even => Settled::default(),
+            Settle::Charge(grant, extra) => {
+                Settled::charge(extra, self.store.charge_grant(&self.core, &grant, extra))
+            }
+        }
     }
 
     /// Gives back every token `grant` took, to the buckets that paid them:

@@ -10,7 +10,7 @@ use crate::upstream::HoldOff;
 
 use super::Limiter;
 use crate::denied::Denied;
-use crate::grant::{BucketState, Grant, Refunded};
+use crate::grant::{BucketState, Grant, Refunded, Settle, Settled};
 use crate::plan::whom::Whom;
 use crate::request::Request;
 
@@ -103,6 +103,26 @@ pub trait Limit: Send + Sync {
     /// at one instant).
     fn snapshot(&self) -> impl Future<Output = Result<Vec<BucketState>, Self::Error>> + Send;
 
+    /// Settles `grant` at its real cost of `actual` tokens, known only after
+    /// the call (tokens of an LLM answer, pages of a report): the
+    /// difference goes back to the buckets that paid it when `actual` is
+    /// less, as [`refund`](Self::refund) gives back, or is charged to them
+    /// as debt when it is more, each bucket down to a burst of debt at
+    /// most (what none can take is forgiven, never charged to another).
+    ///
+    /// So admit with an estimate, and settle:
+    /// `check(Request::tenant(t).tokens(estimate))`, then
+    /// `settle(grant, actual)`.
+    ///
+    /// # Errors
+    /// What the store fails with: over Redis, the errors of a round trip
+    /// (nothing may then be settled).
+    fn settle(
+        &self,
+        grant: Grant,
+        actual: u32,
+    ) -> impl Future<Output = Result<Settled, Self::Error>> + Send;
+
     /// Grants nothing from the buckets `hold` names before its duration is
     /// over: the upstream answered 429 with a time to come back (see
     /// [`upstream`](crate::upstream)). Only ever takes tokens.
@@ -153,6 +173,19 @@ impl<S: Store> Limit for Limiter<S> {
 
     fn snapshot(&self) -> impl Future<Output = Result<Vec<BucketState>, Self::Error>> + Send {
         self.store.snapshot(&self.core)
+    }
+
+    async fn settle(&self, grant: Grant, actual: u32) -> Result<Settled, Self::Error> {
+        Ok(match Settle::of(grant, actual) {
+            Settle::Refund(part) => Settled {
+                refunded: self.store.refund(&self.core, part).await?,
+                ..Settled::default()
+            },
+            Settle::Even => Settled::default(),
+            Settle::Charge(grant, extra) => {
+                Settled::charge(extra, self.store.charge(&self.core, grant, extra).await?)
+            }
+        })
     }
 
     fn hold_off(&self, hold: HoldOff<'_>) -> impl Future<Output = Result<(), Self::Error>> + Send {

@@ -23,6 +23,10 @@ impl<C: Clock> Local for ShardedLimiter<C> {
         ShardedLimiter::refund(self, grant)
     }
 
+    fn charge(&self, grant: Grant, tokens: u32) -> u32 {
+        self.store.charge_grant(&self.core, &grant, tokens)
+    }
+
     fn hold_off(&self, shard: Option<&Shard>, duration: Duration) {
         self.store.hold_off(&self.core, shard, duration);
     }

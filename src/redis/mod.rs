@@ -187,6 +187,7 @@ use crate::{Denied, Grant, Handle, Limiter, Request, ShardedLimiter};
 
 mod breaker;
 mod build;
+mod charge;
 mod denial_cache;
 mod error;
 mod holdoff;

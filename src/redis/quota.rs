@@ -48,6 +48,7 @@ pub(super) struct ChangeScripts {
     pub(super) refund: Script,
     pub(super) give_back: Script,
     pub(super) hold_off: Script,
+    pub(super) charge: Script,
 }
 
 impl Default for ChangeScripts {
@@ -57,6 +58,7 @@ impl Default for ChangeScripts {
             refund: Script::new(REFUND_LUA),
             give_back: Script::new(GIVEBACK_LUA),
             hold_off: Script::new(super::holdoff::HOLDOFF_LUA),
+            charge: Script::new(super::charge::CHARGE_LUA),
         }
     }
 }

@@ -72,7 +72,7 @@ where
 
     /// The payments one script can take together: all of them in one slot,
     /// one at a time when each bucket has a slot of its own.
-    fn batches<'p>(&self, payments: &'p [Payment]) -> std::slice::Chunks<'p, Payment> {
+    pub(super) fn batches<'p>(&self, payments: &'p [Payment]) -> std::slice::Chunks<'p, Payment> {
         let size = match self.options.layout {
             Layout::OneSlot => payments.len().max(1),
             Layout::Spread => 1,

@@ -366,6 +366,15 @@ where
         self.refund_in_redis(grant)
     }
 
+    fn charge(
+        &self,
+        _core: &Core,
+        grant: Grant,
+        tokens: u32,
+    ) -> impl Future<Output = Result<u32, Error>> + Send {
+        self.charge_in_redis(grant, tokens)
+    }
+
     fn change(
         &self,
         _core: &Core,

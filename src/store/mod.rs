@@ -102,6 +102,10 @@ pub(crate) mod sealed {
         /// Gives back what `grant`, one of its own, took.
         fn refund(&self, grant: Grant) -> Refunded;
 
+        /// Charges up to `tokens` more to the buckets that paid `grant`,
+        /// one of its own: the tokens taken.
+        fn charge(&self, grant: Grant, tokens: u32) -> u32;
+
         /// Holds off the shard's own buckets, or every bucket, for
         /// `duration`, as the other store did.
         fn hold_off(&self, shard: Option<&Shard>, duration: Duration);
@@ -143,6 +147,16 @@ pub(crate) mod sealed {
             core: &Core,
             grant: Grant,
         ) -> impl Future<Output = Result<Refunded, Self::Error>> + Send;
+
+        /// Takes up to `tokens` more from the buckets that paid `grant`,
+        /// in the order they paid, each down to a burst of debt: the tokens
+        /// taken.
+        fn charge(
+            &self,
+            core: &Core,
+            grant: Grant,
+            tokens: u32,
+        ) -> impl Future<Output = Result<u32, Self::Error>> + Send;
 
         /// Changes the quota or N of the running limiter.
         fn change(

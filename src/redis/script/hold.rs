@@ -1,11 +1,13 @@
-//! The hold-off script against `hold` of `src/draw/rescale.rs`: the same
-//! inputs, the same arrival times written — on a real `redis-server`.
+//! The hold-off and charge scripts against `hold` and `charge` of
+//! `src/draw/rescale.rs`: the same inputs, the same arrival times written —
+//! on a real `redis-server`.
 
 use redis::{AsyncCommands, Script};
 
 use super::differential::{XorShift, runtime};
 use super::redis_server::RedisServer;
-use crate::draw::hold;
+use crate::draw::{charge, hold};
+use crate::redis::charge::CHARGE_LUA;
 use crate::redis::holdoff::HOLDOFF_LUA;
 
 async fn read(connection: &mut redis::aio::MultiplexedConnection, key: &str) -> u64 {
@@ -115,5 +117,90 @@ fn the_hold_off_script_holds_every_bucket_as_the_pure_function() {
             .unwrap_err();
         assert!(error.to_string().contains("NOTABUCKET"), "{error}");
         assert_eq!(read(&mut connection, &keys[0]).await, 5);
+    });
+}
+
+#[test]
+fn the_charge_script_charges_the_payers_in_turn_as_the_pure_function() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let mut connection = server.connection().await;
+        let script = Script::new(CHARGE_LUA);
+        let keys: Vec<String> = (0..4).map(|i| format!("{{charge}}:b{i}")).collect();
+        let quota_key = "{charge}:quota";
+        let _: () = connection
+            .set(quota_key, "4 5 1000000000 5 4")
+            .await
+            .unwrap();
+        let mut rng = XorShift(0x00C4_A26E);
+        let (mut partial, mut into_debt, mut unborn) = (0, 0, 0);
+        for step in 0..1500 {
+            let payers = 1 + rng.below(4) as usize;
+            let now =
+                [0, 1_000_000, 1_764_000_000_000_000][rng.below(3) as usize] + rng.below(1 << 20);
+            let interval = [1, 7, 1000, 123_457][rng.below(4) as usize];
+            let mut left = rng.below(200) as u32;
+            let asked = left;
+            let mut invocation = script.prepare_invoke();
+            let (mut want, mut taken, mut capacities) = (Vec::new(), Vec::new(), Vec::new());
+            for key in &keys[..payers] {
+                let capacity = interval * (1 + rng.below(64));
+                let tat = match rng.below(4) {
+                    0 => 0,
+                    1 => now.saturating_sub(rng.below(capacity + 1)),
+                    2 => now + rng.below(capacity + 1),
+                    _ => now + capacity + rng.below(2 * capacity),
+                };
+                if tat == 0 {
+                    let _: () = connection.del(key).await.unwrap();
+                } else {
+                    let _: () = connection.set(key, tat).await.unwrap();
+                }
+                // Born after the grant (version 4 > 3): charged nothing.
+                let born = rng.below(6) == 0;
+                if born {
+                    let _: () = connection.set(format!("{key}:born"), 4).await.unwrap();
+                    unborn += 1;
+                } else {
+                    let _: () = connection.del(format!("{key}:born")).await.unwrap();
+                }
+                let (after, took) = if born {
+                    (tat, 0)
+                } else {
+                    charge(tat, left, interval, capacity, now)
+                };
+                left -= took;
+                into_debt += usize::from(after > now + capacity);
+                want.push(if took == 0 { tat } else { after });
+                taken.push(u64::from(took));
+                capacities.push(capacity);
+                invocation.key(key);
+            }
+            partial += usize::from(left > 0 && left < asked);
+            invocation
+                .key(quota_key)
+                .arg(4)
+                .arg(3)
+                .arg(asked)
+                .arg(interval);
+            for capacity in capacities {
+                invocation.arg(capacity);
+            }
+            invocation.arg(now);
+            let reply: Vec<u64> = invocation.invoke_async(&mut connection).await.unwrap();
+            assert_eq!(reply[..2], [1, 4], "step {step}");
+            assert_eq!(reply[2..], taken, "step {step}");
+            for (j, key) in keys[..payers].iter().enumerate() {
+                assert_eq!(
+                    read(&mut connection, key).await,
+                    want[j],
+                    "step {step}, payer {j}"
+                );
+            }
+        }
+        assert!(
+            partial > 50 && into_debt > 300 && unborn > 100,
+            "{partial} {into_debt} {unborn}"
+        );
     });
 }

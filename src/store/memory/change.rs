@@ -11,7 +11,7 @@ use super::{InProcess, SEALED};
 use crate::Shard;
 use crate::clock::Clock;
 use crate::denied::Denied;
-use crate::draw::{Pace, Step, give_back, hold, refund, rescale, resize};
+use crate::draw::{Pace, Step, charge, give_back, hold, refund, rescale, resize};
 use crate::error::ConfigError;
 use crate::grant::{Booked, BucketState, Grant, Refunded};
 use crate::plan::whom::Whom;
@@ -89,16 +89,20 @@ impl<C: Clock> InProcess<C> {
         capacity: u64,
         buckets: u32,
     ) -> bool {
-        let here = bucket < buckets
-            && self
-                .born
-                .get(bucket as usize)
-                .is_some_and(|born| born.load(Ordering::Relaxed) <= generation);
+        let here = self.paid_by(bucket, generation, buckets);
         if here {
             let now = self.now();
             self.swap(bucket, |tat| refund(tat, cost, capacity, now));
         }
         here
+    }
+
+    /// Whether `bucket` is among `buckets` and no younger than the split's
+    /// version `generation`: the bucket that paid a grant drawn then.
+    fn paid_by(&self, bucket: u32, generation: u64, buckets: u32) -> bool {
+        bucket < buckets
+            && (self.born.get(bucket as usize))
+                .is_some_and(|born| born.load(Ordering::Relaxed) <= generation)
     }
 
     /// Gives a booking back to the buckets that paid it, where nothing
@@ -214,6 +218,46 @@ impl<C: Clock> InProcess<C> {
         })
     }
 
+    /// Takes up to `tokens` more from the buckets that paid `grant` (and
+    /// still exist), in the order they paid, each down to a burst of debt
+    /// (`charge` of `src/draw/`): the tokens taken.
+    pub(crate) fn charge_grant(&self, core: &Core, grant: &Grant, tokens: u32) -> u32 {
+        core.split.steady(|split| {
+            let mut left = tokens;
+            for payment in grant.payments() {
+                let bucket = payment.bucket();
+                let paid = payment.tokens() > 0
+                    && self.paid_by(bucket, grant.generation().1, split.buckets);
+                if left == 0 || !paid {
+                    continue;
+                }
+                let capacity = split.pace.capacity(split.burst_of(bucket));
+                let tat = &self.tats[bucket as usize];
+                let mut seen = tat.load(Ordering::Relaxed);
+                loop {
+                    let now = self.now();
+                    let (next, taken) = charge(seen, left, split.interval(), capacity, now);
+                    if taken == 0 {
+                        break;
+                    }
+                    match tat.compare_exchange_weak(
+                        seen,
+                        next,
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    ) {
+                        Ok(_) => {
+                            left -= taken;
+                            break;
+                        }
+                        Err(actual) => seen = actual,
+                    }
+                }
+            }
+            tokens - left
+        })
+    }
+
     /// The state of every bucket 0..N now.
     pub(crate) fn snapshot(&self, core: &Core) -> Vec<BucketState> {
         let now = self.now();
@@ -257,6 +301,15 @@ impl<C: Clock> Apply for InProcess<C> {
         grant: Grant,
     ) -> impl Future<Output = Result<Refunded, ConfigError>> + Send {
         ready(Ok(self.refund_grant(core, grant)))
+    }
+
+    fn charge(
+        &self,
+        core: &Core,
+        grant: Grant,
+        tokens: u32,
+    ) -> impl Future<Output = Result<u32, ConfigError>> + Send {
+        ready(Ok(self.charge_grant(core, &grant, tokens)))
     }
 
     fn change(

@@ -1,0 +1,125 @@
+//! Settling grants at their real cost (`settle`), in process on a
+//! `ManualClock`: the difference given back or charged as debt to the
+//! buckets that paid, at most a burst of debt each, never to a bucket gone
+//! since, and the budget held.
+
+use std::time::Duration;
+
+use shuffle_limiter::{ManualClock, Quota, Request, ShardedLimiter};
+
+/// 100 tokens/s over N = 2 buckets of 50, k = 1.
+fn limiter(clock: &ManualClock) -> ShardedLimiter<ManualClock> {
+    ShardedLimiter::builder()
+        .quota(Quota::per_second(100))
+        .buckets(2)
+        .max_buckets(4)
+        .per_tenant(1)
+        .clock(clock.clone())
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_cost_below_the_estimate_goes_back_and_one_above_is_charged() {
+    let limiter = limiter(&ManualClock::new());
+    let grant = limiter.check(Request::tenant("t").tokens(20)).unwrap();
+    let settled = limiter.settle(grant, 12);
+    assert_eq!((settled.refunded().given(), settled.charged()), (8, 0));
+    assert_eq!(limiter.remaining("t"), 38);
+    let grant = limiter.check(Request::tenant("t").tokens(20)).unwrap();
+    let settled = limiter.settle(grant.clone(), 20);
+    assert_eq!(settled, Default::default(), "even: nothing to settle");
+    assert_eq!(limiter.remaining("t"), 18);
+    // 30 more than the estimate: 18 left, then 12 of debt.
+    let settled = limiter.settle(grant, 50);
+    assert_eq!((settled.charged(), settled.forgiven()), (30, 0));
+    assert_eq!(limiter.remaining("t"), 0);
+    let denied = limiter.check("t").unwrap_err();
+    // 12 tokens of debt and the one asked for, at 50/s a bucket.
+    assert_eq!(denied.retry_after(), Duration::from_millis(260));
+}
+
+#[test]
+fn debt_stops_at_one_burst_and_the_rest_is_forgiven() {
+    let clock = ManualClock::new();
+    let limiter = limiter(&clock);
+    let grant = limiter.check(Request::tenant("t").tokens(10)).unwrap();
+    let settled = limiter.settle(grant, 1_000);
+    // 40 left, then a burst (50) of debt: 90 of the 990 beyond the grant.
+    assert_eq!((settled.charged(), settled.forgiven()), (90, 900));
+    assert_eq!(
+        limiter.check("t").unwrap_err().retry_after(),
+        Duration::from_millis(1_020)
+    );
+    // The other bucket, another tenant's, paid nothing.
+    let other = (0..)
+        .map(|i| format!("o{i}"))
+        .find(|o| limiter.shard(o.as_str()) != limiter.shard("t"));
+    assert_eq!(limiter.remaining(other.unwrap().as_str()), 50);
+    // A grant that took nothing (0 tokens) has no bucket to charge.
+    let none = limiter.check(Request::tenant("u").tokens(0)).unwrap();
+    assert_eq!(limiter.settle(none, 5).forgiven(), 5);
+}
+
+#[test]
+fn a_bucket_gone_since_the_grant_is_charged_nothing() {
+    let clock = ManualClock::new();
+    let limiter = limiter(&clock);
+    limiter.set_buckets(4).unwrap();
+    clock.advance(Duration::from_secs(1)); // the buckets added fill
+    let tenant = (0..)
+        .map(|i| format!("t{i}"))
+        .find(|t| limiter.shard(t.as_str()).buckets()[0] >= 2)
+        .unwrap();
+    let grant = limiter
+        .check(Request::tenant(tenant.as_str()).tokens(5))
+        .unwrap();
+    limiter.set_buckets(2).unwrap();
+    limiter.set_buckets(4).unwrap(); // a bucket of that number again: another one
+    let settled = limiter.settle(grant, 15);
+    assert_eq!((settled.charged(), settled.forgiven()), (0, 10));
+}
+
+#[test]
+fn estimates_and_settlements_keep_the_budget() {
+    let clock = ManualClock::new();
+    let limiter = limiter(&clock);
+    let mut rng = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let (mut granted, mut used, mut elapsed) = (0u64, 0i64, 0u64);
+    for _ in 0..20_000 {
+        if next() % 4 == 0 {
+            let step = next() % 20_000_000;
+            clock.advance(Duration::from_nanos(step));
+            elapsed += step;
+            continue;
+        }
+        let tenant = format!("t{}", next() % 10);
+        let estimate = 1 + (next() % 8) as u32;
+        if let Ok(grant) = limiter.check(Request::tenant(tenant.as_str()).tokens(estimate)) {
+            granted += u64::from(estimate);
+            let actual = (next() % 16) as u32;
+            let settled = limiter.settle(grant, actual);
+            used += i64::from(estimate) - i64::from(settled.refunded().given())
+                + i64::from(settled.charged());
+            assert!(settled.charged() + settled.forgiven() <= actual.saturating_sub(estimate));
+        }
+    }
+    // Grants obey R·t + B; what settled costs took at most a burst of
+    // debt more.
+    let (rate, burst) = (100 * elapsed / 1_000_000_000, 100);
+    assert!(
+        granted <= rate + burst,
+        "{granted} granted, {rate} + {burst}"
+    );
+    assert!(used <= (rate + 2 * burst) as i64, "{used} used");
+    assert!(
+        used > rate as i64 / 2,
+        "{used} used of {rate}: the test drew too little"
+    );
+}
