@@ -12,6 +12,9 @@
 //!   cuts the global rate on throttles, steps it up after quiet intervals,
 //!   and takes an advertised limit ([`policy`]) as it is, between a floor
 //!   and a ceiling, through the live quota change.
+//! - **Budget the retries** per bucket ([`RetryBudget`]), and **settle**
+//!   costs known only after the call
+//!   ([`Limit::settle`](crate::Limit::settle)).
 //!
 //! A [`HoldOff`] says where a hold-off applies, and
 //! [`Limit::hold_off`](crate::Limit::hold_off) (or
@@ -61,11 +64,13 @@
 
 mod adapt;
 mod headers;
+mod retry;
 
 use std::time::Duration;
 
 pub use self::adapt::{AdaptError, Adaptive, Signal};
 pub use self::headers::{policy, reset_in, retry_after};
+pub use self::retry::RetryBudget;
 use crate::Request;
 
 /// The longest hold-off: an hour. An upstream that asks for more (a

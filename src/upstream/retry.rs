@@ -1,0 +1,181 @@
+//! Retry budgets per bucket: a tenant whose calls keep failing spends only
+//! its own shard's retries.
+
+use crossbeam_utils::CachePadded;
+
+use crate::clock::{Clock, MonotonicClock};
+use crate::store::Store;
+use crate::{Grant, Limiter, Shard};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// One retry, in the units deposits are counted in (thousandths).
+const RETRY: u64 = 1000;
+
+/// Retries of upstream calls, budgeted per bucket of a limiter: every
+/// token a bucket pays deposits a fraction of a retry there (0.2 by
+/// default, as Finagle's budget), and each bucket also earns a small floor
+/// of retries per second (1 by default) for when few calls go through. A
+/// retry withdraws one from the roomiest of the tenant's own buckets.
+///
+/// So a tenant whose calls keep failing exhausts the retries of its k
+/// buckets only: tenants whose shard differs keep theirs, as they keep
+/// their tokens. A retry is a call too: take a grant for it from the
+/// limiter as well (and honour a `Retry-After` first; see
+/// [`HoldOff`](super::HoldOff)). Deposits are capped (10 retries a bucket
+/// by default), so a quiet hour does not bank a storm. The budget lives in
+/// this process.
+///
+/// ```
+/// use shuffle_limiter::upstream::RetryBudget;
+/// use shuffle_limiter::{ManualClock, Quota, ShardedLimiter};
+///
+/// let clock = ManualClock::new();
+/// let limiter = ShardedLimiter::builder()
+///     .quota(Quota::per_second(100))
+///     .buckets(8)
+///     .clock(clock.clone())
+///     .build()?;
+/// let retries = RetryBudget::of(&limiter).floor_per_second(0).clock(clock);
+/// for _ in 0..10 {
+///     let grant = limiter.check("acme").unwrap();
+///     retries.deposit(&grant); // 0.2 of a retry each
+/// }
+/// let shard = limiter.shard("acme");
+/// assert!(retries.withdraw(&shard) && retries.withdraw(&shard));
+/// assert!(!retries.withdraw(&shard)); // 10 calls earned 2 retries
+/// # Ok::<(), shuffle_limiter::ConfigError>(())
+/// ```
+#[derive(Debug)]
+pub struct RetryBudget<C = MonotonicClock> {
+    /// Per bucket, deposits in thousandths of a retry.
+    deposits: Box<[CachePadded<AtomicU64>]>,
+    /// Per bucket, the floor's arrival time (GCRA, one retry per `floor`).
+    floor: Box<[CachePadded<AtomicU64>]>,
+    /// Thousandths of a retry a token deposits.
+    ratio: u64,
+    /// Nanoseconds between two floor retries of a bucket; 0 for none.
+    every: u64,
+    /// The most thousandths a bucket holds.
+    cap: u64,
+    clock: C,
+}
+
+impl RetryBudget {
+    /// A budget for `limiter`'s buckets (every bucket it may grow to):
+    /// 0.2 of a retry per token, a floor of 1 retry per second per bucket,
+    /// at most 10 retries banked per bucket.
+    pub fn of<S: Store>(limiter: &Limiter<S>) -> RetryBudget {
+        let buckets = limiter.max_buckets() as usize;
+        let atomics = || {
+            (0..buckets)
+                .map(|_| CachePadded::new(AtomicU64::new(0)))
+                .collect()
+        };
+        RetryBudget {
+            deposits: atomics(),
+            floor: atomics(),
+            ratio: 200,
+            every: 1_000_000_000,
+            cap: 10 * RETRY,
+            clock: MonotonicClock::default(),
+        }
+    }
+}
+
+impl<C: Clock> RetryBudget<C> {
+    /// The clock the floor is timed by (the limiter's, in tests a
+    /// `ManualClock`).
+    pub fn clock<D: Clock>(self, clock: D) -> RetryBudget<D> {
+        RetryBudget {
+            deposits: self.deposits,
+            floor: self.floor,
+            ratio: self.ratio,
+            every: self.every,
+            cap: self.cap,
+            clock,
+        }
+    }
+
+    /// The share of a retry each token paid deposits, from 0 to 1 (cut to
+    /// that range; thousandths are kept).
+    pub fn ratio(mut self, ratio: f64) -> Self {
+        self.ratio = (ratio.clamp(0.0, 1.0) * RETRY as f64) as u64;
+        self
+    }
+
+    /// Retries per second every bucket earns whatever the calls (0: none).
+    pub fn floor_per_second(mut self, retries: u32) -> Self {
+        self.every = match retries {
+            0 => 0,
+            r => 1_000_000_000 / u64::from(r),
+        };
+        self
+    }
+
+    /// The most retries a bucket banks (at least 1).
+    pub fn most(mut self, retries: u32) -> Self {
+        self.cap = u64::from(retries.max(1)) * RETRY;
+        self
+    }
+
+    /// Deposits what `grant`'s tokens earn, to the buckets that paid them.
+    pub fn deposit(&self, grant: &Grant) {
+        for payment in grant.payments() {
+            let Some(deposits) = self.deposits.get(payment.bucket() as usize) else {
+                continue;
+            };
+            let earned = self.ratio * u64::from(payment.tokens());
+            let _ = deposits.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
+                (held < self.cap).then(|| (held + earned).min(self.cap))
+            });
+        }
+    }
+
+    /// Takes one retry from the roomiest of `shard`'s own buckets (a
+    /// tenant's, from [`Limiter::shard`]), or from a bucket's floor when
+    /// none holds a whole one: whether the retry may go.
+    pub fn withdraw(&self, shard: &Shard) -> bool {
+        let mut best = None;
+        for &b in shard.buckets() {
+            let Some(deposits) = self.deposits.get(b as usize) else {
+                continue;
+            };
+            let held = deposits.load(Ordering::Relaxed);
+            if held >= RETRY && best.is_none_or(|(_, most)| held > most) {
+                best = Some((deposits, held));
+            }
+        }
+        if let Some((deposits, _)) = best {
+            let taken = deposits.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
+                held.checked_sub(RETRY)
+            });
+            if taken.is_ok() {
+                return true;
+            }
+        }
+        self.every > 0 && shard.buckets().iter().any(|&b| self.floor_retry(b))
+    }
+
+    /// One retry from `bucket`'s floor, if it has one now.
+    fn floor_retry(&self, bucket: u32) -> bool {
+        let Some(tat) = self.floor.get(bucket as usize) else {
+            return false;
+        };
+        // One retry a bucket at most, every `every` ns: due once the last
+        // one's time has come.
+        let now = self.clock.now_nanos();
+        tat.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |due| {
+            (due <= now).then(|| now.saturating_add(self.every))
+        })
+        .is_ok()
+    }
+
+    /// Whole retries `shard`'s own buckets hold in deposits now (the floor
+    /// apart).
+    pub fn banked(&self, shard: &Shard) -> u64 {
+        (shard.buckets().iter())
+            .filter_map(|&b| self.deposits.get(b as usize))
+            .map(|d| d.load(Ordering::Relaxed) / RETRY)
+            .sum()
+    }
+}
