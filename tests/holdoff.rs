@@ -91,6 +91,10 @@ fn a_hold_off_is_cut_to_an_hour_and_never_adds_a_token() {
     assert_eq!(hold.duration(), MAX_HOLD_OFF);
     limiter.hold_off(hold);
     assert_eq!(limiter.check("t").unwrap_err().retry_after(), MAX_HOLD_OFF);
+    // A hold-off of zero takes nothing.
+    let fresh = self::limiter(&clock);
+    fresh.hold_off(HoldOff::all(Duration::ZERO));
+    assert_eq!(fresh.remaining("t"), 4);
     // A shorter hold-off after a longer one shortens nothing.
     limiter.hold_off(HoldOff::all(Duration::from_secs(1)));
     assert_eq!(limiter.check("t").unwrap_err().retry_after(), MAX_HOLD_OFF);

@@ -33,6 +33,9 @@ where
         duration: Duration,
     ) -> Result<(), Error> {
         let shared = &self.shared;
+        if duration.is_zero() {
+            return Ok(()); // nothing to wait for: every token stays
+        }
         if let Some(local) = &shared.fallback {
             local.hold_off(shard.as_ref(), duration);
         }

@@ -37,7 +37,8 @@
 //! of the fleet (in the spread layout, one script per bucket), at the
 //! server's clock: the hold-off ends at most the round trip (and a
 //! microsecond of rounding) after the instant asked for. A hold-off is at
-//! most [`MAX_HOLD_OFF`]; a longer one is cut to it.
+//! most [`MAX_HOLD_OFF`]; a longer one is cut to it, and one of zero
+//! changes nothing.
 //!
 //! ```
 //! use std::time::{Duration, SystemTime};
@@ -63,12 +64,17 @@
 //! ```
 
 mod adapt;
+#[cfg(feature = "tokio")]
+mod call;
 mod headers;
 mod retry;
 
 use std::time::Duration;
 
 pub use self::adapt::{AdaptError, Adaptive, Signal};
+#[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+pub use self::call::{Answer, CallError, Scope, Upstream};
 pub use self::headers::{policy, reset_in, retry_after};
 pub use self::retry::RetryBudget;
 use crate::Request;

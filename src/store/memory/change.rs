@@ -177,6 +177,9 @@ impl<C: Clock> InProcess<C> {
     /// split to itself: checks that raced it are decided again, and a wait
     /// that booked a slot before it books again.
     pub(crate) fn hold_off(&self, core: &Core, shard: Option<&Shard>, duration: Duration) {
+        if duration.is_zero() {
+            return; // nothing to wait for: every token stays
+        }
         // At most MAX_HOLD_OFF (a `HoldOff` is cut to it): no overflow.
         let lead = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
         let held = core.split.change(

@@ -1,0 +1,304 @@
+//! One call to a rate-limited upstream, listened to (feature `tokio`):
+//! wait for the tenant's grant, send, then hold off, adapt, retry within
+//! the budget and settle, from what the upstream answered.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use super::{Adaptive, HoldOff, RetryBudget, Signal, policy, reset_in, retry_after};
+use crate::clock::{Clock, MonotonicClock};
+use crate::store::Store;
+use crate::{Denied, Grant, Limit, Limiter, Request};
+
+/// What an upstream answered, as much of it as [`Upstream`] reads: the
+/// status and the headers (names in lower case).
+///
+/// Implemented for `http::Response` (feature `tower`); implement it for
+/// your client's response type (a `reqwest::Response`, say) in two lines.
+pub trait Answer {
+    /// The HTTP status code.
+    fn status(&self) -> u16;
+    /// The value of header `name` (lower case), if present.
+    fn header(&self, name: &str) -> Option<&[u8]>;
+}
+
+#[cfg(feature = "tower")]
+impl<B> Answer for http::Response<B> {
+    fn status(&self) -> u16 {
+        self.status().as_u16()
+    }
+
+    fn header(&self, name: &str) -> Option<&[u8]> {
+        self.headers().get(name).map(http::HeaderValue::as_bytes)
+    }
+}
+
+/// Where a throttle holds off: the upstream's limit is shared by every
+/// tenant, or it limits each account on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// One limit for all tenants (one API key): a throttle stops every bucket.
+    Shared,
+    /// A limit per account: a throttle stops the tenant's own buckets.
+    PerTenant,
+}
+
+/// Why a call was not sent.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum CallError<E> {
+    /// The limiter denied it: it can never fit, or it could not be granted
+    /// within the wait allowed.
+    Denied(Denied),
+    /// The store failed a hold-off, a quota change or a settlement (over
+    /// Redis, a round trip).
+    Store(E),
+}
+
+impl<E: fmt::Display> fmt::Display for CallError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CallError::Denied(denied) => write!(f, "not sent: {denied}"),
+            CallError::Store(error) => write!(f, "the limiter's store failed: {error}"),
+        }
+    }
+}
+
+impl<E: std::error::Error + 'static> std::error::Error for CallError<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            CallError::Denied(denied) => Some(denied),
+            CallError::Store(error) => Some(error),
+        }
+    }
+}
+
+/// Calls to one rate-limited upstream through a limiter, listening to what
+/// it answers: "wrap an upstream API call" in one place.
+///
+/// Each [`call`](Self::call) waits for the tenant's grant, sends, and then:
+/// - on a throttle (429, or 503), holds off for its `Retry-After` (or the
+///   reset of `RateLimit` / `X-RateLimit-Reset`; 1 s when it says nothing),
+///   where the [`Scope`] says;
+/// - with an [`Adaptive`] controller, moves the quota on the signal, and on
+///   an advertised `RateLimit-Policy`;
+/// - with a cost header, [settles](crate::Limit::settle) the grant at the
+///   cost it names;
+/// - with a [`RetryBudget`], deposits each grant, and retries a throttle
+///   or a 5xx while the tenant's budget allows (at most 2 retries a call),
+///   each retry waiting for its own grant, so after any hold-off.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use shuffle_limiter::upstream::{Answer, Scope, Upstream};
+/// use shuffle_limiter::{Quota, ShardedLimiter, TokioClock};
+///
+/// struct Reply(u16, Option<&'static [u8]>);
+/// impl Answer for Reply {
+///     fn status(&self) -> u16 { self.0 }
+///     fn header(&self, name: &str) -> Option<&[u8]> { (name == "retry-after").then_some(self.1?) }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let limiter = Arc::new(
+///     ShardedLimiter::builder()
+///         .quota(Quota::per_second(5))
+///         .buckets(4)
+///         .clock(TokioClock::new())
+///         .build()?,
+/// );
+/// let upstream = Upstream::new(Arc::clone(&limiter)).scope(Scope::Shared);
+/// // The partner throttles us for 2 s.
+/// let reply = upstream.call("acme", |_grant| async { Reply(429, Some(b"2")) }).await?;
+/// assert_eq!(reply.status(), 429);
+/// let start = tokio::time::Instant::now();
+/// upstream.call("globex", |_grant| async { Reply(200, None) }).await?;
+/// assert!(start.elapsed() >= Duration::from_secs(2)); // waited out the hold-off
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Upstream<S, A = MonotonicClock, R = MonotonicClock> {
+    limiter: Arc<Limiter<S>>,
+    scope: Scope,
+    adaptive: Option<Adaptive<A>>,
+    retries: Option<RetryBudget<R>>,
+    max_wait: Option<Duration>,
+    attempts: u32,
+    cost: Option<String>,
+}
+
+impl<S: Store> Upstream<S> {
+    /// Calls through `limiter`, holding off every bucket on a throttle
+    /// ([`Scope::Shared`]), without adapting, retrying or settling.
+    pub fn new(limiter: Arc<Limiter<S>>) -> Upstream<S> {
+        Upstream {
+            limiter,
+            scope: Scope::Shared,
+            adaptive: None,
+            retries: None,
+            max_wait: None,
+            attempts: 2,
+            cost: None,
+        }
+    }
+}
+
+impl<S: Store, P: Clock, R: Clock> Upstream<S, P, R> {
+    /// Where a throttle holds off.
+    pub fn scope(mut self, scope: Scope) -> Self {
+        self.scope = scope;
+        self
+    }
+
+    /// Moves the quota from what the upstream answers.
+    pub fn adapt<D: Clock>(self, adaptive: Adaptive<D>) -> Upstream<S, D, R> {
+        Upstream {
+            limiter: self.limiter,
+            scope: self.scope,
+            adaptive: Some(adaptive),
+            retries: self.retries,
+            max_wait: self.max_wait,
+            attempts: self.attempts,
+            cost: self.cost,
+        }
+    }
+
+    /// Retries throttles and 5xx within `budget`.
+    pub fn retries<D: Clock>(self, budget: RetryBudget<D>) -> Upstream<S, P, D> {
+        Upstream {
+            limiter: self.limiter,
+            scope: self.scope,
+            adaptive: self.adaptive,
+            retries: Some(budget),
+            max_wait: self.max_wait,
+            attempts: self.attempts,
+            cost: self.cost,
+        }
+    }
+
+    /// The most retries of one call (2 by default).
+    pub fn attempts(mut self, retries: u32) -> Self {
+        self.attempts = retries;
+        self
+    }
+
+    /// The longest a call waits for its grant before
+    /// [`CallError::Denied`].
+    pub fn max_wait(mut self, max_wait: Duration) -> Self {
+        self.max_wait = Some(max_wait);
+        self
+    }
+
+    /// The response header naming what the call really cost, in tokens
+    /// (an LLM's `x-usage-tokens`, say): the grant is settled at it.
+    pub fn cost_header(mut self, name: &str) -> Self {
+        self.cost = Some(name.to_ascii_lowercase());
+        self
+    }
+
+    /// The limiter the calls go through.
+    pub fn limiter(&self) -> &Arc<Limiter<S>> {
+        &self.limiter
+    }
+
+    /// Sends `request`'s call with `send` once its grant comes, and listens
+    /// to the answer (see [`Upstream`]): the last answer, which may be a
+    /// throttle the budget did not retry.
+    ///
+    /// # Errors
+    /// [`CallError::Denied`] when no grant came (the request never fits,
+    /// or not within [`max_wait`](Self::max_wait)), [`CallError::Store`]
+    /// when the store failed a hold-off, a change or a settlement.
+    pub async fn call<'r, A, F, Fut>(
+        &self,
+        request: impl Into<Request<'r>>,
+        mut send: F,
+    ) -> Result<A, CallError<S::Error>>
+    where
+        A: Answer,
+        F: FnMut(&Grant) -> Fut,
+        Fut: Future<Output = A>,
+    {
+        let request = request.into();
+        let mut attempt = 0;
+        loop {
+            let wait = self.limiter.wait(request.clone());
+            let wait = match self.max_wait {
+                Some(max_wait) => wait.within(max_wait),
+                None => wait,
+            };
+            let grant = wait.await.map_err(CallError::Denied)?;
+            let answer = send(&grant).await;
+            let signal = Signal::of_status(answer.status());
+            self.listen(&request, &answer, signal).await?;
+            let throttled = signal == Some(Signal::Throttled);
+            let cost = (self.cost.as_deref())
+                .and_then(|name| answer.header(name))
+                .and_then(|value| std::str::from_utf8(value).ok()?.trim().parse::<u32>().ok());
+            if let Some(retries) = &self.retries {
+                retries.deposit(&grant);
+            }
+            if let Some(cost) = cost {
+                self.limiter
+                    .settle(grant, cost)
+                    .await
+                    .map_err(CallError::Store)?;
+            }
+            let retryable = throttled || (500..600).contains(&answer.status());
+            let retry = retryable
+                && attempt < self.attempts
+                && (self.retries.as_ref())
+                    .is_some_and(|budget| budget.withdraw(&self.limiter.shard(request.clone())));
+            if !retry {
+                return Ok(answer);
+            }
+            attempt += 1;
+        }
+    }
+
+    /// Holds off on a throttle and tells the controller.
+    async fn listen(
+        &self,
+        request: &Request<'_>,
+        answer: &impl Answer,
+        signal: Option<Signal>,
+    ) -> Result<(), CallError<S::Error>> {
+        let store = CallError::Store;
+        if signal == Some(Signal::Throttled) {
+            let now = SystemTime::now();
+            let header = |name| answer.header(name);
+            let wait = (header("retry-after").and_then(|v| retry_after(v, now)))
+                .or_else(|| header("ratelimit-reset").and_then(|v| reset_in(v, now)))
+                .or_else(|| header("x-ratelimit-reset").and_then(|v| reset_in(v, now)))
+                .or_else(|| header("ratelimit").and_then(|v| reset_in(v, now)))
+                .unwrap_or(Duration::from_secs(1));
+            let hold = match self.scope {
+                Scope::Shared => HoldOff::all(wait),
+                Scope::PerTenant => HoldOff::tenant(request.clone(), wait),
+            };
+            self.limiter.hold_off(hold).await.map_err(store)?;
+        }
+        let Some(adaptive) = &self.adaptive else {
+            return Ok(());
+        };
+        if let Some(signal) = signal {
+            adaptive
+                .observe(&self.limiter, signal)
+                .await
+                .map_err(store)?;
+        }
+        if let Some((limit, window)) = answer.header("ratelimit-policy").and_then(policy) {
+            let advertised = Signal::Advertised { limit, window };
+            adaptive
+                .observe(&self.limiter, advertised)
+                .await
+                .map_err(store)?;
+        }
+        Ok(())
+    }
+}
