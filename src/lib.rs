@@ -66,6 +66,7 @@ mod clock;
 mod draw;
 mod error;
 pub mod guide;
+pub mod inflight;
 mod limiter;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
