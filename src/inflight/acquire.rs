@@ -83,11 +83,9 @@ impl<'a> Acquire<'a> {
     /// ```
     #[cfg(feature = "tokio")]
     #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
-    pub fn within(self, max_wait: Duration) -> Self {
-        Acquire {
-            max_wait: Some(max_wait),
-            ..self
-        }
+    pub fn within(mut self, max_wait: Duration) -> Self {
+        self.max_wait = Some(max_wait);
+        self
     }
 
     fn permit(&mut self, taken: Taken) -> Poll<Result<Permit<'a>, Rejected>> {
