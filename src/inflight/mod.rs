@@ -300,6 +300,12 @@ impl InFlight {
     /// their seats on under the lock.
     #[inline]
     fn release(&self, taken: &Taken) {
+        if let Some(pool) = taken.single() {
+            if self.pools.put(pool, 1) {
+                self.handed_on(&[pool]);
+            }
+            return;
+        }
         let mut queued = [0u32; crate::assign::MAX_PER_TENANT as usize];
         let mut len = 0;
         for (pool, seats) in taken.iter() {

@@ -218,9 +218,18 @@ impl Taken {
     /// One seat of `pool`.
     #[inline]
     pub(crate) fn one(pool: u32) -> Taken {
-        let mut taken = Taken::default();
-        taken.add(pool, 1);
+        let mut taken = Taken {
+            len: 1,
+            ..Taken::default()
+        };
+        (taken.pools[0], taken.seats[0]) = (pool, 1);
         taken
+    }
+
+    /// The pool of its one seat, if it holds one seat.
+    #[inline]
+    pub(crate) fn single(&self) -> Option<u32> {
+        (self.len == 1 && self.seats[0] == 1).then_some(self.pools[0])
     }
 
     /// Adds `seats` of `pool` (nothing for 0).
