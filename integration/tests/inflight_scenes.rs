@@ -168,7 +168,7 @@ fn twins(tenants: usize) -> Vec<bool> {
     };
     let hung = inflight.shard("tenant-0");
     (0..tenants)
-        .map(|i| i > 0 && inflight.shard(&tenant(i)).same_set(&hung))
+        .map(|i| i > 0 && inflight.shard(tenant(i)).same_set(&hung))
         .collect()
 }
 
