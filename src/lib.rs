@@ -42,6 +42,10 @@
 //! - [`Sharder`]: the same assignment over anything else (worker addresses,
 //!   queue names): a tenant's shard of them, a stable member per resource id,
 //!   and where to retry when a member is sick.
+//! - [`inflight`]: in-flight limits — a concurrency limit split into pools
+//!   by the same assignment, each tenant taking permits from its k, with
+//!   bounded FIFO queues, so that a tenant whose calls hang holds only its
+//!   own pools.
 //! - [`Clock`], [`MonotonicClock`], [`ManualClock`]: time.
 //! - [`blast`]: the exact blast-radius math for choosing N and k
 //!   ([`Limiter::blast_radius`] gives it for a built limiter); the
@@ -68,6 +72,7 @@ mod draw;
 mod error;
 mod grant;
 pub mod guide;
+pub mod inflight;
 mod limiter;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]

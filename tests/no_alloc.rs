@@ -65,3 +65,34 @@ fn checking_allocates_nothing() {
     // The counter does count: a snapshot allocates its Vec.
     assert!(allocations_during(|| drop(limiter.snapshot())) > 0);
 }
+
+#[test]
+fn taking_and_releasing_permits_allocates_nothing() {
+    use shuffle_limiter::inflight::InFlight;
+
+    let inflight = InFlight::builder()
+        .concurrency(40)
+        .pools(8)
+        .per_tenant(2)
+        .tenant_cache(64)
+        .build()
+        .unwrap();
+    let keys: Vec<String> = (0..500).map(|t| format!("tenant-{t}")).collect();
+    let allocations = allocations_during(|| {
+        // Permits held a while in a fixed array, each released when its
+        // slot is taken again.
+        let mut held: [Option<_>; 40] = std::array::from_fn(|_| None);
+        for round in 0..20 {
+            for (i, key) in keys.iter().enumerate() {
+                // Hits and misses of the cache, single and weighted seats,
+                // refusals when the pools run dry, releases.
+                drop(inflight.try_acquire(Request::tenant(key).tokens(3)));
+                drop(inflight.try_acquire(Request::tenant(key).tokens(100)));
+                held[(i + round) % 40] = inflight.try_acquire(key).ok();
+            }
+        }
+        drop(held);
+    });
+    assert_eq!(allocations, 0);
+    assert_eq!(inflight.available(), 40);
+}

@@ -12,6 +12,8 @@
 //!   the isolation.
 //! - [`users_and_tiers`]: users isolated inside a tenant, tiers with a larger
 //!   k, and the same assignment over anything else ([`Sharder`](crate::Sharder)).
+//! - [`inflight`]: in-flight limits — a concurrency limit split into pools,
+//!   and the hung-tenant scene with its numbers.
 //! - [`live`]: changing the quota or N of a running limiter, refunds, and
 //!   reloading a config.
 //! - [`upstream`](upstream/index.html) (feature `tokio`): calling a rate-limited upstream — waits,
@@ -30,6 +32,7 @@
 
 pub mod borrowing;
 pub mod choosing;
+pub mod inflight;
 pub mod live;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]

@@ -1,0 +1,250 @@
+//! The builder of an in-flight limit: its settings, checked once.
+
+use crate::assign::{Assignment, ShardCache};
+use crate::{DEFAULT_BUCKETS, DEFAULT_PER_TENANT, DEFAULT_TENANT_CACHE};
+
+use super::InFlight;
+use super::error::BuildError;
+use super::pools::Pools;
+use super::queue::Room;
+
+/// The most callers one pool's queue holds unless
+/// [`Builder::max_queue`] says otherwise: Kubernetes API Priority and
+/// Fairness's default queue length.
+pub const DEFAULT_MAX_QUEUE: u32 = 50;
+
+/// Builds an [`InFlight`] limit; start from [`InFlight::builder`].
+///
+/// The defaults are 8 pools (fewer when the concurrency is smaller, since
+/// every pool needs a permit), 2 per tenant (no more than there are pools),
+/// no salt, queues of [`DEFAULT_MAX_QUEUE`] callers per pool and a cache
+/// of [`DEFAULT_TENANT_CACHE`] tenants, as the rate limiter's; the
+/// concurrency has no default.
+///
+/// ```
+/// use shuffle_limiter::inflight::InFlight;
+///
+/// let small = InFlight::builder().concurrency(5).build()?;
+/// assert_eq!((small.pools(), small.per_tenant()), (5, 2));
+/// let large = InFlight::builder().concurrency(40).build()?;
+/// assert_eq!((large.pools(), large.per_tenant()), (8, 2));
+/// # Ok::<(), shuffle_limiter::inflight::BuildError>(())
+/// ```
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until .build()"]
+pub struct Builder {
+    concurrency: Option<u32>,
+    pools: Option<u32>,
+    per_tenant: Option<u32>,
+    per_user: Option<u32>,
+    salt: Vec<u8>,
+    max_queue: u32,
+    cache: usize,
+}
+
+impl Builder {
+    pub(super) fn new() -> Builder {
+        Builder {
+            concurrency: None,
+            pools: None,
+            per_tenant: None,
+            per_user: None,
+            salt: Vec::new(),
+            max_queue: DEFAULT_MAX_QUEUE,
+            cache: DEFAULT_TENANT_CACHE,
+        }
+    }
+
+    /// C: the most permits out at once, over all pools together.
+    pub fn concurrency(mut self, concurrency: u32) -> Self {
+        self.concurrency = Some(concurrency);
+        self
+    }
+
+    /// N: how many pools the concurrency is split into.
+    pub fn pools(mut self, pools: u32) -> Self {
+        self.pools = Some(pools);
+        self
+    }
+
+    /// k: how many of the N pools each tenant may take permits from.
+    pub fn per_tenant(mut self, per_tenant: u32) -> Self {
+        self.per_tenant = Some(per_tenant);
+        self
+    }
+
+    /// j: how many of its tenant's k pools each *user* of a tenant takes
+    /// from in a request for one user ([`Request::user`](crate::Request::user)),
+    /// 1 ≤ j ≤ k; k unless set. The same subset as the rate limiter's
+    /// ([`Builder::per_user`](crate::Builder::per_user)).
+    pub fn per_user(mut self, per_user: u32) -> Self {
+        self.per_user = Some(per_user);
+        self
+    }
+
+    /// A deployment secret mixed into the assignment, as the rate
+    /// limiter's [`salt`](crate::Builder::salt): with the same salt, N and
+    /// k, a tenant's pools are the same numbers as its buckets.
+    pub fn salt(mut self, salt: impl AsRef<[u8]>) -> Self {
+        self.salt = salt.as_ref().to_vec();
+        self
+    }
+
+    /// The most callers one pool's queue holds ([`DEFAULT_MAX_QUEUE`]
+    /// unless set); 0 refuses every wait, so that
+    /// [`acquire`](InFlight::acquire) waits for nothing.
+    pub fn max_queue(mut self, max_queue: u32) -> Self {
+        self.max_queue = max_queue;
+        self
+    }
+
+    /// How many tenants' shards to keep, as the rate limiter's
+    /// [`tenant_cache`](crate::Builder::tenant_cache); 0 turns it off.
+    pub fn tenant_cache(mut self, entries: usize) -> Self {
+        self.cache = entries;
+        self
+    }
+
+    /// Checks the configuration and builds the limit.
+    ///
+    /// # Errors
+    /// A [`BuildError`] naming the first setting that cannot work.
+    pub fn build(self) -> Result<InFlight, BuildError> {
+        let concurrency = self.concurrency.ok_or(BuildError::MissingConcurrency)?;
+        let pools = self
+            .pools
+            .unwrap_or(DEFAULT_BUCKETS.min(concurrency.max(1)));
+        let per_tenant = self
+            .per_tenant
+            .unwrap_or(DEFAULT_PER_TENANT.min(pools.max(1)));
+        BuildError::check(concurrency, pools, per_tenant, self.per_user, self.cache)?;
+        let assignment = Assignment::new(pools, per_tenant, &self.salt)
+            .expect("pool and shard counts were checked above");
+        Ok(InFlight {
+            pools: Pools::split(concurrency, pools),
+            room: crate::sync::Mutex::new(Room::new(pools, self.max_queue)),
+            cache: ShardCache::new(self.cache, &assignment),
+            per_user: self.per_user.unwrap_or(per_tenant),
+            assignment,
+            concurrency,
+            max_queue: self.max_queue,
+        })
+    }
+}
+
+#[cfg(all(test, not(shuffle_limiter_loom)))]
+mod tests {
+    use super::super::{BuildError, InFlight};
+
+    #[test]
+    fn every_bad_count_is_refused_by_name() {
+        let b = || InFlight::builder();
+        assert_eq!(b().build().unwrap_err(), BuildError::MissingConcurrency);
+        assert_eq!(
+            b().concurrency(0).build().unwrap_err(),
+            BuildError::ZeroConcurrency
+        );
+        assert_eq!(
+            b().concurrency(8).pools(0).build().unwrap_err(),
+            BuildError::ZeroPools
+        );
+        assert_eq!(
+            b().concurrency(7).pools(8).build().unwrap_err(),
+            BuildError::ConcurrencyBelowPools {
+                concurrency: 7,
+                pools: 8
+            }
+        );
+        assert_eq!(
+            b().concurrency(8)
+                .pools(8)
+                .per_tenant(0)
+                .build()
+                .unwrap_err(),
+            BuildError::ZeroPerTenant
+        );
+        assert_eq!(
+            b().concurrency(8)
+                .pools(4)
+                .per_tenant(5)
+                .build()
+                .unwrap_err(),
+            BuildError::PerTenantExceedsPools {
+                per_tenant: 5,
+                pools: 4
+            }
+        );
+        assert_eq!(
+            b().concurrency(20)
+                .pools(16)
+                .per_tenant(9)
+                .build()
+                .unwrap_err(),
+            BuildError::TooManyPerTenant {
+                per_tenant: 9,
+                max: 8
+            }
+        );
+        assert_eq!(
+            b().concurrency(1 << 20)
+                .pools((1 << 16) + 1)
+                .build()
+                .unwrap_err(),
+            BuildError::TooManyPools {
+                pools: (1 << 16) + 1,
+                max: 1 << 16
+            }
+        );
+        assert_eq!(
+            b().concurrency(8)
+                .per_tenant(2)
+                .per_user(3)
+                .build()
+                .unwrap_err(),
+            BuildError::PerUser {
+                per_user: 3,
+                per_tenant: 2
+            }
+        );
+        assert!(matches!(
+            b().concurrency(8)
+                .tenant_cache(usize::MAX)
+                .build()
+                .unwrap_err(),
+            BuildError::CacheTooLarge { .. }
+        ));
+        // Each message says what to change.
+        for err in [
+            b().concurrency(0).build().unwrap_err(),
+            b().concurrency(8)
+                .pools(4)
+                .per_tenant(5)
+                .build()
+                .unwrap_err(),
+        ] {
+            assert!(err.to_string().contains("use "), "{err}");
+        }
+    }
+
+    #[test]
+    fn the_pools_are_the_rate_limiters_buckets_for_the_same_counts_and_salt() {
+        let inflight = InFlight::builder()
+            .concurrency(40)
+            .pools(8)
+            .per_tenant(2)
+            .salt("s")
+            .build()
+            .unwrap();
+        let limiter = crate::ShardedLimiter::builder()
+            .quota(crate::Quota::per_second(40))
+            .buckets(8)
+            .per_tenant(2)
+            .salt("s")
+            .build()
+            .unwrap();
+        for t in 0..100 {
+            let tenant = format!("tenant-{t}");
+            assert_eq!(inflight.shard(&tenant), limiter.shard(&tenant));
+        }
+    }
+}

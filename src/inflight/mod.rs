@@ -1,0 +1,352 @@
+//! In-flight limits: a concurrency limit C split into N pools, each tenant
+//! taking permits from its own k of them, with bounded FIFO queues.
+//!
+//! A rate limit does nothing against calls that are slow. When one
+//! tenant's calls hang, each holds a connection, a worker or a partner's
+//! slot for seconds, and with one shared concurrency limit (a semaphore)
+//! that tenant soon holds all of them. Here the C permits are split into N
+//! pools (⌊C/N⌋ each, one more for the first C mod N, as a rate limit's
+//! burst is split over its buckets), and each tenant takes permits only
+//! from its k pools, assigned by the same specified assignment as the rate
+//! limiter's buckets (`docs/assignment.md`; with the same N, k and salt, a
+//! tenant's pools are the numbers of its buckets). A tenant whose calls
+//! hang holds its k pools and nothing else: only the tenants holding those
+//! exact k pools — 1 in C(N, k) of them, [`blast`](crate::blast) gives the
+//! numbers — wait with it; the others keep their throughput. The
+//! [in-flight guide](crate::guide::inflight) runs that scene.
+//!
+//! ```
+//! use shuffle_limiter::Request;
+//! use shuffle_limiter::inflight::{InFlight, RejectReason};
+//!
+//! let inflight = InFlight::builder()
+//!     .concurrency(40) // C: calls in flight at once, for all tenants together
+//!     .pools(8)        // N: 5 permits each
+//!     .per_tenant(2)   // k
+//!     .build()?;
+//! let shard = inflight.shard("tenant-0");
+//! // tenant-0's calls hang: it holds its two pools' 10 permits ...
+//! let hung: Vec<_> = (0..10).map(|_| inflight.try_acquire("tenant-0").unwrap()).collect();
+//! assert_eq!(inflight.try_acquire("tenant-0").unwrap_err().reason(), RejectReason::Busy);
+//! // ... and nothing more: every tenant with another pool still gets one.
+//! for t in 1..40 {
+//!     let tenant = format!("tenant-{t}");
+//!     if !inflight.shard(&tenant).same_set(&shard) {
+//!         let permit = inflight.try_acquire(&tenant)?;
+//!         assert!(!shard.contains(permit.pools().next().unwrap().0));
+//!     }
+//! }
+//! // A permit is given back when it is dropped; seats are all or nothing.
+//! drop(hung);
+//! let three = inflight.try_acquire(Request::tenant("tenant-0").tokens(3))?;
+//! assert_eq!(three.seats(), 3);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Taking permits
+//! Every acquire takes a [`Request`]: a tenant, perhaps one of its users
+//! ([`Builder::per_user`]), and a number of seats (its tokens, 1 unless
+//! set). [`InFlight::try_acquire`] answers at once and allocates nothing;
+//! [`InFlight::acquire`] returns a future that waits its turn (bounded
+//! with `.within(max_wait)`, feature `tokio`). One seat comes from the
+//! tenant's pool with the most free permits (ties broken at random, as
+//! the rate limiter breaks them); several seats, all or nothing, from its
+//! pools together, the roomiest first. The [`Permit`] holds them until it
+//! is dropped. Never more than C permits are out, nor more than a pool's
+//! share from any pool, even for an instant.
+//!
+//! # Queues
+//! Each pool has a FIFO queue of at most `max_queue` callers
+//! ([`Builder::max_queue`], [`DEFAULT_MAX_QUEUE`] unless set). A caller
+//! that finds no room waits in the queue of *every* pool of its shard that
+//! has room — refused with [`RejectReason::QueueFull`] when none has, or
+//! when those that have cannot hold its seats together — and is woken,
+//! never by polling, when a permit of one of them is released and it heads
+//! that pool's queue: a pool's released permits go to its queue in order,
+//! and a caller takes its seats, all at once, from the pools whose queue
+//! it heads and those nobody queues for. While callers wait for a pool, its
+//! free permits are theirs: [`try_acquire`](InFlight::try_acquire) never
+//! takes one ([`RejectReason::Busy`]). So a waiter is never passed by a
+//! later caller in a pool it waits for, never holds a permit while it
+//! waits (two waiters can never each hold what the other needs), and the
+//! first waiter of all is always served next by its pools.
+//!
+//! Waiting in all its queues at once, a tenant that shares one pool with
+//! a hung tenant is served by its other pools as soon as they free a
+//! permit; it is never stuck behind the hung tenant's callers. Within one
+//! pool, the queue is first come, first served: a tenant holding the very
+//! same pools as a flooding one shares their permits in proportion to
+//! what each asks (no fair queuing between the tenants of a pool).
+//!
+//! Memory is fixed whatever the number of tenants: N pools of one cache
+//! line each, a tenant cache sized at build, and at most N · `max_queue`
+//! waiters.
+
+mod acquire;
+mod builder;
+mod error;
+mod permit;
+mod pools;
+mod queue;
+
+use std::fmt;
+
+pub use acquire::Acquire;
+pub use builder::{Builder, DEFAULT_MAX_QUEUE};
+pub use error::{BuildError, RejectReason, Rejected};
+pub use permit::Permit;
+
+use self::pools::{Pools, Taken};
+use self::queue::Room;
+use crate::assign::{Assignment, ShardCache};
+use crate::sync::Mutex;
+use crate::{Request, Shard};
+
+/// A concurrency limit C split into N pools, each tenant taking permits
+/// from its own k; see the [module documentation](self). `Send + Sync`:
+/// share it through an `Arc`.
+pub struct InFlight {
+    pools: Pools,
+    room: Mutex<Room>,
+    cache: ShardCache,
+    assignment: Assignment,
+    per_user: u32,
+    concurrency: u32,
+    max_queue: u32,
+}
+
+impl InFlight {
+    /// A builder; see [`Builder`] for the defaults.
+    pub fn builder() -> Builder {
+        Builder::new()
+    }
+
+    /// Takes the request's seats now, or refuses at once: with
+    /// [`RejectReason::Busy`] when the tenant's pools do not have them free
+    /// (or callers queue for them), [`RejectReason::NeverFits`] when they
+    /// could never hold them, [`RejectReason::ZeroSeats`] for none.
+    /// Allocates nothing.
+    ///
+    /// # Errors
+    /// [`Rejected`], as above.
+    #[inline]
+    pub fn try_acquire<'r>(&self, request: impl Into<Request<'r>>) -> Result<Permit<'_>, Rejected> {
+        let (shard, seats) = self.resolve(&request.into())?;
+        match self.try_take(shard.buckets(), seats) {
+            Some(taken) => Ok(Permit {
+                inflight: self,
+                taken,
+            }),
+            None => Err(Rejected::new(RejectReason::Busy)),
+        }
+    }
+
+    /// Waits for the request's seats, in turn behind the callers already
+    /// waiting for the tenant's pools: a future to `.await`, bounded with
+    /// `within` (feature `tokio`); see [`Acquire`].
+    ///
+    /// The future runs on any executor; here a thread parks until it is
+    /// woken:
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use shuffle_limiter::inflight::InFlight;
+    /// # use std::future::Future;
+    /// # use std::task::{Context, Poll, Wake, Waker};
+    /// # struct Unpark(std::thread::Thread);
+    /// # impl Wake for Unpark {
+    /// #     fn wake(self: Arc<Self>) { self.0.unpark() }
+    /// # }
+    /// # fn block_on<F: Future>(f: F) -> F::Output {
+    /// #     let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    /// #     let mut f = std::pin::pin!(f);
+    /// #     loop {
+    /// #         if let Poll::Ready(out) = f.as_mut().poll(&mut Context::from_waker(&waker)) {
+    /// #             return out;
+    /// #         }
+    /// #         std::thread::park();
+    /// #     }
+    /// # }
+    ///
+    /// let inflight = Arc::new(InFlight::builder().concurrency(1).build()?);
+    /// let held = inflight.try_acquire("t")?;
+    /// let waiter = std::thread::spawn({
+    ///     let inflight = inflight.clone();
+    ///     move || block_on(inflight.acquire("t")).map(|permit| permit.seats())
+    /// });
+    /// while inflight.waiting(0) == 0 {
+    ///     std::thread::yield_now(); // until it queues
+    /// }
+    /// drop(held); // it is served by the release
+    /// assert_eq!(waiter.join().unwrap(), Ok(1));
+    /// assert_eq!(inflight.available(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn acquire<'r>(&self, request: impl Into<Request<'r>>) -> Acquire<'_> {
+        Acquire::new(self, self.resolve(&request.into()))
+    }
+
+    /// The pools `request` takes from: its tenant's k, or its user's j of
+    /// them, by the specified assignment.
+    pub fn shard<'r>(&self, request: impl Into<Request<'r>>) -> Shard {
+        self.shard_of(&request.into())
+    }
+
+    /// C: the most permits out at once.
+    pub fn concurrency(&self) -> u32 {
+        self.concurrency
+    }
+
+    /// N: the pools.
+    pub fn pools(&self) -> u32 {
+        self.pools.len()
+    }
+
+    /// k: the pools per tenant.
+    pub fn per_tenant(&self) -> u32 {
+        self.assignment.per_tenant()
+    }
+
+    /// The most callers one pool's queue holds.
+    pub fn max_queue(&self) -> u32 {
+        self.max_queue
+    }
+
+    /// The assignment of tenants to pools: the rate limiter's, with this
+    /// limit's N, k and salt.
+    pub fn assignment(&self) -> &Assignment {
+        &self.assignment
+    }
+
+    /// The permits `pool` holds when none is out: its share of C.
+    ///
+    /// # Panics
+    /// If `pool` is not below N.
+    pub fn permits(&self, pool: u32) -> u32 {
+        assert!(pool < self.pools(), "pool {pool} of {}", self.pools());
+        self.pools.share(pool)
+    }
+
+    /// The permits of `pool` not out now (those kept for its queue
+    /// included).
+    ///
+    /// # Panics
+    /// If `pool` is not below N.
+    pub fn free(&self, pool: u32) -> u32 {
+        assert!(pool < self.pools(), "pool {pool} of {}", self.pools());
+        self.pools.free(pool)
+    }
+
+    /// The permits not out now, over all pools: C when none is.
+    pub fn available(&self) -> u32 {
+        (0..self.pools()).map(|p| self.pools.free(p)).sum()
+    }
+
+    /// The callers waiting in `pool`'s queue.
+    ///
+    /// # Panics
+    /// If `pool` is not below N.
+    pub fn waiting(&self, pool: u32) -> usize {
+        assert!(pool < self.pools(), "pool {pool} of {}", self.pools());
+        self.with_room(|room| room.waiting(pool))
+    }
+
+    #[inline]
+    fn shard_of(&self, request: &Request<'_>) -> Shard {
+        let tenant = request.tenant_id();
+        let shard = (self.cache).get_or_assign(tenant, &self.assignment, self.pools.len());
+        match request.user_id() {
+            None => shard,
+            Some(user) => shard.subset(self.assignment.user_seed(tenant, user), self.per_user),
+        }
+    }
+
+    /// The request's pools and seats, or why it can never be served.
+    #[inline]
+    fn resolve(&self, request: &Request<'_>) -> Result<(Shard, u32), Rejected> {
+        let seats = request.weight();
+        let shard = self.shard_of(request);
+        // Every pool holds a permit, so one seat always fits.
+        if seats != 1 {
+            if seats == 0 {
+                return Err(Rejected::new(RejectReason::ZeroSeats));
+            }
+            let most = shard.buckets().iter().map(|&p| self.pools.share(p)).sum();
+            if seats > most {
+                let reason = RejectReason::NeverFits { asked: seats, most };
+                return Err(Rejected::new(reason));
+            }
+        }
+        Ok((shard, seats))
+    }
+
+    /// Takes `seats` of `shard`'s pools without the queues' lock, if the
+    /// pools nobody queues for have them.
+    #[inline]
+    fn try_take(&self, shard: &[u32], seats: u32) -> Option<Taken> {
+        if seats == 1 {
+            return self.pools.take_one(shard).map(Taken::one);
+        }
+        match self.pools.take(shard, seats) {
+            Ok(taken) => Some(taken),
+            Err(partial) => {
+                self.release(&partial);
+                None
+            }
+        }
+    }
+
+    /// Gives back what a permit took; the pools callers queue for hand
+    /// their seats on under the lock.
+    #[inline]
+    fn release(&self, taken: &Taken) {
+        if let Some(pool) = taken.single() {
+            if self.pools.put(pool, 1) {
+                self.handed_on(&[pool]);
+            }
+            return;
+        }
+        let mut queued = [0u32; crate::assign::MAX_PER_TENANT as usize];
+        let mut len = 0;
+        for (pool, seats) in taken.iter() {
+            if self.pools.put(pool, seats) {
+                queued[len] = pool;
+                len += 1;
+            }
+        }
+        if len > 0 {
+            self.handed_on(&queued[..len]);
+        }
+    }
+
+    #[cold]
+    fn handed_on(&self, pools: &[u32]) {
+        self.with_room(|room| room.serve(&self.pools, pools));
+    }
+
+    /// Runs `f` under the queues' lock, then wakes the callers it served.
+    fn with_room<R>(&self, f: impl FnOnce(&mut Room) -> R) -> R {
+        let (out, woken) = {
+            let mut room = self.room.lock().unwrap_or_else(|e| e.into_inner());
+            let out = f(&mut room);
+            (out, std::mem::take(&mut room.woken))
+        };
+        woken.into_iter().for_each(std::task::Waker::wake);
+        out
+    }
+}
+
+impl fmt::Debug for InFlight {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InFlight")
+            .field("concurrency", &self.concurrency)
+            .field("pools", &self.pools())
+            .field("per_tenant", &self.per_tenant())
+            .field("available", &self.available())
+            .field("max_queue", &self.max_queue)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(all(test, not(shuffle_limiter_loom)))]
+mod tests;

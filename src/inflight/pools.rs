@@ -1,0 +1,315 @@
+//! The pools: C permits split over N pools, one atomic word each, and the
+//! lock-free take and release of the uncontended path.
+//!
+//! A pool's word holds its free permits in the low 32 bits and, in bit 32,
+//! whether callers wait in its queue. While they do, its free permits are
+//! theirs: a take without the queue's lock skips the pool (no caller jumps
+//! the queue), and only the lock's holder takes from it. A release adds to
+//! the word whatever its flag; one that finds the flag set hands the
+//! permits on under the lock (`queue.rs`).
+
+use crossbeam_utils::CachePadded;
+
+use crate::assign::MAX_PER_TENANT;
+use crate::sync::{AtomicU64, Ordering};
+
+/// Bit 32 of a pool's word: callers wait in its queue.
+pub(super) const QUEUED: u64 = 1 << 32;
+
+/// The low 32 bits of a pool's word: its free permits.
+const FREE: u64 = QUEUED - 1;
+
+/// The most pools one permit can come from: a shard's own pools.
+const MAX: usize = MAX_PER_TENANT as usize;
+
+/// C permits over N pools: ⌊C/N⌋ each, one more for the first C mod N.
+pub(crate) struct Pools {
+    words: Box<[CachePadded<AtomicU64>]>,
+    /// Every pool holds at least this many permits.
+    base: u32,
+    /// This many pools, the lowest-numbered, hold one more.
+    larger: u32,
+}
+
+impl Pools {
+    /// `concurrency` permits over `pools` pools, all free; the caller
+    /// checked `1 <= pools <= concurrency`.
+    pub(crate) fn split(concurrency: u32, pools: u32) -> Pools {
+        let (base, larger) = (concurrency / pools, concurrency % pools);
+        Pools {
+            words: (0..pools)
+                .map(|p| CachePadded::new(AtomicU64::new(u64::from(base + u32::from(p < larger)))))
+                .collect(),
+            base,
+            larger,
+        }
+    }
+
+    /// N.
+    pub(crate) fn len(&self) -> u32 {
+        self.words.len() as u32
+    }
+
+    /// The permits pool `pool` holds when none is out: its share of C.
+    #[inline]
+    pub(crate) fn share(&self, pool: u32) -> u32 {
+        self.base + u32::from(pool < self.larger)
+    }
+
+    /// The free permits of `pool`, its queue's included.
+    pub(crate) fn free(&self, pool: u32) -> u32 {
+        (self.word(pool).load(Ordering::Acquire) & FREE) as u32
+    }
+
+    #[inline]
+    pub(super) fn word(&self, pool: u32) -> &AtomicU64 {
+        &self.words[pool as usize]
+    }
+
+    /// Takes one permit from the pool of `shard` with the most free
+    /// permits, among those nobody queues for; ties broken as the rate
+    /// limiter breaks them. `None` when none of them has a free permit.
+    #[inline]
+    pub(crate) fn take_one(&self, shard: &[u32]) -> Option<u32> {
+        loop {
+            let mut words = [0u64; MAX];
+            // `tied` has bit j set for each position with the most so far.
+            let (mut best, mut most, mut tied) = (0, 0, 0u32);
+            for (j, (word, &pool)) in words.iter_mut().zip(shard).enumerate() {
+                *word = self.word(pool).load(Ordering::Acquire);
+                let free = if *word & QUEUED == 0 { *word } else { 0 };
+                if free > most {
+                    (best, most, tied) = (j, free, 1 << j);
+                } else if free == most {
+                    tied |= 1 << j;
+                }
+            }
+            if most == 0 {
+                return None;
+            }
+            if tied != 1 << best {
+                best = first_tied(tied, crate::random::tie_break(shard.len()));
+            }
+            let word = words[best];
+            let pool = shard[best];
+            if self
+                .word(pool)
+                .compare_exchange_weak(word, word - 1, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                return Some(pool);
+            }
+        }
+    }
+
+    /// Takes `seats` permits, all or nothing, from the pools of `shard`
+    /// nobody queues for, the roomiest first. When they do not hold that
+    /// many together, `Err` with what it took before it found out (often
+    /// nothing), for the caller to give back.
+    pub(crate) fn take(&self, shard: &[u32], seats: u32) -> Result<Taken, Taken> {
+        let mut taken = Taken::default();
+        let mut need = seats;
+        let mut tried = 0u32; // a bit per position already drained
+        while need > 0 {
+            let mut best = None;
+            let mut most = 0;
+            let mut sum = 0u64;
+            for (j, &pool) in shard.iter().enumerate() {
+                let word = self.word(pool).load(Ordering::Acquire);
+                if word & QUEUED != 0 || tried & (1 << j) != 0 {
+                    continue;
+                }
+                sum += word;
+                if word > most {
+                    (best, most) = (Some(j), word);
+                }
+            }
+            let Some(j) = best.filter(|_| sum >= u64::from(need)) else {
+                return Err(taken);
+            };
+            tried |= 1 << j;
+            let got = self.take_up_to(shard[j], need);
+            taken.add(shard[j], got);
+            need -= got;
+        }
+        Ok(taken)
+    }
+
+    /// Takes up to `most` of `pool`'s free permits if nobody queues for
+    /// it; how many it took.
+    fn take_up_to(&self, pool: u32, most: u32) -> u32 {
+        let word = self.word(pool);
+        let mut seen = word.load(Ordering::Acquire);
+        loop {
+            if seen & QUEUED != 0 || seen == 0 {
+                return 0;
+            }
+            let got = (seen as u32).min(most);
+            match word.compare_exchange_weak(
+                seen,
+                seen - u64::from(got),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return got,
+                Err(now) => seen = now,
+            }
+        }
+    }
+
+    /// Takes `seats` of `pool`'s free permits for the head of its queue:
+    /// only under the queue's lock, which alone takes from a queued pool,
+    /// from one that holds them (its free permits can only grow meanwhile).
+    pub(super) fn take_queued(&self, pool: u32, seats: u32) {
+        let old = self
+            .word(pool)
+            .fetch_sub(u64::from(seats), Ordering::AcqRel);
+        debug_assert!(old & QUEUED != 0 && old & FREE >= u64::from(seats));
+    }
+
+    /// Gives `seats` back to `pool`; `true` when callers queue for it, so
+    /// that the caller hands them on under the queue's lock.
+    #[inline]
+    #[must_use]
+    pub(crate) fn put(&self, pool: u32, seats: u32) -> bool {
+        let old = self
+            .word(pool)
+            .fetch_add(u64::from(seats), Ordering::AcqRel);
+        debug_assert!((old & FREE) + u64::from(seats) <= u64::from(self.share(pool)));
+        old & QUEUED != 0
+    }
+
+    /// Whether callers queue for `pool`.
+    pub(super) fn queued(&self, pool: u32) -> bool {
+        self.word(pool).load(Ordering::Acquire) & QUEUED != 0
+    }
+
+    /// Marks `pool` as queued for, or not.
+    pub(super) fn set_queued(&self, pool: u32, queued: bool) {
+        if queued {
+            self.word(pool).fetch_or(QUEUED, Ordering::AcqRel);
+        } else {
+            self.word(pool).fetch_and(!QUEUED, Ordering::AcqRel);
+        }
+    }
+}
+
+/// The first position set in `tied` at or after `start`, wrapping: the
+/// rate limiter's tie rule.
+#[inline]
+fn first_tied(tied: u32, start: usize) -> usize {
+    let after = tied >> start;
+    if after != 0 {
+        start + after.trailing_zeros() as usize
+    } else {
+        tied.trailing_zeros() as usize
+    }
+}
+
+/// What one permit took: seats from at most k pools.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Taken {
+    len: u8,
+    pools: [u32; MAX],
+    seats: [u32; MAX],
+}
+
+impl Taken {
+    /// One seat of `pool`.
+    #[inline]
+    pub(crate) fn one(pool: u32) -> Taken {
+        let mut taken = Taken {
+            len: 1,
+            ..Taken::default()
+        };
+        (taken.pools[0], taken.seats[0]) = (pool, 1);
+        taken
+    }
+
+    /// The pool of its one seat, if it holds one seat.
+    #[inline]
+    pub(crate) fn single(&self) -> Option<u32> {
+        (self.len == 1 && self.seats[0] == 1).then_some(self.pools[0])
+    }
+
+    /// Adds `seats` of `pool` (nothing for 0).
+    pub(crate) fn add(&mut self, pool: u32, seats: u32) {
+        if seats == 0 {
+            return;
+        }
+        let len = usize::from(self.len);
+        if let Some(j) = self.pools[..len].iter().position(|&p| p == pool) {
+            self.seats[j] += seats;
+        } else {
+            self.pools[len] = pool;
+            self.seats[len] = seats;
+            self.len += 1;
+        }
+    }
+
+    /// Each pool with the seats taken from it.
+    #[inline]
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        let len = usize::from(self.len);
+        self.pools[..len]
+            .iter()
+            .copied()
+            .zip(self.seats[..len].iter().copied())
+    }
+
+    /// Seats in all.
+    pub(crate) fn seats(&self) -> u32 {
+        self.seats[..usize::from(self.len)].iter().sum()
+    }
+}
+
+#[cfg(all(test, not(shuffle_limiter_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shares_add_up_to_the_concurrency_the_first_pools_one_more() {
+        let pools = Pools::split(42, 8);
+        let shares: Vec<u32> = (0..8).map(|p| pools.share(p)).collect();
+        assert_eq!(shares, [6, 6, 5, 5, 5, 5, 5, 5]);
+        assert_eq!(shares.iter().sum::<u32>(), 42);
+        assert!((0..8).all(|p| pools.free(p) == pools.share(p)));
+    }
+
+    #[test]
+    fn one_seat_comes_from_the_roomiest_pool() {
+        let pools = Pools::split(6, 2); // 3 and 3
+        assert_eq!(pools.take_up_to(0, 2), 2);
+        assert_eq!(pools.take_one(&[0, 1]), Some(1));
+        assert_eq!(pools.take_one(&[0, 1]), Some(1)); // 1 and 2 free: pool 1
+        assert_eq!(pools.free(1), 1);
+        // A queued pool is skipped whatever it holds.
+        pools.set_queued(1, true);
+        assert_eq!(pools.take_one(&[0, 1]), Some(0));
+        assert_eq!(pools.take_one(&[0, 1]), None);
+        assert!(pools.put(1, 2), "a release to a queued pool says so");
+    }
+
+    #[test]
+    fn ties_go_either_way() {
+        let mut seen = [0; 2];
+        for _ in 0..40 {
+            let pools = Pools::split(4, 2);
+            seen[pools.take_one(&[0, 1]).unwrap() as usize] += 1;
+        }
+        assert!(seen[0] > 0 && seen[1] > 0, "{seen:?}");
+    }
+
+    #[test]
+    fn a_weighted_take_is_all_or_nothing_roomiest_first() {
+        let pools = Pools::split(5, 2); // 3 and 2
+        assert_eq!(pools.take(&[1, 0], 6), Err(Taken::default()));
+        assert_eq!((pools.free(0), pools.free(1)), (3, 2));
+        let taken = pools.take(&[1, 0], 4).unwrap();
+        assert_eq!(taken.iter().collect::<Vec<_>>(), [(0, 3), (1, 1)]);
+        assert_eq!(taken.seats(), 4);
+        let partial = pools.take(&[1, 0], 2).unwrap_err();
+        assert_eq!(partial.seats(), 0, "1 free: it finds out before taking");
+        assert_eq!((pools.free(0), pools.free(1)), (0, 1));
+    }
+}

@@ -1,0 +1,263 @@
+//! The in-flight limit shared by threads: random acquires, weights,
+//! releases and cancellations never put more than C permits out, nor more
+//! than a pool's share from one pool, and every permit comes back once.
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::mpsc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread::Thread;
+use std::time::Duration;
+
+use proptest::prelude::*;
+use shuffle_limiter::Request;
+use shuffle_limiter::inflight::{InFlight, Permit, RejectReason};
+
+/// Wakes a parked thread; remembers a wake that came before the park.
+struct Unpark {
+    thread: Thread,
+    woken: AtomicBool,
+}
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.woken.store(true, Ordering::Release);
+        self.thread.unpark();
+    }
+}
+
+/// Polls `future` to completion on this thread, parking between wakes: a
+/// lost wake-up parks it for ever (the test then fails on its deadline).
+fn block_on<F: Future>(future: F) -> F::Output {
+    let unpark = Arc::new(Unpark {
+        thread: std::thread::current(),
+        woken: AtomicBool::new(false),
+    });
+    let waker = Waker::from(unpark.clone());
+    let mut future = pin!(future);
+    loop {
+        if let Poll::Ready(out) = future.as_mut().poll(&mut Context::from_waker(&waker)) {
+            return out;
+        }
+        while !unpark.woken.swap(false, Ordering::Acquire) {
+            std::thread::park();
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// try_acquire, then hold for `hold` yields.
+    Try { tenant: u8, seats: u32, hold: u8 },
+    /// acquire to the end, then hold.
+    Wait { tenant: u8, seats: u32, hold: u8 },
+    /// acquire, polled `polls` times, then dropped (a permit it got is
+    /// dropped with it).
+    Cancel { tenant: u8, seats: u32, polls: u8 },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let seats = prop_oneof![4 => Just(1u32), 1 => 2u32..=4];
+    prop_oneof![
+        (0u8..6, seats.clone(), 0u8..4).prop_map(|(tenant, seats, hold)| Op::Try {
+            tenant,
+            seats,
+            hold
+        }),
+        (0u8..6, seats.clone(), 0u8..4).prop_map(|(tenant, seats, hold)| Op::Wait {
+            tenant,
+            seats,
+            hold
+        }),
+        (0u8..6, seats, 0u8..3).prop_map(|(tenant, seats, polls)| Op::Cancel {
+            tenant,
+            seats,
+            polls
+        }),
+    ]
+}
+
+/// What the test sees out, checked against the limit at every acquire.
+struct Books {
+    inflight: InFlight,
+    out: AtomicU32,
+    per_pool: Vec<AtomicU32>,
+    broken: AtomicBool,
+}
+
+impl Books {
+    fn took(&self, tenant: &str, permit: &Permit<'_>) {
+        let out = self.out.fetch_add(permit.seats(), Ordering::SeqCst) + permit.seats();
+        let shard = self.inflight.shard(tenant);
+        let mut ok = out <= self.inflight.concurrency();
+        for (pool, seats) in permit.pools() {
+            let held = self.per_pool[pool as usize].fetch_add(seats, Ordering::SeqCst) + seats;
+            ok &= held <= self.inflight.permits(pool) && shard.contains(pool);
+        }
+        if !ok {
+            self.broken.store(true, Ordering::SeqCst);
+        }
+    }
+
+    fn gives_back(&self, permit: Permit<'_>) {
+        for (pool, seats) in permit.pools() {
+            self.per_pool[pool as usize].fetch_sub(seats, Ordering::SeqCst);
+        }
+        self.out.fetch_sub(permit.seats(), Ordering::SeqCst);
+        drop(permit);
+    }
+
+    fn hold(&self, tenant: &str, permit: Permit<'_>, hold: u8) {
+        self.took(tenant, &permit);
+        for _ in 0..hold {
+            std::thread::yield_now();
+        }
+        self.gives_back(permit);
+    }
+
+    fn run(&self, op: &Op) {
+        match *op {
+            Op::Try {
+                tenant,
+                seats,
+                hold,
+            } => {
+                let tenant = format!("tenant-{tenant}");
+                match self
+                    .inflight
+                    .try_acquire(Request::tenant(&tenant).tokens(seats))
+                {
+                    Ok(permit) => self.hold(&tenant, permit, hold),
+                    Err(e) => self.expect(e.reason()),
+                }
+            }
+            Op::Wait {
+                tenant,
+                seats,
+                hold,
+            } => {
+                let tenant = format!("tenant-{tenant}");
+                match block_on(
+                    self.inflight
+                        .acquire(Request::tenant(&tenant).tokens(seats)),
+                ) {
+                    Ok(permit) => self.hold(&tenant, permit, hold),
+                    Err(e) => self.expect(e.reason()),
+                }
+            }
+            Op::Cancel {
+                tenant,
+                seats,
+                polls,
+            } => {
+                let tenant = format!("tenant-{tenant}");
+                let mut acquire = pin!(
+                    self.inflight
+                        .acquire(Request::tenant(&tenant).tokens(seats))
+                );
+                let mut cx = Context::from_waker(Waker::noop());
+                for _ in 0..polls {
+                    match acquire.as_mut().poll(&mut cx) {
+                        Poll::Ready(Ok(permit)) => return self.hold(&tenant, permit, 0),
+                        Poll::Ready(Err(e)) => return self.expect(e.reason()),
+                        Poll::Pending => std::thread::yield_now(),
+                    }
+                }
+            }
+        }
+    }
+
+    /// A refusal this test can meet: no permit now, a full queue, or more
+    /// seats than a shard of two pools of 2 holds (never: at most 4 asked).
+    fn expect(&self, reason: RejectReason) {
+        if !matches!(reason, RejectReason::Busy | RejectReason::QueueFull { .. }) {
+            self.broken.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Runs each thread's ops on its own thread; fails if any thread is not
+/// done within a generous deadline (a lost wake-up) or the books broke.
+fn run(ops: Vec<Vec<Op>>, max_queue: u32) -> Result<(), TestCaseError> {
+    let inflight = InFlight::builder()
+        .concurrency(8)
+        .pools(4) // 2 permits each
+        .per_tenant(2)
+        .max_queue(max_queue)
+        .build()
+        .unwrap();
+    let books = Arc::new(Books {
+        per_pool: (0..4).map(|_| AtomicU32::new(0)).collect(),
+        inflight,
+        out: AtomicU32::new(0),
+        broken: AtomicBool::new(false),
+    });
+    let (done, finished) = mpsc::channel();
+    let threads = ops.len();
+    for ops in ops {
+        let (books, done) = (books.clone(), done.clone());
+        std::thread::spawn(move || {
+            for op in &ops {
+                books.run(op);
+            }
+            done.send(()).unwrap();
+        });
+    }
+    for _ in 0..threads {
+        let waited = finished.recv_timeout(Duration::from_secs(60));
+        prop_assert!(waited.is_ok(), "a waiter was never woken");
+    }
+    prop_assert!(
+        !books.broken.load(Ordering::SeqCst),
+        "more out than allowed, or from another shard"
+    );
+    prop_assert_eq!(books.inflight.available(), 8, "every permit came back once");
+    prop_assert!(
+        (0..4).all(|p| books.inflight.waiting(p) == 0),
+        "no waiter left behind"
+    );
+    prop_assert!((0..4).all(|p| books.inflight.free(p) == 2));
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn threads_never_take_more_than_the_limit_and_give_every_permit_back_once(
+        ops in prop::collection::vec(prop::collection::vec(op(), 1..40), 2..5),
+        max_queue in prop_oneof![Just(0u32), Just(1), Just(50)],
+    ) {
+        run(ops, max_queue)?;
+    }
+}
+
+#[test]
+fn many_waiters_on_one_hot_tenant_are_all_served_and_nothing_leaks() {
+    let ops = (0..4)
+        .map(|t| {
+            (0..300)
+                .map(|i| match i % 3 {
+                    0 => Op::Wait {
+                        tenant: 0,
+                        seats: 1 + ((i + t) % 3) as u32,
+                        hold: 1,
+                    },
+                    1 => Op::Cancel {
+                        tenant: (t % 2) as u8,
+                        seats: 1,
+                        polls: 1,
+                    },
+                    _ => Op::Try {
+                        tenant: 1,
+                        seats: 2,
+                        hold: 2,
+                    },
+                })
+                .collect()
+        })
+        .collect();
+    run(ops, 50).unwrap();
+}
