@@ -1,6 +1,8 @@
 //! A tower layer for servers (feature `tower`): one limiter for every
 //! request, keyed by tenant, answering 429 with the standard fields (and
-//! 503 when the limiter's store cannot decide).
+//! 503 when the limiter's store cannot decide). For the client side, around
+//! calls to a rate-limited upstream, see [`UpstreamLayer`] (feature `tokio`
+//! too).
 //!
 //! [`RateLimitLayer`] takes the tenant of each request from a
 //! [`TenantKey`] (a header, a request extension set by an authentication
@@ -150,6 +152,8 @@
 use http::HeaderName;
 
 mod cidr;
+#[cfg(feature = "tokio")]
+mod client;
 mod future;
 mod ip;
 mod key;
@@ -158,6 +162,9 @@ mod respond;
 mod service;
 
 pub use cidr::{Cidr, InvalidCidr};
+#[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+pub use client::{UpstreamError, UpstreamLayer, UpstreamService};
 pub use future::ResponseFuture;
 pub use ip::{ClientIp, InvalidPrefix, NoPeerAddress, ProxyHeader};
 pub use key::{MissingTenant, RequestKey, TenantKey};

@@ -234,21 +234,19 @@ impl<S: Store, P: Clock, R: Clock> Upstream<S, P, R> {
             };
             let grant = wait.await.map_err(CallError::Denied)?;
             let answer = send(&grant).await;
-            let signal = Signal::of_status(answer.status());
-            self.listen(&request, &answer, signal).await?;
-            let throttled = signal == Some(Signal::Throttled);
-            let cost = (self.cost.as_deref())
-                .and_then(|name| answer.header(name))
-                .and_then(|value| std::str::from_utf8(value).ok()?.trim().parse::<u32>().ok());
+            // Read before any await: the answer need not be `Sync`.
+            let heard = self.hear(&answer);
+            self.listen(&request, &heard).await?;
             if let Some(retries) = &self.retries {
                 retries.deposit(&grant);
             }
-            if let Some(cost) = cost {
+            if let Some(cost) = heard.cost {
                 self.limiter
                     .settle(grant, cost)
                     .await
                     .map_err(CallError::Store)?;
             }
+            let throttled = heard.signal == Some(Signal::Throttled);
             let retryable = throttled || (500..600).contains(&answer.status());
             let retry = retryable
                 && attempt < self.attempts
@@ -261,22 +259,37 @@ impl<S: Store, P: Clock, R: Clock> Upstream<S, P, R> {
         }
     }
 
+    /// What the limiter reads of `answer`.
+    fn hear(&self, answer: &impl Answer) -> Heard {
+        let signal = Signal::of_status(answer.status());
+        let header = |name| answer.header(name);
+        let now = SystemTime::now();
+        let wait = (signal == Some(Signal::Throttled)).then(|| {
+            (header("retry-after").and_then(|v| retry_after(v, now)))
+                .or_else(|| header("ratelimit-reset").and_then(|v| reset_in(v, now)))
+                .or_else(|| header("x-ratelimit-reset").and_then(|v| reset_in(v, now)))
+                .or_else(|| header("ratelimit").and_then(|v| reset_in(v, now)))
+                .unwrap_or(Duration::from_secs(1))
+        });
+        let cost = (self.cost.as_deref())
+            .and_then(header)
+            .and_then(|value| std::str::from_utf8(value).ok()?.trim().parse::<u32>().ok());
+        Heard {
+            signal,
+            wait,
+            policy: header("ratelimit-policy").and_then(policy),
+            cost,
+        }
+    }
+
     /// Holds off on a throttle and tells the controller.
     async fn listen(
         &self,
         request: &Request<'_>,
-        answer: &impl Answer,
-        signal: Option<Signal>,
+        heard: &Heard,
     ) -> Result<(), CallError<S::Error>> {
         let store = CallError::Store;
-        if signal == Some(Signal::Throttled) {
-            let now = SystemTime::now();
-            let header = |name| answer.header(name);
-            let wait = (header("retry-after").and_then(|v| retry_after(v, now)))
-                .or_else(|| header("ratelimit-reset").and_then(|v| reset_in(v, now)))
-                .or_else(|| header("x-ratelimit-reset").and_then(|v| reset_in(v, now)))
-                .or_else(|| header("ratelimit").and_then(|v| reset_in(v, now)))
-                .unwrap_or(Duration::from_secs(1));
+        if let Some(wait) = heard.wait {
             let hold = match self.scope {
                 Scope::Shared => HoldOff::all(wait),
                 Scope::PerTenant => HoldOff::tenant(request.clone(), wait),
@@ -286,13 +299,13 @@ impl<S: Store, P: Clock, R: Clock> Upstream<S, P, R> {
         let Some(adaptive) = &self.adaptive else {
             return Ok(());
         };
-        if let Some(signal) = signal {
+        if let Some(signal) = heard.signal {
             adaptive
                 .observe(&self.limiter, signal)
                 .await
                 .map_err(store)?;
         }
-        if let Some((limit, window)) = answer.header("ratelimit-policy").and_then(policy) {
+        if let Some((limit, window)) = heard.policy {
             let advertised = Signal::Advertised { limit, window };
             adaptive
                 .observe(&self.limiter, advertised)
@@ -301,4 +314,13 @@ impl<S: Store, P: Clock, R: Clock> Upstream<S, P, R> {
         }
         Ok(())
     }
+}
+
+/// What a call's answer said, read at once.
+struct Heard {
+    signal: Option<Signal>,
+    /// How long to hold off, on a throttle.
+    wait: Option<Duration>,
+    policy: Option<(u32, Duration)>,
+    cost: Option<u32>,
 }

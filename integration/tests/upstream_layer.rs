@@ -1,0 +1,112 @@
+//! `tower::UpstreamLayer` around an HTTP service (an axum `Router` standing
+//! in for the upstream's client; the bodies are `String`s, which a retry
+//! can send again), under tokio's paused time: the tenant
+//! comes from a header, a throttle holds that tenant off, and a request
+//! without a tenant is refused before anything is sent.
+
+use std::future::poll_fn;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::http::{HeaderName, Request, StatusCode};
+use axum::routing::get;
+use shuffle_limiter::tower::{TenantKey, UpstreamError, UpstreamLayer};
+use shuffle_limiter::upstream::{Scope, Upstream};
+use shuffle_limiter::{Quota, ShardedLimiter, TokioClock};
+use tokio::time::Instant;
+use tower::{Layer, Service};
+
+async fn send<S>(service: &mut S, tenant: Option<&str>) -> Result<StatusCode, S::Error>
+where
+    S: Service<Request<String>, Response = axum::response::Response>,
+{
+    poll_fn(|cx| service.poll_ready(cx)).await?;
+    let mut request = Request::get("/");
+    if let Some(tenant) = tenant {
+        request = request.header("x-tenant", tenant);
+    }
+    let response = service.call(request.body(String::new()).unwrap()).await?;
+    Ok(response.status())
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_layer_holds_off_the_throttled_tenant_and_lets_others_pass() {
+    let limiter = Arc::new(
+        ShardedLimiter::builder()
+            .quota(Quota::per_second(80).with_burst(80))
+            .buckets(8)
+            .per_tenant(2)
+            .clock(TokioClock::new())
+            .build()
+            .unwrap(),
+    );
+    // The upstream throttles acme's first call for 5 s.
+    let calls = Arc::new(AtomicU32::new(0));
+    let seen = Arc::clone(&calls);
+    let upstream = Router::new().route(
+        "/",
+        get(move |request: Request<axum::body::Body>| {
+            let first = seen.fetch_add(1, Ordering::Relaxed) == 0;
+            async move {
+                let acme = request.headers()["x-tenant"] == "acme";
+                if acme && first {
+                    (StatusCode::TOO_MANY_REQUESTS, [("retry-after", "5")]).into_response_parts()
+                } else {
+                    (StatusCode::OK, [("retry-after", "0")]).into_response_parts()
+                }
+            }
+        }),
+    );
+    let layer = UpstreamLayer::new(
+        Upstream::new(Arc::clone(&limiter)).scope(Scope::PerTenant),
+        TenantKey::header(HeaderName::from_static("x-tenant")),
+    );
+    let mut service = layer.layer(upstream);
+    assert_eq!(
+        send(&mut service, Some("acme")).await.unwrap(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    let held = limiter.shard("acme");
+    let other = (0..)
+        .map(|t| format!("t{t}"))
+        .find(|t| {
+            limiter
+                .shard(t.as_str())
+                .buckets()
+                .iter()
+                .all(|&b| !held.contains(b))
+        })
+        .unwrap();
+    let start = Instant::now();
+    assert_eq!(
+        send(&mut service, Some(&other)).await.unwrap(),
+        StatusCode::OK
+    );
+    assert_eq!(start.elapsed(), Duration::ZERO);
+    assert_eq!(
+        send(&mut service, Some("acme")).await.unwrap(),
+        StatusCode::OK
+    );
+    assert!(
+        start.elapsed() >= Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
+    // No tenant: refused, and nothing sent.
+    let before = calls.load(Ordering::Relaxed);
+    let missing = send(&mut service, None).await.unwrap_err();
+    assert!(matches!(missing, UpstreamError::MissingTenant), "{missing}");
+    assert_eq!(calls.load(Ordering::Relaxed), before);
+}
+
+trait IntoParts {
+    fn into_response_parts(self) -> axum::response::Response;
+}
+
+impl<T: axum::response::IntoResponse> IntoParts for T {
+    fn into_response_parts(self) -> axum::response::Response {
+        self.into_response()
+    }
+}
