@@ -48,9 +48,9 @@
 //!   `shuffle-lab` command, a package of its own, is built on it.
 //!
 //! ## The integrations' modules
-//! - `tokio`: [`Limiter::wait`] and the [`wait`] module.
+//! - `wait`: [`Limiter::wait`] and the [`wait`] module.
 //! - `tower`: the [`tower`] module.
-//! - `serde`: the [`set`] module.
+//! - `config`: the [`set`] module.
 //! - `metrics`: the [`metrics`] module.
 //! - `redis`: the [`redis`] module.
 //!
@@ -78,8 +78,8 @@ mod random;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub mod redis;
-#[cfg(feature = "serde")]
-#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+#[cfg(feature = "config")]
+#[cfg_attr(docsrs, doc(cfg(feature = "config")))]
 pub mod set;
 mod sharder;
 pub mod store;
@@ -87,8 +87,8 @@ mod sync;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod tower;
-#[cfg(feature = "tokio")]
-#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+#[cfg(feature = "wait")]
+#[cfg_attr(docsrs, doc(cfg(feature = "wait")))]
 pub mod wait;
 
 pub use assign::{Assignment, MAX_BUCKETS, MAX_PER_TENANT, Shard};
@@ -107,6 +107,6 @@ pub use limiter::tiers::MAX_TIERED_TENANTS;
 pub use limiter::{Limiter, ShardedLimiter};
 pub use quota::Quota;
 pub use sharder::{RetryOrder, Sharder, SharderError};
-#[cfg(feature = "tokio")]
-#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+#[cfg(feature = "wait")]
+#[cfg_attr(docsrs, doc(cfg(feature = "wait")))]
 pub use wait::{Jitter, TokioClock};

@@ -1,6 +1,6 @@
 //! No code: this package holds the tests (`tests/`), examples (`examples/`)
 //! and benchmarks (`benches/`) of `shuffle-limiter` that need its optional
-//! features (`tokio`, `tower`, `serde`, `metrics`, `redis`), a heavy crate
+//! features (`wait`, `tower`, `config`, `metrics`, `redis`), a heavy crate
 //! (axum, reqwest, criterion, governor, metrics-util, TOML, the Redis
 //! Cluster client) or a `redis-server`. They live apart from the library so
 //! that its own examples — the README's first command — build none of that.
