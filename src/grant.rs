@@ -257,7 +257,7 @@ pub struct Booked {
     /// Per payment, in the grant's order, in the store's unit of time.
     pub(crate) written: [u64; MAX_K],
     /// How long from when the store drew until the grant may be used.
-    #[cfg_attr(not(feature = "tokio"), allow(dead_code))] // the waits'
+    #[cfg_attr(not(feature = "wait"), allow(dead_code))] // the waits'
     pub(crate) ready_in: Duration,
 }
 

@@ -52,9 +52,9 @@
 //!   `shuffle-lab` command, a package of its own, is built on it.
 //!
 //! ## The integrations' modules
-//! - `tokio`: [`Limiter::wait`] and the [`wait`] module.
+//! - `wait`: [`Limiter::wait`] and the [`wait`] module.
 //! - `tower`: the [`tower`] module.
-//! - `serde`: the [`set`] module.
+//! - `config`: the [`set`] module.
 //! - `metrics`: the [`metrics`] module.
 //! - `redis`: the [`redis`] module.
 //!
@@ -87,8 +87,8 @@ mod random;
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub mod redis;
 mod request;
-#[cfg(feature = "serde")]
-#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+#[cfg(feature = "config")]
+#[cfg_attr(docsrs, doc(cfg(feature = "config")))]
 pub mod set;
 mod sharder;
 pub mod store;
@@ -97,8 +97,8 @@ mod sync;
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod tower;
 pub mod upstream;
-#[cfg(feature = "tokio")]
-#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+#[cfg(feature = "wait")]
+#[cfg_attr(docsrs, doc(cfg(feature = "wait")))]
 pub mod wait;
 
 pub use assign::{Assignment, MAX_BUCKETS, MAX_PER_TENANT, Shard};
@@ -117,6 +117,6 @@ pub use plan::tiers::MAX_TIERED_TENANTS;
 pub use quota::Quota;
 pub use request::Request;
 pub use sharder::{RetryOrder, Sharder, SharderError};
-#[cfg(feature = "tokio")]
-#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+#[cfg(feature = "wait")]
+#[cfg_attr(docsrs, doc(cfg(feature = "wait")))]
 pub use wait::{Jitter, TokioClock};

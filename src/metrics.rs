@@ -181,7 +181,7 @@ impl Metrics {
         );
     }
 
-    #[cfg_attr(not(feature = "tokio"), allow(dead_code))] // the waits'
+    #[cfg_attr(not(feature = "wait"), allow(dead_code))] // the waits'
     /// A wait before retrying, at trace level.
     pub(crate) fn waiting(&self, denied: &Denied, nap: Duration) {
         tracing::trace!(

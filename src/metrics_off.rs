@@ -18,7 +18,7 @@ impl Metrics {
     #[inline(always)]
     pub(crate) fn record(&self, _result: &Result<Grant, Denied>) {}
 
-    #[cfg_attr(not(feature = "tokio"), allow(dead_code))] // the waits'
+    #[cfg_attr(not(feature = "wait"), allow(dead_code))] // the waits'
     #[inline(always)]
     pub(crate) fn waiting(&self, _denied: &Denied, _nap: Duration) {}
 

@@ -27,7 +27,7 @@ pub(crate) fn next_u64() -> u64 {
 }
 
 /// A number in `0..n`, by multiply-shift rather than a division.
-#[cfg_attr(not(feature = "tokio"), allow(dead_code))] // the waits' jitter
+#[cfg_attr(not(feature = "wait"), allow(dead_code))] // the waits' jitter
 #[inline]
 pub(crate) fn below(n: u64) -> u64 {
     ((u128::from(next_u64()) * u128::from(n)) >> 64) as u64

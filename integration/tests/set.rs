@@ -352,7 +352,7 @@ fn without_the_redis_feature_a_redis_key_says_which_feature_to_enable() {
         assert!(
             e.contains(&format!(
                 "limiters.amazon.{key}: a Redis limiter needs the `redis` feature of \
-                 shuffle-limiter: enable it in Cargo.toml (features = [\"serde\", \"redis\"])"
+                 shuffle-limiter: enable it in Cargo.toml (features = [\"config\", \"redis\"])"
             )),
             "{e}"
         );

@@ -1,6 +1,6 @@
 //! Rate strings: seconds, minutes and hours, spans, days, milliseconds and
 //! fractional counts, every malformed one with its own error; `Quota`'s
-//! display (feature `serde`).
+//! display (feature `config`).
 
 use std::time::Duration;
 

@@ -1,5 +1,5 @@
 //! Config types round-trip through TOML and JSON, and nest inside an
-//! application's config (feature `serde`).
+//! application's config (feature `config`).
 
 use serde::Deserialize;
 use shuffle_limiter::set::{LimiterSet, SetConfig};

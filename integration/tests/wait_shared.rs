@@ -1,5 +1,5 @@
 //! Jittered waits on an `Arc` of the limiter, cloned into spawned tasks,
-//! and `Jitter::new`'s minimum (feature `tokio`).
+//! and `Jitter::new`'s minimum (feature `wait`).
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -16,9 +16,9 @@
 //!   and the hung-tenant scene with its numbers.
 //! - [`live`]: changing the quota or N of a running limiter, refunds, and
 //!   reloading a config.
-//! - [`upstream`](upstream/index.html) (feature `tokio`): calling a rate-limited upstream — waits,
+//! - [`upstream`](upstream/index.html) (feature `wait`): calling a rate-limited upstream — waits,
 //!   deadlines, jitter, dropped waits.
-//! - [`per_upstream`](per_upstream/index.html) (feature `serde`): one limiter per upstream, built from a
+//! - [`per_upstream`](per_upstream/index.html) (feature `config`): one limiter per upstream, built from a
 //!   config (`LimiterSet`), some of them in Redis.
 //! - [`tower`](tower/index.html) (feature `tower`): the layer for axum and tower servers.
 //! - [`metrics`](metrics/index.html) (feature `metrics`): the counters, gauges and `tracing`
@@ -37,8 +37,8 @@ pub mod live;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub mod metrics;
-#[cfg(feature = "serde")]
-#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+#[cfg(feature = "config")]
+#[cfg_attr(docsrs, doc(cfg(feature = "config")))]
 pub mod per_upstream;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
@@ -46,7 +46,7 @@ pub mod redis;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod tower;
-#[cfg(feature = "tokio")]
-#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+#[cfg(feature = "wait")]
+#[cfg_attr(docsrs, doc(cfg(feature = "wait")))]
 pub mod upstream;
 pub mod users_and_tiers;

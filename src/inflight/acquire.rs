@@ -4,7 +4,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-#[cfg(feature = "tokio")]
+#[cfg(feature = "wait")]
 use std::time::Duration;
 
 use super::error::{RejectReason, Rejected};
@@ -14,7 +14,7 @@ use super::{InFlight, Permit};
 use crate::Shard;
 
 /// A wait for a permit, to `.await`: made by [`InFlight::acquire`],
-/// bounded by `within` (feature `tokio`).
+/// bounded by `within` (feature `wait`).
 ///
 /// Awaited, it takes the seats at once when the tenant's pools have them
 /// and nobody queues for them; otherwise it queues (see
@@ -33,9 +33,9 @@ use crate::Shard;
 pub struct Acquire<'a> {
     inflight: &'a InFlight,
     state: State,
-    #[cfg(feature = "tokio")]
+    #[cfg(feature = "wait")]
     max_wait: Option<Duration>,
-    #[cfg(feature = "tokio")]
+    #[cfg(feature = "wait")]
     sleep: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
@@ -55,9 +55,9 @@ impl<'a> Acquire<'a> {
                 Ok((shard, seats)) => State::Start(shard, seats),
                 Err(rejected) => State::Refused(rejected),
             },
-            #[cfg(feature = "tokio")]
+            #[cfg(feature = "wait")]
             max_wait: None,
-            #[cfg(feature = "tokio")]
+            #[cfg(feature = "wait")]
             sleep: None,
         }
     }
@@ -81,8 +81,8 @@ impl<'a> Acquire<'a> {
     /// # Ok(())
     /// # }
     /// ```
-    #[cfg(feature = "tokio")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+    #[cfg(feature = "wait")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "wait")))]
     pub fn within(mut self, max_wait: Duration) -> Self {
         self.max_wait = Some(max_wait);
         self
@@ -137,7 +137,7 @@ impl<'a> Future for Acquire<'a> {
                 key
             }
         };
-        #[cfg(feature = "tokio")]
+        #[cfg(feature = "wait")]
         if let Some(max_wait) = this.max_wait {
             let sleep = (this.sleep).get_or_insert_with(|| Box::pin(tokio::time::sleep(max_wait)));
             if sleep.as_mut().poll(cx).is_ready() {
@@ -170,7 +170,7 @@ impl fmt::Debug for Acquire<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut s = f.debug_struct("Acquire");
         s.field("state", &self.state);
-        #[cfg(feature = "tokio")]
+        #[cfg(feature = "wait")]
         s.field("max_wait", &self.max_wait);
         s.finish_non_exhaustive()
     }

@@ -48,7 +48,7 @@
 //! ([`Builder::per_user`]), and a number of seats (its tokens, 1 unless
 //! set). [`InFlight::try_acquire`] answers at once and allocates nothing;
 //! [`InFlight::acquire`] returns a future that waits its turn (bounded
-//! with `.within(max_wait)`, feature `tokio`). One seat comes from the
+//! with `.within(max_wait)`, feature `wait`). One seat comes from the
 //! tenant's pool with the most free permits (ties broken at random, as
 //! the rate limiter breaks them); several seats, all or nothing, from its
 //! pools together, the roomiest first. The [`Permit`] holds them until it
@@ -143,7 +143,7 @@ impl InFlight {
 
     /// Waits for the request's seats, in turn behind the callers already
     /// waiting for the tenant's pools: a future to `.await`, bounded with
-    /// `within` (feature `tokio`); see [`Acquire`].
+    /// `within` (feature `wait`); see [`Acquire`].
     ///
     /// The future runs on any executor; here a thread parks until it is
     /// woken:

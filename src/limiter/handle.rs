@@ -15,7 +15,7 @@ use crate::store::memory::InProcess;
 
 /// A request with its shard resolved once: for a hot tenant, or a loop.
 ///
-/// Made by [`Limiter::handle`]; it checks (and, with the `tokio` feature,
+/// Made by [`Limiter::handle`]; it checks (and, with the `wait` feature,
 /// waits) for the same request again and again without hashing its ids or
 /// probing the tenant cache. Making one never allocates: it borrows the
 /// request's ids, or owns those the request owned.

@@ -56,7 +56,7 @@ pub type ShardedLimiter<C = MonotonicClock> = Limiter<InProcess<C>>;
 ///
 /// Use it through its aliases: [`ShardedLimiter`] (buckets in this process)
 /// and, with the `redis` feature, `RedisLimiter` (buckets in Redis, shared by
-/// a fleet). Both have the accessors below, the waits of the `tokio`
+/// a fleet). Both have the accessors below, the waits of the `wait`
 /// feature ([`wait`](Limiter::wait)) and the [`Limit`](crate::Limit)
 /// trait's `async` checks, refunds, changes and reads; a [`ShardedLimiter`]
 /// also has synchronous ones of the same names.

@@ -33,9 +33,9 @@
 //! # Everything else is the same too
 //! A [`RedisLimiter`] is a [`Limiter`] over the
 //! [`RedisStore`]: it has the same accessors as a [`ShardedLimiter`], the
-//! same waits (`limiter.wait(request)` with the `tokio` feature), works in
+//! same waits (`limiter.wait(request)` with the `wait` feature), works in
 //! the same [`RateLimitLayer`] (feature `tower`) and in a `LimiterSet`
-//! (feature `serde`); it checks, refunds, changes and reads through the
+//! (feature `config`); it checks, refunds, changes and reads through the
 //! [`Limit`](crate::Limit) trait (`use shuffle_limiter::Limit`), each a
 //! round trip.
 //!

@@ -272,7 +272,7 @@ where
     /// Whether [`set_quota_and_buckets`](RedisLimiter::set_quota_and_buckets) could
     /// make this change, here and in the local fallback, found without
     /// asking Redis: what a limiter built with them would refuse.
-    #[cfg_attr(not(feature = "serde"), allow(dead_code))] // the set's reload
+    #[cfg_attr(not(feature = "config"), allow(dead_code))] // the set's reload
     pub(crate) fn can_change(&self, quota: Quota, buckets: u32) -> Result<(), BuildError> {
         let shared = &self.store.shared;
         if shared.options.layout == Layout::Spread {

@@ -118,12 +118,12 @@ impl<C: Clock + 'static> Member<'_, C> {
     }
 
     /// As [`Limiter::wait`](crate::Limiter::wait) on whichever limiter this
-    /// is, within `max_wait` if one is given (feature `tokio`).
+    /// is, within `max_wait` if one is given (feature `wait`).
     ///
     /// # Errors
     /// [`Denied`] as the limiter's wait is.
-    #[cfg(feature = "tokio")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+    #[cfg(feature = "wait")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "wait")))]
     pub async fn wait<'r>(
         self,
         request: impl Into<Request<'r>>,

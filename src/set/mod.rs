@@ -1,4 +1,4 @@
-//! One limiter per upstream (feature `serde`): named limiters, each with its
+//! One limiter per upstream (feature `config`): named limiters, each with its
 //! own quota, N and k, built from a config file and looked up by name.
 //!
 //! A service that calls several rate-limited partners (one API per retailer,

@@ -48,7 +48,7 @@ impl<'de> DeserializeSeed<'de> for NoRedis<'_> {
         let (limiter, key) = (self.limiter, self.key);
         Err(de::Error::custom(format_args!(
             "limiters.{limiter}.{key}: a Redis limiter needs the `redis` feature of \
-             shuffle-limiter: enable it in Cargo.toml (features = [\"serde\", \"redis\"])"
+             shuffle-limiter: enable it in Cargo.toml (features = [\"config\", \"redis\"])"
         )))
     }
 }

@@ -72,7 +72,7 @@ pub(crate) mod sealed {
     /// further ahead).
     #[derive(Debug, Clone, Copy)]
     #[allow(unreachable_pub)]
-    #[cfg_attr(not(feature = "tokio"), allow(dead_code))] // the waits'
+    #[cfg_attr(not(feature = "wait"), allow(dead_code))] // the waits'
     pub struct NotReserved {
         pub(crate) denied: Denied,
         pub(crate) by_policy: bool,

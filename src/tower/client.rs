@@ -1,4 +1,4 @@
-//! The client side (features `tower` and `tokio`): a layer around a
+//! The client side (features `tower` and `wait`): a layer around a
 //! service that calls an upstream, listening to what it answers.
 
 use std::future::{Future, poll_fn};

@@ -1,7 +1,7 @@
 //! A tower layer for servers (feature `tower`): one limiter for every
 //! request, keyed by tenant, answering 429 with the standard fields (and
 //! 503 when the limiter's store cannot decide). For the client side, around
-//! calls to a rate-limited upstream, see [`UpstreamLayer`] (feature `tokio`
+//! calls to a rate-limited upstream, see [`UpstreamLayer`] (feature `wait`
 //! too).
 //!
 //! [`RateLimitLayer`] takes the tenant of each request from a
@@ -152,7 +152,7 @@
 use http::HeaderName;
 
 mod cidr;
-#[cfg(feature = "tokio")]
+#[cfg(feature = "wait")]
 mod client;
 mod future;
 mod ip;
@@ -162,8 +162,8 @@ mod respond;
 mod service;
 
 pub use cidr::{Cidr, InvalidCidr};
-#[cfg(feature = "tokio")]
-#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+#[cfg(feature = "wait")]
+#[cfg_attr(docsrs, doc(cfg(feature = "wait")))]
 pub use client::{UpstreamError, UpstreamLayer, UpstreamService};
 pub use future::ResponseFuture;
 pub use ip::{ClientIp, InvalidPrefix, NoPeerAddress, ProxyHeader};

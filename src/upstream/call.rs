@@ -1,4 +1,4 @@
-//! One call to a rate-limited upstream, listened to (feature `tokio`):
+//! One call to a rate-limited upstream, listened to (feature `wait`):
 //! wait for the tenant's grant, send, then hold off, adapt, retry within
 //! the budget and settle, from what the upstream answered.
 

@@ -64,7 +64,7 @@
 //! ```
 
 mod adapt;
-#[cfg(feature = "tokio")]
+#[cfg(feature = "wait")]
 mod call;
 mod headers;
 mod retry;
@@ -72,8 +72,8 @@ mod retry;
 use std::time::Duration;
 
 pub use self::adapt::{AdaptError, Adaptive, Signal};
-#[cfg(feature = "tokio")]
-#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+#[cfg(feature = "wait")]
+#[cfg_attr(docsrs, doc(cfg(feature = "wait")))]
 pub use self::call::{Answer, CallError, Scope, Upstream};
 pub use self::headers::{policy, reset_in, retry_after};
 pub use self::retry::RetryBudget;

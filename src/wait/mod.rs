@@ -1,5 +1,5 @@
 //! Waiting for a grant before calling a rate-limited upstream (feature
-//! `tokio`).
+//! `wait`).
 //!
 //! An upstream API that allows all of your tenants together 5 requests a
 //! second answers 429 to the sixth. Instead of sending and retrying, take a
@@ -224,7 +224,7 @@ impl<S> fmt::Debug for Wait<'_, S> {
     }
 }
 
-/// # Waiting (feature `tokio`)
+/// # Waiting (feature `wait`)
 ///
 /// The same over every store: in process the checks answer at once, over
 /// Redis each is one round trip. Over Redis, dropping a wait while its
