@@ -31,15 +31,12 @@ local drawn_under = ARGV[2] + 0
 local left = ARGV[3] + 0
 local interval = ARGV[4] + 0
 
-local raw = mget_all(payers)
+local raw, wrong = buckets_or_stray(payers)
+if wrong then
+  return wrong
+end
 local borns = {}
 for i = 1, payers do
-  if not raw[i] then
-    local wrong = not_a_bucket(KEYS[i])
-    if wrong then
-      return wrong
-    end
-  end
   local born = redis.pcall('GET', KEYS[i] .. ':born')
   if type(born) == 'table' and born.err then
     return redis.error_reply('NOTABUCKET ' .. KEYS[i] .. ':born holds another type: ' .. born.err)

@@ -40,14 +40,9 @@ if until_now > MAX_NOW then
   until_now = MAX_NOW
 end
 
-local raw = mget_all(held)
-for i = 1, held do
-  if not raw[i] then
-    local wrong = not_a_bucket(KEYS[i])
-    if wrong then
-      return wrong
-    end
-  end
+local raw, wrong = buckets_or_stray(held)
+if wrong then
+  return wrong
 end
 for i = 1, held do
   local capacity = ARGV[3 + i] + 0

@@ -1,5 +1,6 @@
 -- shuffle-limiter: what every script of the limiter starts with. The Rust
--- side puts this file before draw.lua, rescale.lua and refund.lua.
+-- side puts this file before each script (draw, state, rescale, refund,
+-- giveback, holdoff and charge).
 
 -- The latest time the scripts count, in microseconds: 2^53 - 2^50 - 1 (the
 -- year 2255), so that a time plus a bucket's capacity (at most 2^50 us, as
@@ -121,4 +122,22 @@ local function mget_all(m)
     end
   end
   return all
+end
+
+-- The values of KEYS[1..m] (as mget_all reads them), or nil and the
+-- NOTABUCKET error reply when one of them holds another type: MGET answers
+-- nil for such a key as for a missing one, and it is someone else's data,
+-- which a script's SET or DEL would destroy, so the script refuses before
+-- it writes anything.
+local function buckets_or_stray(m)
+  local raw = mget_all(m)
+  for i = 1, m do
+    if not raw[i] then
+      local wrong = not_a_bucket(KEYS[i])
+      if wrong then
+        return nil, wrong
+      end
+    end
+  end
+  return raw
 end

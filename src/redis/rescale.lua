@@ -89,17 +89,11 @@ local function kept(room, old, new)
   return math.min(tokens * new_interval + mul_div(rest, new_interval, old_interval), new)
 end
 
-local raw = mget_all(keys)
--- MGET answers nil for a key of another type as for a missing one. Such a
--- key is someone else's data, which SET or DEL below would destroy: refused
--- before anything is written, as draw.lua refuses it.
-for i = 1, keys do
-  if not raw[i] then
-    local wrong = not_a_bucket(KEYS[i])
-    if wrong then
-      return wrong
-    end
-  end
+-- A key of another type is refused before anything is written, as
+-- draw.lua refuses it.
+local raw, wrong = buckets_or_stray(keys)
+if wrong then
+  return wrong
 end
 for i = 1, keys do
   -- Split::burst_of: the first `larger` buckets hold one token more.
