@@ -240,6 +240,15 @@ impl Error {
             (ErrorKind::AuthenticationFailed, _) | (_, Some("NOAUTH" | "WRONGPASS")) => {
                 Error::Auth { source }
             }
+            // A server that wants a password refuses a long command (a
+            // script over 16 KiB) from a client without one this way,
+            // before it would say NOAUTH.
+            (_, Some("ERR"))
+                if (source.detail())
+                    .is_some_and(|d| d.starts_with("Protocol error: unauthenticated")) =>
+            {
+                Error::Auth { source }
+            }
             (ErrorKind::Server(ServerErrorKind::NoPerm), _) => Error::NoPermission { source },
             (ErrorKind::Server(ServerErrorKind::ReadOnly), _) => Error::ReadOnly { source },
             (_, Some("NOTABUCKET")) => {
