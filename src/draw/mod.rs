@@ -307,4 +307,6 @@ fn room_at(capacity: u64, tat: u64, now: u64, cost: u64) -> Option<u64> {
 }
 
 #[cfg(test)]
+mod pool_tests;
+#[cfg(test)]
 mod tests;
