@@ -69,3 +69,41 @@ fn read_again_with_exactly_one_token_in_every_own_bucket_it_is_paid_not_denied_a
     let short = super::rest(PACE, shape(2, 0), |_| 3, |_| 121, 100, 1, || 0);
     assert_eq!(short, Outcome::Deny { index: 0, at: 101 });
 }
+
+/// How many times [`draw`](super::draw) asks for each position's arrival
+/// time: buckets of 3 tokens at the arrival times `tats`, the last `spill`
+/// of them spill buckets, asked for `n` tokens at now = 100.
+fn reads(tats: &[u64], spill: usize, n: u32) -> (Outcome, Vec<u32>) {
+    let counts: Vec<_> = tats.iter().map(|_| std::cell::Cell::new(0)).collect();
+    let tat = |j: usize| {
+        counts[j].set(counts[j].get() + 1);
+        tats[j]
+    };
+    let shape = shape(tats.len() - spill, spill);
+    let outcome = super::draw(PACE, shape, |_| 3, tat, 100, n, || 0);
+    (outcome, counts.iter().map(std::cell::Cell::get).collect())
+}
+
+#[test]
+fn each_bucket_is_read_again_only_where_the_rest_of_the_draw_needs_it() {
+    // One bucket pays: one reading of each own bucket, none of the spill.
+    let (outcome, counts) = reads(&[100, 110, 120, 0], 1, 1);
+    assert!(matches!(outcome, Outcome::Grant(Single { index: 0, .. })));
+    assert_eq!(counts, [1, 1, 1, 0]);
+    // Every own bucket empty (room for a token at 110), nothing to lend
+    // from: a single token is denied from the first reading.
+    let empty = [130, 130, 130];
+    let (outcome, counts) = reads(&empty, 0, 1);
+    assert_eq!(outcome, Outcome::Deny { index: 0, at: 110 });
+    assert_eq!(counts, [1, 1, 1]);
+    // Two tokens may be paid together: one more reading, to pool; with no
+    // spill bucket, none to borrow.
+    let (outcome, counts) = reads(&empty, 0, 2);
+    assert_eq!(outcome, Outcome::Deny { index: 0, at: 110 });
+    assert_eq!(counts, [2, 2, 2]);
+    // With a spill bucket (empty too) the own buckets are read once more,
+    // to borrow, and the spill bucket once.
+    let (outcome, counts) = reads(&[130, 130, 130, 130], 1, 2);
+    assert_eq!(outcome, Outcome::Deny { index: 0, at: 110 });
+    assert_eq!(counts, [3, 3, 3, 1]);
+}
