@@ -100,9 +100,12 @@ impl Ask {
 /// give the full burst and the arrival time of the bucket at shard position
 /// `j`, the tenant's own buckets first and its spill buckets after them (the
 /// in-process store loads its atomic there). The own positions are asked
-/// once each, in order; only when none of them can pay are they asked again
-/// (a third time where a store's second reading finds room for a single
-/// token after all), and the spill positions once.
+/// once each, in order. When none can pay alone they are asked again, to
+/// pool (a single token is pooled only where a store's second reading finds
+/// room after all, which asks a third time), and, when they cannot pay
+/// together and the tenant has spill buckets, once more to borrow, each
+/// spill position once. A single token that no spill bucket could lend is
+/// denied from the first reading.
 ///
 /// - The winner is the own bucket with the most room, if that room fits the
 ///   cost. Where several have that much, the first of them at or after
@@ -306,5 +309,7 @@ fn room_at(capacity: u64, tat: u64, now: u64, cost: u64) -> Option<u64> {
     (capacity >= cost).then(|| tat.max(now).saturating_sub(capacity - cost))
 }
 
+#[cfg(test)]
+mod pool_tests;
 #[cfg(test)]
 mod tests;

@@ -254,3 +254,42 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn the_start_is_asked_for_only_when_equally_roomy_buckets_tie() {
+    // A unique roomiest bucket pays without a random start being drawn,
+    // wherever it sits; a tie asks for one, once. Rooms at now = 100 are
+    // 30 at `at` and less elsewhere, for the straight-line path (k = 2)
+    // and the general one (k = 3, 4).
+    let asked = std::cell::Cell::new(0);
+    let start = || {
+        asked.set(asked.get() + 1);
+        0
+    };
+    for k in 2..=4 {
+        for at in 0..k {
+            let tats: Vec<u64> = (0..k).map(|j| if j == at { 0 } else { 110 }).collect();
+            let outcome = super::draw(
+                PACE,
+                super::ShardShape::own(k),
+                |_| 3,
+                |j| tats[j],
+                100,
+                1,
+                start,
+            );
+            assert!(
+                matches!(outcome, Outcome::Grant(Single { index, .. }) if index == at),
+                "k {k}, roomiest {at}: {outcome:?}"
+            );
+            assert_eq!(
+                asked.get(),
+                0,
+                "k {k}, roomiest {at}: the start was asked for"
+            );
+        }
+        let outcome = super::draw(PACE, super::ShardShape::own(k), |_| 3, |_| 0, 100, 1, start);
+        assert!(matches!(outcome, Outcome::Grant(Single { index: 0, .. })));
+        assert_eq!(asked.replace(0), 1, "k {k}, all tied");
+    }
+}
