@@ -88,13 +88,13 @@ enum State {
 impl<L: Deref<Target = InFlight>> Wait<L> {
     fn new(inflight: L, start: Result<(Shard, u32), Rejected>) -> Self {
         Wait {
+            #[cfg(feature = "wait")]
+            max_wait: inflight.max_wait,
             inflight,
             state: match start {
                 Ok((shard, seats)) => State::Start(shard, seats),
                 Err(rejected) => State::Refused(rejected),
             },
-            #[cfg(feature = "wait")]
-            max_wait: None,
             #[cfg(feature = "wait")]
             sleep: None,
         }
@@ -190,7 +190,8 @@ impl<'a> Acquire<'a> {
     }
 
     /// Waits at most `max_wait` (on tokio's timer) from when it starts to
-    /// queue, then gives up with [`RejectReason::TimedOut`]. A permit
+    /// queue, then gives up with [`RejectReason::TimedOut`]; this replaces
+    /// the limit's own [`max_wait`](super::Builder::max_wait). A permit
     /// handed to it as the time ran out is kept.
     ///
     /// ```

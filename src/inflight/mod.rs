@@ -48,7 +48,8 @@
 //! ([`Builder::per_user`]), and a number of seats (its tokens, 1 unless
 //! set). [`InFlight::try_acquire`] answers at once and allocates nothing;
 //! [`InFlight::acquire`] returns a future that waits its turn (bounded
-//! with `.within(max_wait)`, feature `wait`). One seat comes from the
+//! with `.within(max_wait)`, or by the limit's `Builder::max_wait`,
+//! feature `wait`). One seat comes from the
 //! tenant's pool with the most free permits (ties broken at random, as
 //! the rate limiter breaks them); several seats, all or nothing, from its
 //! pools together, the roomiest first. The [`Permit`] holds them until it
@@ -118,6 +119,8 @@ pub struct InFlight {
     per_user: u32,
     concurrency: u32,
     max_queue: u32,
+    #[cfg(feature = "wait")]
+    max_wait: Option<std::time::Duration>,
 }
 
 impl InFlight {
@@ -244,6 +247,14 @@ impl InFlight {
     /// The most callers one pool's queue holds.
     pub fn max_queue(&self) -> u32 {
         self.max_queue
+    }
+
+    /// The longest an acquire waits unless its own `within` says otherwise
+    /// ([`Builder::max_wait`]); `None`: no bound.
+    #[cfg(feature = "wait")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "wait")))]
+    pub fn max_wait(&self) -> Option<std::time::Duration> {
+        self.max_wait
     }
 
     /// The assignment of tenants to pools: the rate limiter's, with this

@@ -99,8 +99,9 @@ impl<R> fmt::Debug for InFlightLayer<R> {
 impl InFlightLayer {
     /// A layer taking a permit of `inflight` for the tenant `key` finds in
     /// each request; requests without one get a 400. A request waits in
-    /// its pools' queues (at most `max_queue` callers each) without a time
-    /// bound unless [`max_wait`](InFlightLayer::max_wait) gives one.
+    /// its pools' queues (at most `max_queue` callers each) as long as
+    /// the limit's own `max_wait` allows (feature `wait`; no bound unless
+    /// set), or [`max_wait`](InFlightLayer::max_wait) if given.
     ///
     /// ```
     /// use std::sync::Arc;
@@ -138,7 +139,8 @@ impl<R> InFlightLayer<R> {
     }
 
     /// Waits at most `max_wait` (on tokio's timer) for a permit, then
-    /// answers 503; `Duration::ZERO` waits for none.
+    /// answers 503, whatever the limit's own `max_wait`; `Duration::ZERO`
+    /// waits for none.
     #[cfg(feature = "wait")]
     #[cfg_attr(docsrs, doc(cfg(feature = "wait")))]
     pub fn max_wait(self, max_wait: Duration) -> Self {
