@@ -36,7 +36,7 @@
 //! completes, so that a tenant whose requests hang holds its k pools and
 //! nothing else. A request finding no free permit waits in its pools'
 //! queues, bounded by the limit's `max_queue` and, with the `wait`
-//! feature, by [`InFlightLayer::max_wait`]; past either it gets
+//! feature, by `InFlightLayer::max_wait`; past either it gets
 //! `503 Service Unavailable` with `Retry-After` (whole seconds, at least 1;
 //! [`InFlightLayer::retry_after`]) and an empty body, or what the
 //! [`Respond`] hook builds for [`Reason::InFlightFull`]. As for
