@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use shuffle_limiter::Request;
-use shuffle_limiter::inflight::{InFlight, Permit, RejectReason};
+use shuffle_limiter::inflight::{InFlight, OwnedPermit, Permit, RejectReason, Rejected};
 
 /// Wakes a parked thread; remembers a wake that came before the park.
 struct Unpark {
@@ -47,52 +47,103 @@ fn block_on<F: Future>(future: F) -> F::Output {
     }
 }
 
+/// Each op takes a borrowed [`Permit`] or, when `owned`, an
+/// [`OwnedPermit`] of the shared limit.
 #[derive(Debug, Clone)]
 enum Op {
     /// try_acquire, then hold for `hold` yields.
-    Try { tenant: u8, seats: u32, hold: u8 },
+    Try {
+        tenant: u8,
+        seats: u32,
+        hold: u8,
+        owned: bool,
+    },
     /// acquire to the end, then hold.
-    Wait { tenant: u8, seats: u32, hold: u8 },
+    Wait {
+        tenant: u8,
+        seats: u32,
+        hold: u8,
+        owned: bool,
+    },
     /// acquire, polled `polls` times, then dropped (a permit it got is
     /// dropped with it).
-    Cancel { tenant: u8, seats: u32, polls: u8 },
+    Cancel {
+        tenant: u8,
+        seats: u32,
+        polls: u8,
+        owned: bool,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
     let seats = prop_oneof![4 => Just(1u32), 1 => 2u32..=4];
+    let owned = any::<bool>();
     prop_oneof![
-        (0u8..6, seats.clone(), 0u8..4).prop_map(|(tenant, seats, hold)| Op::Try {
-            tenant,
-            seats,
-            hold
+        (0u8..6, seats.clone(), 0u8..4, owned).prop_map(|(tenant, seats, hold, owned)| {
+            Op::Try {
+                tenant,
+                seats,
+                hold,
+                owned,
+            }
         }),
-        (0u8..6, seats.clone(), 0u8..4).prop_map(|(tenant, seats, hold)| Op::Wait {
-            tenant,
-            seats,
-            hold
+        (0u8..6, seats.clone(), 0u8..4, owned).prop_map(|(tenant, seats, hold, owned)| {
+            Op::Wait {
+                tenant,
+                seats,
+                hold,
+                owned,
+            }
         }),
-        (0u8..6, seats, 0u8..3).prop_map(|(tenant, seats, polls)| Op::Cancel {
-            tenant,
-            seats,
-            polls
+        (0u8..6, seats, 0u8..3, owned).prop_map(|(tenant, seats, polls, owned)| {
+            Op::Cancel {
+                tenant,
+                seats,
+                polls,
+                owned,
+            }
         }),
     ]
 }
 
+/// What the books read of either kind of permit.
+trait Held {
+    fn seats(&self) -> u32;
+    fn held(&self) -> Vec<(u32, u32)>;
+}
+
+impl Held for Permit<'_> {
+    fn seats(&self) -> u32 {
+        Permit::seats(self)
+    }
+    fn held(&self) -> Vec<(u32, u32)> {
+        self.pools().collect()
+    }
+}
+
+impl Held for OwnedPermit {
+    fn seats(&self) -> u32 {
+        OwnedPermit::seats(self)
+    }
+    fn held(&self) -> Vec<(u32, u32)> {
+        self.pools().collect()
+    }
+}
+
 /// What the test sees out, checked against the limit at every acquire.
 struct Books {
-    inflight: InFlight,
+    inflight: Arc<InFlight>,
     out: AtomicU32,
     per_pool: Vec<AtomicU32>,
     broken: AtomicBool,
 }
 
 impl Books {
-    fn took(&self, tenant: &str, permit: &Permit<'_>) {
+    fn took(&self, tenant: &str, permit: &impl Held) {
         let out = self.out.fetch_add(permit.seats(), Ordering::SeqCst) + permit.seats();
         let shard = self.inflight.shard(tenant);
         let mut ok = out <= self.inflight.concurrency();
-        for (pool, seats) in permit.pools() {
+        for (pool, seats) in permit.held() {
             let held = self.per_pool[pool as usize].fetch_add(seats, Ordering::SeqCst) + seats;
             ok &= held <= self.inflight.permits(pool) && shard.contains(pool);
         }
@@ -101,15 +152,15 @@ impl Books {
         }
     }
 
-    fn gives_back(&self, permit: Permit<'_>) {
-        for (pool, seats) in permit.pools() {
+    fn gives_back(&self, permit: impl Held) {
+        for (pool, seats) in permit.held() {
             self.per_pool[pool as usize].fetch_sub(seats, Ordering::SeqCst);
         }
         self.out.fetch_sub(permit.seats(), Ordering::SeqCst);
         drop(permit);
     }
 
-    fn hold(&self, tenant: &str, permit: Permit<'_>, hold: u8) {
+    fn hold(&self, tenant: &str, permit: impl Held, hold: u8) {
         self.took(tenant, &permit);
         for _ in 0..hold {
             std::thread::yield_now();
@@ -123,48 +174,73 @@ impl Books {
                 tenant,
                 seats,
                 hold,
+                owned,
             } => {
                 let tenant = format!("tenant-{tenant}");
-                match self
-                    .inflight
-                    .try_acquire(Request::tenant(&tenant).tokens(seats))
-                {
-                    Ok(permit) => self.hold(&tenant, permit, hold),
-                    Err(e) => self.expect(e.reason()),
+                let request = Request::tenant(&tenant).tokens(seats);
+                let inflight = &self.inflight;
+                let result = if owned {
+                    inflight
+                        .try_acquire_owned(request)
+                        .map(|p| self.hold(&tenant, p, hold))
+                } else {
+                    inflight
+                        .try_acquire(request)
+                        .map(|p| self.hold(&tenant, p, hold))
+                };
+                if let Err(e) = result {
+                    self.expect(e.reason());
                 }
             }
             Op::Wait {
                 tenant,
                 seats,
                 hold,
+                owned,
             } => {
                 let tenant = format!("tenant-{tenant}");
-                match block_on(
-                    self.inflight
-                        .acquire(Request::tenant(&tenant).tokens(seats)),
-                ) {
-                    Ok(permit) => self.hold(&tenant, permit, hold),
-                    Err(e) => self.expect(e.reason()),
+                let request = Request::tenant(&tenant).tokens(seats);
+                let result = if owned {
+                    block_on(self.inflight.acquire_owned(request))
+                        .map(|p| self.hold(&tenant, p, hold))
+                } else {
+                    block_on(self.inflight.acquire(request)).map(|p| self.hold(&tenant, p, hold))
+                };
+                if let Err(e) = result {
+                    self.expect(e.reason());
                 }
             }
             Op::Cancel {
                 tenant,
                 seats,
                 polls,
+                owned,
             } => {
                 let tenant = format!("tenant-{tenant}");
-                let mut acquire = pin!(
-                    self.inflight
-                        .acquire(Request::tenant(&tenant).tokens(seats))
-                );
-                let mut cx = Context::from_waker(Waker::noop());
-                for _ in 0..polls {
-                    match acquire.as_mut().poll(&mut cx) {
-                        Poll::Ready(Ok(permit)) => return self.hold(&tenant, permit, 0),
-                        Poll::Ready(Err(e)) => return self.expect(e.reason()),
-                        Poll::Pending => std::thread::yield_now(),
-                    }
+                let request = Request::tenant(&tenant).tokens(seats);
+                if owned {
+                    self.cancel(&tenant, self.inflight.acquire_owned(request), polls);
+                } else {
+                    self.cancel(&tenant, self.inflight.acquire(request), polls);
                 }
+            }
+        }
+    }
+
+    /// Polls `acquire` up to `polls` times, then drops it.
+    fn cancel<P: Held>(
+        &self,
+        tenant: &str,
+        acquire: impl Future<Output = Result<P, Rejected>>,
+        polls: u8,
+    ) {
+        let mut acquire = pin!(acquire);
+        let mut cx = Context::from_waker(Waker::noop());
+        for _ in 0..polls {
+            match acquire.as_mut().poll(&mut cx) {
+                Poll::Ready(Ok(permit)) => return self.hold(tenant, permit, 0),
+                Poll::Ready(Err(e)) => return self.expect(e.reason()),
+                Poll::Pending => std::thread::yield_now(),
             }
         }
     }
@@ -190,7 +266,7 @@ fn run(ops: Vec<Vec<Op>>, max_queue: u32) -> Result<(), TestCaseError> {
         .unwrap();
     let books = Arc::new(Books {
         per_pool: (0..4).map(|_| AtomicU32::new(0)).collect(),
-        inflight,
+        inflight: Arc::new(inflight),
         out: AtomicU32::new(0),
         broken: AtomicBool::new(false),
     });
@@ -244,20 +320,65 @@ fn many_waiters_on_one_hot_tenant_are_all_served_and_nothing_leaks() {
                         tenant: 0,
                         seats: 1 + ((i + t) % 3) as u32,
                         hold: 1,
+                        owned: t % 2 == 0,
                     },
                     1 => Op::Cancel {
                         tenant: (t % 2) as u8,
                         seats: 1,
                         polls: 1,
+                        owned: i % 2 == 0,
                     },
                     _ => Op::Try {
                         tenant: 1,
                         seats: 2,
                         hold: 2,
+                        owned: t >= 2,
                     },
                 })
                 .collect()
         })
         .collect();
     run(ops, 50).unwrap();
+}
+
+#[test]
+fn owned_permits_move_to_other_threads_and_come_back_once_each() {
+    let inflight = Arc::new(
+        InFlight::builder()
+            .concurrency(8)
+            .pools(4)
+            .per_tenant(2)
+            .build()
+            .unwrap(),
+    );
+    let held: Vec<OwnedPermit> = std::iter::from_fn(|| inflight.try_acquire_owned("t").ok())
+        .take(10)
+        .collect();
+    assert_eq!(held.len(), 4, "the tenant's two pools of 2");
+    // Waiters on other threads, each served by a permit dropped on yet
+    // another one.
+    let (served, waited) = mpsc::channel();
+    for _ in 0..4 {
+        let (inflight, served) = (Arc::clone(&inflight), served.clone());
+        std::thread::spawn(move || served.send(block_on(inflight.acquire_owned("t")).unwrap()));
+    }
+    let shard = inflight.shard("t");
+    let queued = || shard.buckets().iter().map(|&p| inflight.waiting(p)).max();
+    while queued() != Some(4) {
+        std::thread::yield_now(); // until all four queue
+    }
+    let droppers: Vec<_> = held
+        .into_iter()
+        .map(|permit| std::thread::spawn(move || drop(permit)))
+        .collect();
+    droppers.into_iter().for_each(|d| d.join().unwrap());
+    let served: Vec<OwnedPermit> = (0..4)
+        .map(|_| waited.recv_timeout(Duration::from_secs(60)))
+        .collect::<Result<_, _>>()
+        .expect("every waiter is served by a release");
+    assert_eq!(inflight.available(), 4);
+    assert!(served.iter().all(|p| Arc::ptr_eq(p.inflight(), &inflight)));
+    drop(served);
+    assert_eq!(inflight.available(), 8);
+    assert_eq!(Arc::strong_count(&inflight), 1, "no permit or wait kept it");
 }

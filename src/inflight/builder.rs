@@ -39,6 +39,8 @@ pub struct Builder {
     per_user: Option<u32>,
     salt: Vec<u8>,
     max_queue: u32,
+    #[cfg(feature = "wait")]
+    max_wait: Option<std::time::Duration>,
     cache: usize,
 }
 
@@ -51,6 +53,8 @@ impl Builder {
             per_user: None,
             salt: Vec::new(),
             max_queue: DEFAULT_MAX_QUEUE,
+            #[cfg(feature = "wait")]
+            max_wait: None,
             cache: DEFAULT_TENANT_CACHE,
         }
     }
@@ -98,6 +102,36 @@ impl Builder {
         self
     }
 
+    /// The longest an [`acquire`](InFlight::acquire) waits (on tokio's
+    /// timer) unless its own [`within`](super::Acquire::within) says
+    /// otherwise, then refused with
+    /// [`RejectReason::TimedOut`](super::RejectReason::TimedOut); no bound
+    /// unless set.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use shuffle_limiter::inflight::{InFlight, RejectReason};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let inflight = InFlight::builder()
+    ///     .concurrency(1)
+    ///     .max_wait(Duration::from_millis(100))
+    ///     .build()?;
+    /// let _held = inflight.try_acquire("t")?;
+    /// let late = inflight.acquire("t").await.unwrap_err();
+    /// let max_wait = Duration::from_millis(100);
+    /// assert_eq!(late.reason(), RejectReason::TimedOut { max_wait });
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "wait")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "wait")))]
+    pub fn max_wait(mut self, max_wait: std::time::Duration) -> Self {
+        self.max_wait = Some(max_wait);
+        self
+    }
+
     /// How many tenants' shards to keep, as the rate limiter's
     /// [`tenant_cache`](crate::Builder::tenant_cache); 0 turns it off.
     pub fn tenant_cache(mut self, entries: usize) -> Self {
@@ -128,6 +162,8 @@ impl Builder {
             assignment,
             concurrency,
             max_queue: self.max_queue,
+            #[cfg(feature = "wait")]
+            max_wait: self.max_wait,
         })
     }
 }

@@ -48,11 +48,16 @@
 //! ([`Builder::per_user`]), and a number of seats (its tokens, 1 unless
 //! set). [`InFlight::try_acquire`] answers at once and allocates nothing;
 //! [`InFlight::acquire`] returns a future that waits its turn (bounded
-//! with `.within(max_wait)`, feature `wait`). One seat comes from the
+//! with `.within(max_wait)`, or by the limit's `Builder::max_wait`,
+//! feature `wait`). One seat comes from the
 //! tenant's pool with the most free permits (ties broken at random, as
 //! the rate limiter breaks them); several seats, all or nothing, from its
 //! pools together, the roomiest first. The [`Permit`] holds them until it
-//! is dropped. Never more than C permits are out, nor more than a pool's
+//! is dropped. On an `Arc<InFlight>`,
+//! [`try_acquire_owned`](InFlight::try_acquire_owned) and
+//! [`acquire_owned`](InFlight::acquire_owned) give an [`OwnedPermit`]
+//! instead, which borrows nothing: it moves into a spawned task or a
+//! response future. Never more than C permits are out, nor more than a pool's
 //! share from any pool, even for an instant.
 //!
 //! # Queues
@@ -90,11 +95,12 @@ mod pools;
 mod queue;
 
 use std::fmt;
+use std::sync::Arc;
 
-pub use acquire::Acquire;
+pub use acquire::{Acquire, AcquireOwned};
 pub use builder::{Builder, DEFAULT_MAX_QUEUE};
 pub use error::{BuildError, RejectReason, Rejected};
-pub use permit::Permit;
+pub use permit::{OwnedPermit, Permit};
 
 use self::pools::{Pools, Taken};
 use self::queue::Room;
@@ -113,6 +119,8 @@ pub struct InFlight {
     per_user: u32,
     concurrency: u32,
     max_queue: u32,
+    #[cfg(feature = "wait")]
+    max_wait: Option<std::time::Duration>,
 }
 
 impl InFlight {
@@ -186,6 +194,35 @@ impl InFlight {
         Acquire::new(self, self.resolve(&request.into()))
     }
 
+    /// [`try_acquire`](InFlight::try_acquire) on a shared limit: the same
+    /// answer, as an [`OwnedPermit`] that borrows nothing (for a spawned
+    /// task, or a response future).
+    ///
+    /// # Errors
+    /// [`Rejected`], as [`try_acquire`](InFlight::try_acquire).
+    #[inline]
+    pub fn try_acquire_owned<'r>(
+        self: &Arc<Self>,
+        request: impl Into<Request<'r>>,
+    ) -> Result<OwnedPermit, Rejected> {
+        let (shard, seats) = self.resolve(&request.into())?;
+        match self.try_take(shard.buckets(), seats) {
+            Some(taken) => Ok(OwnedPermit {
+                inflight: Arc::clone(self),
+                taken,
+            }),
+            None => Err(Rejected::new(RejectReason::Busy)),
+        }
+    }
+
+    /// [`acquire`](InFlight::acquire) on a shared limit: a `'static`
+    /// future ([`AcquireOwned`]) giving an [`OwnedPermit`], with the same
+    /// queues, bound and cancellation.
+    pub fn acquire_owned<'r>(self: &Arc<Self>, request: impl Into<Request<'r>>) -> AcquireOwned {
+        let start = self.resolve(&request.into());
+        AcquireOwned::new(Arc::clone(self), start)
+    }
+
     /// The pools `request` takes from: its tenant's k, or its user's j of
     /// them, by the specified assignment.
     pub fn shard<'r>(&self, request: impl Into<Request<'r>>) -> Shard {
@@ -210,6 +247,14 @@ impl InFlight {
     /// The most callers one pool's queue holds.
     pub fn max_queue(&self) -> u32 {
         self.max_queue
+    }
+
+    /// The longest an acquire waits unless its own `within` says otherwise
+    /// ([`Builder::max_wait`]); `None`: no bound.
+    #[cfg(feature = "wait")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "wait")))]
+    pub fn max_wait(&self) -> Option<std::time::Duration> {
+        self.max_wait
     }
 
     /// The assignment of tenants to pools: the rate limiter's, with this

@@ -1,6 +1,8 @@
-//! A permit: seats held, given back exactly once when it is dropped.
+//! Permits: seats held, given back exactly once when they are dropped,
+//! borrowing the limit ([`Permit`]) or sharing it ([`OwnedPermit`]).
 
 use std::fmt;
+use std::sync::Arc;
 
 use super::InFlight;
 use super::pools::Taken;
@@ -53,6 +55,64 @@ impl Drop for Permit<'_> {
 impl fmt::Debug for Permit<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Permit")
+            .field("pools", &self.taken.iter().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// A [`Permit`] that shares its limit through an `Arc` instead of
+/// borrowing it: `'static`, so it can move into a spawned task or live in
+/// a response future. Made by [`InFlight::try_acquire_owned`] and
+/// [`InFlight::acquire_owned`]; dropping it gives its seats back once, as
+/// dropping a [`Permit`] does.
+///
+/// ```
+/// use std::sync::Arc;
+/// use shuffle_limiter::inflight::InFlight;
+///
+/// let inflight = Arc::new(InFlight::builder().concurrency(4).build()?);
+/// let permit = inflight.try_acquire_owned("t")?;
+/// let worker = std::thread::spawn(move || {
+///     // ... the slow call, holding the permit ...
+///     drop(permit);
+/// });
+/// worker.join().unwrap();
+/// assert_eq!(inflight.available(), 4);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[must_use = "a permit is given back as soon as it is dropped"]
+pub struct OwnedPermit {
+    pub(super) inflight: Arc<InFlight>,
+    pub(super) taken: Taken,
+}
+
+impl OwnedPermit {
+    /// The seats it holds.
+    pub fn seats(&self) -> u32 {
+        self.taken.seats()
+    }
+
+    /// Each pool it holds seats of, with how many, as [`Permit::pools`].
+    pub fn pools(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.taken.iter()
+    }
+
+    /// The limit it holds seats of.
+    pub fn inflight(&self) -> &Arc<InFlight> {
+        &self.inflight
+    }
+}
+
+impl Drop for OwnedPermit {
+    #[inline]
+    fn drop(&mut self) {
+        self.inflight.release(&self.taken);
+    }
+}
+
+impl fmt::Debug for OwnedPermit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OwnedPermit")
             .field("pools", &self.taken.iter().collect::<Vec<_>>())
             .finish()
     }

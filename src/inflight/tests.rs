@@ -210,3 +210,52 @@ fn a_permit_is_given_back_while_a_panic_unwinds() {
     assert!(caught.is_err());
     assert_eq!(inflight.available(), 2);
 }
+
+#[test]
+fn owned_permits_and_waits_give_back_as_the_borrowed_ones() {
+    let inflight = std::sync::Arc::new(limit(1, 1, 1, 8));
+    let poll_owned = |acquire: &mut AcquireOwned| {
+        Pin::new(acquire).poll(&mut Context::from_waker(Waker::noop()))
+    };
+    let held = inflight.try_acquire_owned("x").unwrap();
+    assert_eq!(
+        inflight.try_acquire_owned("x").unwrap_err().reason(),
+        RejectReason::Busy
+    );
+    let mut gone = inflight.acquire_owned("x");
+    let mut next = inflight.acquire_owned("x");
+    assert!(poll_owned(&mut gone).is_pending() && poll_owned(&mut next).is_pending());
+    drop(held); // handed to `gone`, which never sees it
+    drop(gone); // so it goes to `next`
+    let Poll::Ready(Ok(got)) = poll_owned(&mut next) else {
+        panic!("served by the permit `gone` gave back");
+    };
+    assert_eq!(got.pools().collect::<Vec<_>>(), [(0, 1)]);
+    drop((got, next));
+    assert_eq!((inflight.available(), inflight.waiting(0)), (1, 0));
+    // Dropped while waiting: it leaves its queue.
+    let held = inflight.try_acquire_owned("x").unwrap();
+    let mut gone = inflight.acquire_owned("x");
+    assert!(poll_owned(&mut gone).is_pending());
+    drop(gone);
+    assert_eq!(inflight.waiting(0), 0);
+    drop(held);
+    assert_eq!(std::sync::Arc::strong_count(&inflight), 1);
+    // Refusals are the same too.
+    let zero = inflight.acquire_owned(Request::tenant("x").tokens(0));
+    assert!(matches!(
+        poll_owned(&mut { zero }),
+        Poll::Ready(Err(e)) if e.reason() == RejectReason::ZeroSeats
+    ));
+}
+
+#[test]
+fn an_owned_permit_is_given_back_while_a_panic_unwinds() {
+    let inflight = std::sync::Arc::new(limit(2, 1, 1, 8));
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _permit = inflight.try_acquire_owned("x").unwrap();
+        panic!("the call failed");
+    }));
+    assert!(caught.is_err());
+    assert_eq!(inflight.available(), 2);
+}

@@ -9,6 +9,7 @@ use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 
 use super::SetError;
+use super::inflight::{INFLIGHT_KEYS, InFlightConfig, InFlightKeys};
 #[cfg(not(feature = "redis"))]
 use super::no_redis::RedisKeys;
 use super::rate::Rate;
@@ -54,6 +55,9 @@ pub struct LimiterConfig {
     pub salt: Option<String>,
     /// Entries of the tenant → shard cache.
     pub tenant_cache: Option<usize>,
+    /// An in-flight limit beside the rate limiter (`concurrency = 40`),
+    /// in this process; `None` for none.
+    pub inflight: Option<InFlightConfig>,
     /// Where the buckets live when they are in Redis; `None` for an
     /// in-process limiter.
     #[cfg(feature = "redis")]
@@ -76,6 +80,7 @@ impl LimiterConfig {
             lender_reserve: None,
             salt: None,
             tenant_cache: None,
+            inflight: None,
             #[cfg(feature = "redis")]
             redis: None,
         }
@@ -374,6 +379,7 @@ impl<'de> Visitor<'de> for EntrySeed<'_> {
         let mut rate = None;
         let mut config = LimiterConfig::new(Rate::PLACEHOLDER);
         let mut redis = RedisKeys::default();
+        let mut inflight = InFlightKeys::default();
         while let Some(key) = map.next_key::<String>()? {
             match key.as_str() {
                 "rate" => field(&mut map, &mut rate, name, "rate")?,
@@ -391,10 +397,12 @@ impl<'de> Visitor<'de> for EntrySeed<'_> {
                 "salt" => field(&mut map, &mut config.salt, name, "salt")?,
                 "tenant_cache" => field(&mut map, &mut config.tenant_cache, name, "tenant_cache")?,
                 other if redis.read(&mut map, name, other)? => {}
+                other if inflight.read(&mut map, name, other)? => {}
                 other => {
                     return Err(de::Error::custom(format_args!(
-                        "limiters.{name}.{other}: unknown key: use {FIELDS}; a Redis limiter \
-                         also takes {}",
+                        "limiters.{name}.{other}: unknown key: use {FIELDS}; an in-flight \
+                         limit takes {}; a Redis limiter also takes {}",
+                        INFLIGHT_KEYS.join(", "),
                         REDIS_KEYS.join(", ")
                     )));
                 }
@@ -415,11 +423,15 @@ impl<'de> Visitor<'de> for EntrySeed<'_> {
             )));
         }
         redis.finish(name, &mut config)?;
+        inflight.finish(name, &mut config)?;
         if self.check && !config.is_redis() {
             config
                 .builder(name)
                 .validate()
                 .map_err(|e| de::Error::custom(SetError::config(name, e)))?;
+        }
+        if self.check {
+            super::inflight::build(name, &config).map_err(de::Error::custom)?;
         }
         Ok(config)
     }

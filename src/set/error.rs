@@ -45,7 +45,21 @@ pub(super) enum SetErrorKind {
     RedisChange(RedisError),
     #[cfg(feature = "redis")]
     Redis(RedisBuildError),
+    /// The in-flight limit's settings cannot work.
+    InFlight {
+        field: &'static str,
+        error: crate::inflight::BuildError,
+    },
+    /// A `max_wait` set in code, in a build without the `wait` feature.
+    #[cfg(not(feature = "wait"))]
+    NeedsWait,
 }
+
+/// What to do about a `max_wait` without the `wait` feature.
+#[cfg(not(feature = "wait"))]
+pub(super) const NEEDS_WAIT: &str = "a bounded wait needs the `wait` feature of \
+     shuffle-limiter: enable it in Cargo.toml (features = [\"config\", \"wait\"]), or \
+     remove max_wait";
 
 impl SetError {
     pub(super) fn config(limiter: &str, error: ConfigError) -> SetError {
@@ -85,6 +99,9 @@ impl SetError {
             SetErrorKind::NeedsConnect => Some("redis"),
             SetErrorKind::FixedSetting { field } => Some(field),
             SetErrorKind::NoConfig => None,
+            SetErrorKind::InFlight { field, .. } => Some(field),
+            #[cfg(not(feature = "wait"))]
+            SetErrorKind::NeedsWait => Some("max_wait"),
             #[cfg(feature = "redis")]
             SetErrorKind::RedisChange(e) => match &e.0 {
                 crate::redis::Error::Config(e) => config_field(e),
@@ -101,6 +118,15 @@ impl SetError {
             SetErrorKind::Config(e) => Some(e),
             #[cfg(feature = "redis")]
             SetErrorKind::Redis(RedisBuildError(crate::redis::BuildError::Config(e))) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The in-flight limit's error, when its settings could not work
+    /// together.
+    pub fn inflight_error(&self) -> Option<&crate::inflight::BuildError> {
+        match &self.kind {
+            SetErrorKind::InFlight { error, .. } => Some(error),
             _ => None,
         }
     }
@@ -221,6 +247,9 @@ impl fmt::Display for SetError {
                 ": the set was built from limiters in code, with no config to compare: \
                  build it with `LimiterSet::from_config` to reload it",
             ),
+            SetErrorKind::InFlight { error, .. } => write!(f, ": {error}"),
+            #[cfg(not(feature = "wait"))]
+            SetErrorKind::NeedsWait => write!(f, ": {NEEDS_WAIT}"),
             #[cfg(feature = "redis")]
             SetErrorKind::Redis(e) => write!(f, ": {}", e.0),
             #[cfg(feature = "redis")]
@@ -233,6 +262,7 @@ impl std::error::Error for SetError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match &self.kind {
             SetErrorKind::Config(e) => Some(e),
+            SetErrorKind::InFlight { error, .. } => Some(error),
             #[cfg(feature = "redis")]
             SetErrorKind::Redis(e) => Some(&e.0),
             #[cfg(feature = "redis")]

@@ -23,6 +23,10 @@
 //! | `lender_reserve` | with `borrow_from` | r, the share of each bucket's burst that borrowers leave to its owners: 0 ≤ r < 1 (default 0.5; see [`Reserve`]) |
 //! | `salt` | no | a deployment secret mixed into the assignment |
 //! | `tenant_cache` | no | entries of the tenant → shard cache |
+//! | `concurrency` | no | C, an in-flight limit beside the rate limiter: the most calls in flight at once, in this process (see [`InFlightConfig`]; [`inflight`](LimiterSet::inflight) finds it) |
+//! | `pools` | with `concurrency` | N of the in-flight limit, pools the concurrency is split into (default 8, or C if smaller); its k, j, salt and cache are the limiter's |
+//! | `max_queue` | with `concurrency` | the most callers one pool's queue holds (default 50) |
+//! | `max_wait` | with `concurrency` | the longest an acquire waits, such as `"250ms"` (feature `wait`; default no bound) |
 //!
 //! Every error names the place to fix, as `limiters.NAME.FIELD: ...`; an
 //! unknown key is an error too, so that a typo does not silently fall back
@@ -118,6 +122,7 @@
 
 mod config;
 mod error;
+mod inflight;
 mod member;
 #[cfg(not(feature = "redis"))]
 mod no_redis;
@@ -127,6 +132,7 @@ mod redis;
 mod reload;
 mod reserve;
 mod serialize;
+mod span;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -138,6 +144,7 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer};
 
 use crate::clock::{Clock, MonotonicClock};
+use crate::inflight::InFlight;
 use crate::limiter::ShardedLimiter;
 #[cfg(feature = "redis")]
 use crate::redis::RedisLimiter;
@@ -145,6 +152,7 @@ use crate::redis::RedisLimiter;
 pub use config::{LimiterConfig, SetConfig};
 pub use error::SetError;
 use error::SetErrorKind;
+pub use inflight::InFlightConfig;
 use member::Entry;
 pub use member::Member;
 pub use rate::{Rate, RateError, RateErrorKind};
@@ -156,12 +164,17 @@ pub use reserve::Reserve;
 
 type Map<C> = HashMap<Box<str>, Entry<C>, foldhash::fast::RandomState>;
 
+/// The in-flight limits, by their limiter's name.
+type InFlights = HashMap<Box<str>, Arc<InFlight>, foldhash::fast::RandomState>;
+
 /// Named limiters, each with its own budget, looked up by name without a
 /// lock; see the [module documentation](self).
 ///
 /// Cloning is cheap and clones share the limiters.
 pub struct LimiterSet<C = MonotonicClock> {
     limiters: Arc<Map<C>>,
+    /// The in-flight limits of the limiters that have one.
+    inflights: Arc<InFlights>,
     /// The settings each limiter was built from (none for a set built from
     /// limiters in code), for [`reload`](LimiterSet::reload).
     configs: Arc<Configs>,
@@ -171,6 +184,7 @@ impl<C> Clone for LimiterSet<C> {
     fn clone(&self) -> Self {
         LimiterSet {
             limiters: Arc::clone(&self.limiters),
+            inflights: Arc::clone(&self.inflights),
             configs: Arc::clone(&self.configs),
         }
     }
@@ -241,6 +255,7 @@ impl<C: Clock> LimiterSet<C> {
         }
         Ok(LimiterSet {
             limiters: Arc::new(map),
+            inflights: Arc::new(build_inflights(config)?),
             configs: Arc::new(config.limiters.clone()),
         })
     }
@@ -256,6 +271,7 @@ impl<C: Clock> LimiterSet<C> {
     where
         C: Clone,
     {
+        let inflights = build_inflights(config)?;
         let mut map = Map::default();
         for (name, settings) in &config.limiters {
             if !settings.is_redis() {
@@ -269,6 +285,7 @@ impl<C: Clock> LimiterSet<C> {
         }
         Ok(LimiterSet {
             limiters: Arc::new(map),
+            inflights: Arc::new(inflights),
             configs: Arc::new(config.limiters.clone()),
         })
     }
@@ -302,6 +319,7 @@ impl<C: Clock> LimiterSet<C> {
         }
         Ok(LimiterSet {
             limiters: Arc::new(map),
+            inflights: Arc::default(),
             configs: Arc::default(),
         })
     }
@@ -324,6 +342,17 @@ async fn build_any<C: Clock>(
         .await
         .map_err(|e| SetError::redis(name, e))?;
     Ok(Entry::Redis(Arc::new(limiter)))
+}
+
+/// The in-flight limit of every limiter of `config` that has one.
+fn build_inflights(config: &SetConfig) -> Result<InFlights, SetError> {
+    let mut inflights = InFlights::default();
+    for (name, settings) in &config.limiters {
+        if let Some(limit) = inflight::build(name, settings)? {
+            inflights.insert(name.as_str().into(), limit);
+        }
+    }
+    Ok(inflights)
 }
 
 fn build_local<C: Clock>(
@@ -380,6 +409,33 @@ impl<C> LimiterSet<C> {
             Entry::Redis(limiter) => Some(limiter),
             Entry::Local(_) => None,
         }
+    }
+
+    /// The in-flight limit of the limiter named `name`, if its table has
+    /// a `concurrency` ([`InFlightConfig`]); hand the `Arc` to an
+    /// `InFlightLayer` (feature `tower`) or a task to share it.
+    ///
+    /// ```
+    /// use shuffle_limiter::set::LimiterSet;
+    ///
+    /// let set: LimiterSet = toml::from_str(r#"
+    ///     [limiters.partner]
+    ///     rate = "100/s"
+    ///     concurrency = 40    # 8 pools of 5, 2 per tenant
+    ///
+    ///     [limiters.ebay]
+    ///     rate = "5/s"
+    /// "#)?;
+    /// let partner = set.inflight("partner").expect("configured above");
+    /// let permit = partner.try_acquire("tenant-42")?; // held while the call runs
+    /// assert_eq!(partner.available(), 39);
+    /// drop(permit);
+    /// assert!(set.inflight("ebay").is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn inflight(&self, name: &str) -> Option<&Arc<InFlight>> {
+        self.inflights.get(name)
     }
 
     /// The limiter named `name`, in process or in Redis.

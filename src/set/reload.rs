@@ -10,7 +10,7 @@ use super::build_any;
 use super::error::SetErrorKind;
 #[cfg(feature = "redis")]
 use super::member::Entry;
-use super::{LimiterConfig, LimiterSet, Map, SetConfig, SetError, build_local};
+use super::{InFlights, LimiterConfig, LimiterSet, Map, SetConfig, SetError, build_local};
 use crate::ShardedLimiter;
 use crate::clock::Clock;
 use crate::error::ConfigError;
@@ -82,6 +82,10 @@ fn fixed_change(name: &str, old: &LimiterConfig, new: &LimiterConfig) -> Option<
             same(old.lender_reserve == new.lender_reserve),
         ),
         ("salt", same(old.salt == new.salt)),
+        (
+            super::inflight::changed(old.inflight.as_ref(), new.inflight.as_ref()),
+            same(old.inflight == new.inflight),
+        ),
         ("tenant_cache", same(old.tenant_cache == new.tenant_cache)),
         ("redis", same(old.is_redis() == new.is_redis())),
         #[cfg(feature = "redis")]
@@ -139,6 +143,20 @@ impl<C: Clock + Clone> LimiterSet<C> {
         Ok(steps)
     }
 
+    /// The in-flight limits of the limiters `steps` add, built before
+    /// anything changes.
+    fn added_inflights(&self, steps: &[(&str, Step<'_>)]) -> Result<InFlights, SetError> {
+        let mut inflights = InFlights::default();
+        for (name, step) in steps {
+            if let Step::Add(new) = step
+                && let Some(limit) = super::inflight::build(name, new)?
+            {
+                inflights.insert((*name).into(), limit);
+            }
+        }
+        Ok(inflights)
+    }
+
     /// The set for `config` from this one's limiters, given the limiters
     /// `config` adds; and the report.
     fn assemble(
@@ -146,14 +164,25 @@ impl<C: Clock + Clone> LimiterSet<C> {
         config: &SetConfig,
         steps: &[(&str, Step<'_>)],
         mut added: Map<C>,
+        mut added_inflights: InFlights,
     ) -> Reload<C> {
         let mut map = Map::default();
+        let mut inflights = InFlights::default();
         let mut changed = Vec::new();
         for (name, step) in steps {
             let entry = match step {
                 Step::Add(_) => added.remove(*name).expect("built by the caller"),
                 Step::Keep | Step::Change(_) => self.limiters[*name].share(),
             };
+            // A kept limiter's in-flight settings are the same (a change
+            // is refused): it keeps its limit, and the permits out.
+            let inflight = match step {
+                Step::Add(_) => added_inflights.remove(*name),
+                Step::Keep | Step::Change(_) => self.inflights.get(*name).cloned(),
+            };
+            if let Some(inflight) = inflight {
+                inflights.insert((*name).into(), inflight);
+            }
             if matches!(step, Step::Change(_)) {
                 changed.push((*name).to_owned());
             }
@@ -172,6 +201,7 @@ impl<C: Clock + Clone> LimiterSet<C> {
         Reload {
             set: LimiterSet {
                 limiters: Arc::new(map),
+                inflights: Arc::new(inflights),
                 configs: Arc::new(config.limiters.clone()),
             },
             changed,
@@ -234,6 +264,7 @@ impl<C: Clock + Clone> LimiterSet<C> {
     /// settings are checked before any changes, so nothing changes then.
     pub fn reload(&self, config: &SetConfig, clock: C) -> Result<Reload<C>, SetError> {
         let steps = self.plan(config)?;
+        let added_inflights = self.added_inflights(&steps)?;
         let mut added = Map::default();
         for (name, step) in &steps {
             match step {
@@ -251,7 +282,7 @@ impl<C: Clock + Clone> LimiterSet<C> {
                 change_local(limiter, name, new)?;
             }
         }
-        Ok(self.assemble(config, &steps, added))
+        Ok(self.assemble(config, &steps, added, added_inflights))
     }
 
     /// As [`reload`](Self::reload), for a set with Redis limiters: those
@@ -274,6 +305,7 @@ impl<C: Clock + Clone> LimiterSet<C> {
         C: 'static,
     {
         let steps = self.plan(config)?;
+        let added_inflights = self.added_inflights(&steps)?;
         let mut added = Map::default();
         for (name, step) in &steps {
             if let Step::Add(new) = step {
@@ -297,7 +329,7 @@ impl<C: Clock + Clone> LimiterSet<C> {
                 change_local(limiter, name, new)?;
             }
         }
-        Ok(self.assemble(config, &steps, added))
+        Ok(self.assemble(config, &steps, added, added_inflights))
     }
 }
 

@@ -32,6 +32,15 @@ impl Serialize for LimiterConfig {
         entry(&mut map, "lender_reserve", &self.lender_reserve)?;
         entry(&mut map, "salt", &self.salt)?;
         entry(&mut map, "tenant_cache", &self.tenant_cache)?;
+        if let Some(inflight) = &self.inflight {
+            map.serialize_entry("concurrency", &inflight.concurrency)?;
+            entry(&mut map, "pools", &inflight.pools)?;
+            entry(&mut map, "max_queue", &inflight.max_queue)?;
+            let span = inflight
+                .max_wait
+                .map(|d| humantime::format_duration(d).to_string());
+            entry(&mut map, "max_wait", &span)?;
+        }
         #[cfg(feature = "redis")]
         if let Some(redis) = &self.redis {
             redis.entries(&mut map)?;

@@ -1,6 +1,7 @@
 //! A tower layer for servers (feature `tower`): one limiter for every
 //! request, keyed by tenant, answering 429 with the standard fields (and
-//! 503 when the limiter's store cannot decide). For the client side, around
+//! 503 when the limiter's store cannot decide); and one that bounds the
+//! requests in flight per tenant ([`InFlightLayer`], 503 when full). For the client side, around
 //! calls to a rate-limited upstream, see [`UpstreamLayer`] (feature `wait`
 //! too).
 //!
@@ -26,6 +27,48 @@
 //! `r` the tokens the tenant has left. A request without a tenant key is
 //! answered as [`MissingTenant`] says: 400 by default, 401, or charged to a
 //! shared fallback tenant; never a panic.
+//!
+//! # In-flight limits
+//! [`InFlightLayer`] bounds the requests *in flight* per tenant instead of
+//! their rate: each request takes a permit of its tenant's pools of an
+//! [`InFlight`](crate::inflight::InFlight) limit, keyed by the same
+//! [`TenantKey`], and holds it until the inner service's response future
+//! completes, so that a tenant whose requests hang holds its k pools and
+//! nothing else. A request finding no free permit waits in its pools'
+//! queues, bounded by the limit's `max_queue` and, with the `wait`
+//! feature, by `InFlightLayer::max_wait`; past either it gets
+//! `503 Service Unavailable` with `Retry-After` (whole seconds, at least 1;
+//! [`InFlightLayer::retry_after`]) and an empty body, or what the
+//! [`Respond`] hook builds for [`Reason::InFlightFull`]. As for
+//! [`RateLimitLayer`], `poll_ready` only forwards to the inner service.
+//!
+//! The permit is given back when the response *head* is ready: a streaming
+//! body (server-sent events, a large download) is not covered while it
+//! streams. Put the layer inside [`RateLimitLayer`] (added before it, so
+//! it runs after), so that a request over its rate never takes a permit:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use axum::{Router, body::Body, http::{HeaderName, Request, StatusCode}, routing::get};
+//! use shuffle_limiter::{Quota, ShardedLimiter, inflight::InFlight};
+//! use shuffle_limiter::tower::{InFlightLayer, RateLimitLayer, TenantKey};
+//! use tower::ServiceExt;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let tenant = TenantKey::header(HeaderName::from_static("x-tenant"));
+//! let limiter = Arc::new(ShardedLimiter::builder().quota(Quota::per_second(100)).build()?);
+//! let inflight = Arc::new(InFlight::builder().concurrency(40).pools(8).per_tenant(2).build()?);
+//! let app: Router = Router::new()
+//!     .route("/", get(|| async { "hello" }))
+//!     .layer(InFlightLayer::new(inflight.clone(), tenant.clone()))
+//!     .layer(RateLimitLayer::new(limiter, tenant)); // outermost: runs first
+//! let request = Request::get("/").header("x-tenant", "acme").body(Body::empty())?;
+//! assert_eq!(app.oneshot(request).await?.status(), StatusCode::OK);
+//! assert_eq!(inflight.available(), 40); // given back with the response
+//! # Ok(())
+//! # }
+//! ```
 //!
 //! # Keys
 //! - [`TenantKey::header`], [`TenantKey::extension`], [`TenantKey::from_fn`]
@@ -155,6 +198,8 @@ mod cidr;
 #[cfg(feature = "wait")]
 mod client;
 mod future;
+mod inflight;
+mod inflight_future;
 mod ip;
 mod key;
 mod layer;
@@ -166,6 +211,8 @@ pub use cidr::{Cidr, InvalidCidr};
 #[cfg_attr(docsrs, doc(cfg(feature = "wait")))]
 pub use client::{UpstreamError, UpstreamLayer, UpstreamService};
 pub use future::ResponseFuture;
+pub use inflight::{InFlightLayer, InFlightLimit};
+pub use inflight_future::InFlightFuture;
 pub use ip::{ClientIp, InvalidPrefix, NoPeerAddress, ProxyHeader};
 pub use key::{MissingTenant, RequestKey, TenantKey};
 pub use layer::{InvalidPolicyName, RateLimitLayer};

@@ -7,6 +7,7 @@ use std::time::Duration;
 use http::{HeaderMap, Response, StatusCode};
 
 use super::ip::NoPeerAddress;
+use crate::inflight::RejectReason;
 
 /// Why the layer answers a request itself instead of calling the service.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +32,17 @@ pub enum Reason {
     /// prefers a 429 can say so.
     StoreUnavailable {
         /// When the store is next tried (`Retry-After` is this, rounded up).
+        retry_after: Duration,
+    },
+    /// The tenant's in-flight pools ([`InFlightLayer`](super::InFlightLayer))
+    /// gave no permit: their queues are full, or the wait would have been
+    /// longer than the layer's `max_wait`. 503 with `Retry-After`: the
+    /// service is busy, not the client over a rate.
+    InFlightFull {
+        /// What the pools said: [`RejectReason::QueueFull`] or
+        /// [`RejectReason::TimedOut`].
+        reason: RejectReason,
+        /// The layer's retry hint (`Retry-After` is this, rounded up).
         retry_after: Duration,
     },
 }
@@ -93,6 +105,11 @@ impl fmt::Display for Rejection {
             Reason::StoreUnavailable { retry_after } => write!(
                 f,
                 "the rate limiter cannot reach its store: retry in {:.3} s",
+                retry_after.as_secs_f64()
+            ),
+            Reason::InFlightFull { retry_after, .. } => write!(
+                f,
+                "too many calls of this tenant in flight: retry in {:.3} s",
                 retry_after.as_secs_f64()
             ),
         }

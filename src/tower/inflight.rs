@@ -1,0 +1,300 @@
+//! The in-flight layer: each request holds a permit of its tenant's pools
+//! until the inner service has answered it.
+
+use std::fmt;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use ::tower::{Layer, Service};
+use http::header::{RETRY_AFTER, WWW_AUTHENTICATE};
+use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
+
+use super::inflight_future::InFlightFuture;
+use super::key::{Found, Missing, MissingTenant, TenantKey};
+use super::respond::{EmptyBody, Reason, Rejection, Respond};
+use super::service::ceil_secs;
+use crate::inflight::{AcquireOwned, InFlight, OwnedPermit, RejectReason, Rejected};
+
+/// The settings every clone of the service shares.
+pub(super) struct Config<R> {
+    pub(super) inflight: Arc<InFlight>,
+    key: TenantKey,
+    missing: MissingTenant,
+    #[cfg(feature = "wait")]
+    max_wait: Option<Duration>,
+    retry_after: Duration,
+    pub(super) respond: Arc<R>,
+}
+
+impl<R> Config<R> {
+    /// The same settings with another hook.
+    fn with_respond<R2>(&self, respond: Arc<R2>) -> Config<R2> {
+        Config {
+            inflight: Arc::clone(&self.inflight),
+            key: self.key.clone(),
+            missing: self.missing.clone(),
+            #[cfg(feature = "wait")]
+            max_wait: self.max_wait,
+            retry_after: self.retry_after,
+            respond,
+        }
+    }
+
+    /// The answer to a request its tenant's pools refused: 503 with
+    /// `Retry-After`, through the hook.
+    pub(super) fn refused<B>(&self, rejected: Rejected) -> Response<B>
+    where
+        R: Respond<B>,
+    {
+        let retry_after = self.retry_after;
+        let mut headers = HeaderMap::new();
+        // Never 0: a client told "retry in 0 s" would come straight back.
+        headers.insert(
+            RETRY_AFTER,
+            HeaderValue::from(ceil_secs(retry_after).max(1)),
+        );
+        let reason = Reason::InFlightFull {
+            reason: rejected.reason(),
+            retry_after,
+        };
+        let status = StatusCode::SERVICE_UNAVAILABLE;
+        self.respond
+            .respond(Rejection::new(reason, status, headers))
+    }
+}
+
+/// A [`Layer`] that holds, for each request, a permit of its tenant's
+/// in-flight pools ([`InFlight`]) until the inner service's response
+/// future completes; see the [module documentation](super#in-flight-limits).
+///
+/// `R` builds the layer's own answers ([`respond_with`](InFlightLayer::respond_with));
+/// by default they have an empty body.
+pub struct InFlightLayer<R = EmptyBody> {
+    config: Arc<Config<R>>,
+}
+
+impl<R> Clone for InFlightLayer<R> {
+    fn clone(&self) -> Self {
+        InFlightLayer {
+            config: Arc::clone(&self.config),
+        }
+    }
+}
+
+impl<R> fmt::Debug for InFlightLayer<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let c = &self.config;
+        let mut s = f.debug_struct("InFlightLayer");
+        s.field("inflight", &c.inflight)
+            .field("key", &c.key)
+            .field("missing", &c.missing);
+        #[cfg(feature = "wait")]
+        s.field("max_wait", &c.max_wait);
+        s.field("retry_after", &c.retry_after)
+            .finish_non_exhaustive()
+    }
+}
+
+impl InFlightLayer {
+    /// A layer taking a permit of `inflight` for the tenant `key` finds in
+    /// each request; requests without one get a 400. A request waits in
+    /// its pools' queues (at most `max_queue` callers each) as long as
+    /// the limit's own `max_wait` allows (feature `wait`; no bound unless
+    /// set), or [`max_wait`](InFlightLayer::max_wait) if given.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use axum::http::HeaderName;
+    /// use shuffle_limiter::inflight::InFlight;
+    /// use shuffle_limiter::tower::{InFlightLayer, TenantKey};
+    ///
+    /// let inflight = Arc::new(InFlight::builder().concurrency(40).build()?);
+    /// let layer = InFlightLayer::new(
+    ///     inflight.clone(),
+    ///     TenantKey::header(HeaderName::from_static("x-tenant")),
+    /// );
+    /// assert!(Arc::ptr_eq(layer.inflight(), &inflight));
+    /// # Ok::<(), shuffle_limiter::inflight::BuildError>(())
+    /// ```
+    pub fn new(inflight: Arc<InFlight>, key: TenantKey) -> Self {
+        InFlightLayer {
+            config: Arc::new(Config {
+                inflight,
+                key,
+                missing: MissingTenant::default(),
+                #[cfg(feature = "wait")]
+                max_wait: None,
+                retry_after: Duration::from_secs(1),
+                respond: Arc::new(EmptyBody),
+            }),
+        }
+    }
+}
+
+impl<R> InFlightLayer<R> {
+    /// The shared in-flight limit.
+    pub fn inflight(&self) -> &Arc<InFlight> {
+        &self.config.inflight
+    }
+
+    /// Waits at most `max_wait` (on tokio's timer) for a permit, then
+    /// answers 503, whatever the limit's own `max_wait`; `Duration::ZERO`
+    /// waits for none.
+    #[cfg(feature = "wait")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "wait")))]
+    pub fn max_wait(self, max_wait: Duration) -> Self {
+        self.with_config(|c| c.max_wait = Some(max_wait))
+    }
+
+    /// What to do with a request without a tenant, as
+    /// [`RateLimitLayer::on_missing_tenant`](super::RateLimitLayer::on_missing_tenant).
+    pub fn on_missing_tenant(self, missing: MissingTenant) -> Self {
+        self.with_config(|c| c.missing = missing)
+    }
+
+    /// The `Retry-After` of a 503 (1 s unless set; whole seconds, rounded
+    /// up, never 0): a hint, since nobody knows when a held call ends.
+    pub fn retry_after(self, retry_after: Duration) -> Self {
+        self.with_config(|c| c.retry_after = retry_after)
+    }
+
+    /// Builds the layer's own answers (400, 401, 500, 503) with `respond`,
+    /// a [`Respond`] hook, as [`RateLimitLayer::respond_with`](super::RateLimitLayer::respond_with).
+    pub fn respond_with<R2>(self, respond: R2) -> InFlightLayer<R2> {
+        InFlightLayer {
+            config: Arc::new(self.config.with_respond(Arc::new(respond))),
+        }
+    }
+
+    fn with_config(self, change: impl FnOnce(&mut Config<R>)) -> Self {
+        let mut config = self.config.with_respond(Arc::clone(&self.config.respond));
+        change(&mut config);
+        InFlightLayer {
+            config: Arc::new(config),
+        }
+    }
+}
+
+impl<I, R> Layer<I> for InFlightLayer<R> {
+    type Service = InFlightLimit<I, R>;
+
+    fn layer(&self, inner: I) -> Self::Service {
+        InFlightLimit {
+            inner,
+            config: Arc::clone(&self.config),
+        }
+    }
+}
+
+/// The service made by [`InFlightLayer`]: takes a permit of the request's
+/// tenant, then calls the inner service, or answers the request itself.
+pub struct InFlightLimit<I, R = EmptyBody> {
+    inner: I,
+    config: Arc<Config<R>>,
+}
+
+impl<I: Clone, R> Clone for InFlightLimit<I, R> {
+    fn clone(&self) -> Self {
+        InFlightLimit {
+            inner: self.inner.clone(),
+            config: Arc::clone(&self.config),
+        }
+    }
+}
+
+impl<I: fmt::Debug, R> fmt::Debug for InFlightLimit<I, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InFlightLimit")
+            .field("inner", &self.inner)
+            .field("inflight", &self.config.inflight)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a tenant's pools said at call time.
+enum Start {
+    Held(OwnedPermit),
+    Wait(AcquireOwned),
+    Refused(Rejected),
+}
+
+impl<R> Config<R> {
+    fn start(&self, tenant: &[u8]) -> Start {
+        match self.inflight.try_acquire_owned(tenant) {
+            Ok(permit) => Start::Held(permit),
+            Err(busy) if busy.reason() == RejectReason::Busy => {
+                let acquire = self.inflight.acquire_owned(tenant);
+                #[cfg(feature = "wait")]
+                let acquire = match self.max_wait {
+                    Some(max_wait) => acquire.within(max_wait),
+                    None => acquire,
+                };
+                Start::Wait(acquire)
+            }
+            Err(refused) => Start::Refused(refused),
+        }
+    }
+}
+
+impl<I, R, ReqBody, ResBody> Service<Request<ReqBody>> for InFlightLimit<I, R>
+where
+    I: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
+    R: Respond<ResBody>,
+{
+    type Response = Response<ResBody>;
+    type Error = I::Error;
+    type Future = InFlightFuture<I, R, ReqBody, ResBody>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        // Only the inner service: a tenant whose pools are full never
+        // holds up another's request.
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        let (parts, body) = request.into_parts();
+        let config = &self.config;
+        let answer = |reason, status, headers| {
+            let rejection = Rejection::new(reason, status, headers);
+            InFlightFuture::answer(config.respond.respond(rejection))
+        };
+        let start = match config.key.find(&parts, |tenant| config.start(tenant)) {
+            Found::Tenant(start) => start,
+            Found::Exempt => {
+                let request = Request::from_parts(parts, body);
+                return InFlightFuture::called(self.inner.call(request), None);
+            }
+            Found::NoPeer(err) => {
+                let status = StatusCode::INTERNAL_SERVER_ERROR;
+                return answer(Reason::NoPeerAddress(err), status, HeaderMap::new());
+            }
+            Found::Missing => match &config.missing.0 {
+                Missing::Fallback(tenant) => config.start(tenant),
+                Missing::BadRequest => {
+                    let status = StatusCode::BAD_REQUEST;
+                    return answer(Reason::MissingTenant, status, HeaderMap::new());
+                }
+                Missing::Unauthorized(challenge) => {
+                    let mut headers = HeaderMap::new();
+                    headers.insert(WWW_AUTHENTICATE, challenge.clone());
+                    let status = StatusCode::UNAUTHORIZED;
+                    return answer(Reason::MissingTenant, status, headers);
+                }
+            },
+        };
+        let request = Request::from_parts(parts, body);
+        match start {
+            // The service poll_ready made ready serves the request now.
+            Start::Held(permit) => InFlightFuture::called(self.inner.call(request), Some(permit)),
+            Start::Refused(rejected) => InFlightFuture::answer(config.refused(rejected)),
+            Start::Wait(acquire) => {
+                // The ready clone waits with the request; this service
+                // keeps a fresh one for the next poll_ready.
+                let clone = self.inner.clone();
+                let inner = std::mem::replace(&mut self.inner, clone);
+                InFlightFuture::waiting(acquire, inner, request, Arc::clone(config))
+            }
+        }
+    }
+}
