@@ -7,11 +7,11 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use ::tower::{Layer, Service};
-use http::header::{RETRY_AFTER, WWW_AUTHENTICATE};
+use http::header::RETRY_AFTER;
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 
 use super::inflight_future::InFlightFuture;
-use super::key::{Found, Missing, MissingTenant, TenantKey};
+use super::key::{Found, MissingTenant, TenantKey};
 use super::respond::{EmptyBody, Reason, Rejection, Respond};
 use super::service::ceil_secs;
 use crate::inflight::{AcquireOwned, InFlight, OwnedPermit, RejectReason, Rejected};
@@ -269,18 +269,9 @@ where
                 let status = StatusCode::INTERNAL_SERVER_ERROR;
                 return answer(Reason::NoPeerAddress(err), status, HeaderMap::new());
             }
-            Found::Missing => match &config.missing.0 {
-                Missing::Fallback(tenant) => config.start(tenant),
-                Missing::BadRequest => {
-                    let status = StatusCode::BAD_REQUEST;
-                    return answer(Reason::MissingTenant, status, HeaderMap::new());
-                }
-                Missing::Unauthorized(challenge) => {
-                    let mut headers = HeaderMap::new();
-                    headers.insert(WWW_AUTHENTICATE, challenge.clone());
-                    let status = StatusCode::UNAUTHORIZED;
-                    return answer(Reason::MissingTenant, status, headers);
-                }
+            Found::Missing => match config.missing.resolve() {
+                Ok(tenant) => config.start(tenant),
+                Err((status, headers)) => return answer(Reason::MissingTenant, status, headers),
             },
         };
         let request = Request::from_parts(parts, body);

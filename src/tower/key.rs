@@ -4,8 +4,9 @@
 use std::fmt;
 use std::sync::Arc;
 
+use http::header::WWW_AUTHENTICATE;
 use http::request::Parts;
-use http::{Extensions, HeaderName, HeaderValue};
+use http::{Extensions, HeaderMap, HeaderName, HeaderValue, StatusCode};
 
 use super::ip::{ClientIp, NoPeerAddress};
 
@@ -293,6 +294,20 @@ pub(super) enum Missing {
 }
 
 impl MissingTenant {
+    /// What a server layer does with a request without a tenant: charge
+    /// the fallback tenant, or refuse with this status and these headers.
+    pub(super) fn resolve(&self) -> Result<&[u8], (StatusCode, HeaderMap)> {
+        match &self.0 {
+            Missing::Fallback(tenant) => Ok(tenant),
+            Missing::BadRequest => Err((StatusCode::BAD_REQUEST, HeaderMap::new())),
+            Missing::Unauthorized(challenge) => {
+                let mut headers = HeaderMap::new();
+                headers.insert(WWW_AUTHENTICATE, challenge.clone());
+                Err((StatusCode::UNAUTHORIZED, headers))
+            }
+        }
+    }
+
     /// Answer `400 Bad Request` (the default).
     pub fn bad_request() -> Self {
         MissingTenant(Missing::BadRequest)

@@ -7,11 +7,10 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use ::tower::Service;
-use http::header::WWW_AUTHENTICATE;
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 
 use super::future::ResponseFuture;
-use super::key::{Found, Missing};
+use super::key::Found;
 use super::layer::Config;
 use super::respond::{Reason, Rejection, Respond};
 use crate::store::{InProcess, Store};
@@ -136,18 +135,9 @@ where
                 let status = StatusCode::INTERNAL_SERVER_ERROR;
                 return answer(Reason::NoPeerAddress(err), status, HeaderMap::new());
             }
-            Found::Missing => match &config.missing.0 {
-                Missing::Fallback(tenant) => decide(tenant),
-                Missing::BadRequest => {
-                    let status = StatusCode::BAD_REQUEST;
-                    return answer(Reason::MissingTenant, status, HeaderMap::new());
-                }
-                Missing::Unauthorized(challenge) => {
-                    let mut headers = HeaderMap::new();
-                    headers.insert(WWW_AUTHENTICATE, challenge.clone());
-                    let status = StatusCode::UNAUTHORIZED;
-                    return answer(Reason::MissingTenant, status, headers);
-                }
+            Found::Missing => match config.missing.resolve() {
+                Ok(tenant) => decide(tenant),
+                Err((status, headers)) => return answer(Reason::MissingTenant, status, headers),
             },
         };
         let inner = take_inner(&mut self.inner);
