@@ -205,3 +205,26 @@ async fn the_controller_learns_and_a_cost_header_settles() {
         "1 granted, 3 charged"
     );
 }
+
+/// A per-account throttle of one user's call holds off the whole tenant's
+/// buckets: the account is the tenant's.
+#[tokio::test(start_paused = true)]
+async fn a_users_throttle_holds_off_the_tenants_account() {
+    let limiter = Arc::new(
+        ShardedLimiter::builder()
+            .quota(Quota::per_second(80).with_burst(80))
+            .buckets(8)
+            .per_tenant(4)
+            .per_user(1)
+            .clock(TokioClock::new())
+            .build()
+            .unwrap(),
+    );
+    let upstream = Upstream::new(Arc::clone(&limiter)).scope(Scope::PerTenant);
+    let ann = shuffle_limiter::Request::tenant("acme").user("ann");
+    let _ = upstream
+        .call(ann, |_| async { Reply(429, vec![("retry-after", "60")]) })
+        .await
+        .unwrap();
+    assert_eq!(limiter.remaining("acme"), 0, "every bucket of the tenant");
+}

@@ -14,7 +14,7 @@ use crate::{Limit, Limiter};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Signal {
-    /// Throttled: a 429, or a 503 with `Retry-After`.
+    /// Throttled: a 429 or a 503.
     Throttled,
     /// Served without a throttle.
     Served,

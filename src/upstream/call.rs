@@ -292,7 +292,8 @@ impl<S: Store, P: Clock, R: Clock> Upstream<S, P, R> {
         if let Some(wait) = heard.wait {
             let hold = match self.scope {
                 Scope::Shared => HoldOff::all(wait),
-                Scope::PerTenant => HoldOff::tenant(request.clone(), wait),
+                // The account is the tenant's, whichever user called.
+                Scope::PerTenant => HoldOff::tenant(request.tenant_id(), wait),
             };
             self.limiter.hold_off(hold).await.map_err(store)?;
         }
