@@ -163,11 +163,12 @@ impl<C: Clock> ShardedLimiter<C> {
     /// back (see [`upstream`](crate::upstream), which reads it from the
     /// headers).
     ///
-    /// Each bucket held has no whole token before the instant and one at it,
-    /// then refills at its pace; one already emptier stays as it is. A
-    /// hold-off only takes tokens, so every budget bound holds. Checks that
-    /// raced it are decided again, and waits that booked a slot before it
-    /// book again.
+    /// No bucket held has a whole token before the instant; they come back
+    /// one after another over one interval of a bucket (the first at the
+    /// instant), then refill at their pace; one already emptier stays as it
+    /// is. A hold-off only takes tokens, so every budget bound holds. Checks
+    /// that raced it are decided again, and waits that booked a slot before
+    /// the instant book again.
     ///
     /// ```
     /// use std::time::Duration;

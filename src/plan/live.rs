@@ -34,6 +34,10 @@ pub(crate) struct LiveSplit {
     /// The common burst in the high half; below it, the number of larger
     /// buckets and N − 1, 16 bits each (both below 2¹⁶).
     bursts: AtomicU64,
+    /// How many changes did more than loosen the split (a cut of the rate
+    /// or of a burst, a change of N): a wait keeps a booking made before a
+    /// change that only loosened it (see [`tightenings`](Self::tightenings)).
+    tightened: AtomicU64,
     /// The quota the split comes from; holding its lock is making a change.
     quota: Mutex<Quota>,
 }
@@ -45,6 +49,7 @@ impl LiveSplit {
             interval: AtomicU64::new(0),
             multiplier: AtomicU64::new(0),
             bursts: AtomicU64::new(0),
+            tightened: AtomicU64::new(0),
             quota: Mutex::new(quota),
         };
         live.write(split);
@@ -104,6 +109,16 @@ impl LiveSplit {
         (self.bursts.load(Ordering::Relaxed) & 0xFFFF) as u32 + 1
     }
 
+    /// How many changes so far did more than loosen the split. A booking
+    /// made before changes that only raised the rate and kept every
+    /// bucket's burst (or more) stays good: its slot was paced by a slower
+    /// rate, and a bucket owing bookings keeps them in time through a
+    /// change (`rescale` of `src/draw/`), so keeping it grants no more
+    /// than the new split allows. After a cut it must be made again.
+    pub(crate) fn tightenings(&self) -> u64 {
+        self.tightened.load(Ordering::Acquire)
+    }
+
     /// The quota the split comes from.
     pub(crate) fn quota(&self) -> Quota {
         *self.quota.lock().unwrap_or_else(PoisonError::into_inner)
@@ -123,6 +138,12 @@ impl LiveSplit {
         let mut current = self.quota.lock().unwrap_or_else(PoisonError::into_inner);
         let old = self.get();
         let (quota, split) = next(*current, old)?;
+        let loosened = split.buckets == old.buckets
+            && split.interval() <= old.interval()
+            && (0..old.buckets).all(|b| split.burst_of(b) >= old.burst_of(b));
+        if !loosened {
+            self.tightened.fetch_add(1, Ordering::Release);
+        }
         let version = self.version.load(Ordering::Relaxed);
         self.version.store(version + 1, Ordering::Relaxed);
         fence(Ordering::Release);

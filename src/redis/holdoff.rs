@@ -70,16 +70,20 @@ where
                 ),
                 Layout::Spread => (1, String::new()),
             };
-            for batch in buckets.chunks(size) {
+            let interval = split.interval() / MICROS;
+            // The held buckets come back one after another over one
+            // interval, as in process: bucket i of them is held as if its
+            // capacity were `stagger · i` longer (which only ever takes).
+            let stagger = interval / buckets.len().max(1) as u64;
+            for (at, batch) in (0..).step_by(size).zip(buckets.chunks(size)) {
                 let mut invocation = shared.changes.hold_off.prepare_invoke();
                 for &b in batch {
                     invocation.key(shared.script.key(b).unwrap_or_default());
                 }
                 invocation.key(shared.script.quota_key(batch[0]));
-                let interval = split.interval() / MICROS;
                 invocation.arg(version).arg(micros).arg(interval);
-                for &b in batch {
-                    invocation.arg(u64::from(split.burst_of(b)) * interval);
+                for (i, &b) in (at..).zip(batch) {
+                    invocation.arg(u64::from(split.burst_of(b)) * interval + stagger * i);
                 }
                 invocation.arg(&text);
                 match run(&invocation, &shared.connection).await? {

@@ -187,6 +187,14 @@ pub(crate) mod sealed {
         /// nothing drew on them since; over a network, in the background.
         fn give_back(&self, core: &Core, booked: Booked);
 
+        /// Whether a hold-off since `booked` was drawn covers its slot, so
+        /// that the wait must book again rather than keep it. Over Redis a
+        /// hold-off moves the core's version instead (and the wait books
+        /// again whatever its slot).
+        fn held_over(&self, _core: &Core, _booked: &Booked) -> bool {
+            false
+        }
+
         /// Brings the core's split up to date with the quota in force where
         /// the buckets are kept, so that a wait can tell whether the quota
         /// changed since it booked: nothing to do in process, where every

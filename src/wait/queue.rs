@@ -45,7 +45,7 @@ impl<S: Store> Limiter<S> {
         let deadline = max_wait.and_then(|d| Instant::now().checked_add(d));
         let mut lead = Duration::ZERO;
         loop {
-            let (epoch, _) = limiter.core.split.read();
+            let tightenings = limiter.core.split.tightenings();
             let reply = limiter.store.book(&limiter.core, whom, n, lead).await;
             // Times count from the answer: the store drew at or before it,
             // so the wait never ends before the slot it booked.
@@ -57,7 +57,7 @@ impl<S: Store> Limiter<S> {
                     let held = Held {
                         limiter,
                         booked: Some(booked),
-                        epoch,
+                        tightenings,
                     };
                     let wake = ready + jitter.sample();
                     sleep_until(deadline.map_or(wake, |d| wake.min(d.max(ready)))).await;
@@ -117,14 +117,19 @@ const FAR: Duration = Duration::from_secs(86_400 * 365);
 struct Held<'a, S: Store> {
     limiter: &'a Limiter<S>,
     booked: Option<Booked>,
-    /// The version of the split it was booked under.
-    epoch: u64,
+    /// How many changes had tightened the split when it was booked.
+    tightenings: u64,
 }
 
 impl<S: Store> Held<'_, S> {
-    /// Whether the quota (and N) it was booked under is still in force.
+    /// Whether no change since it was booked did more than raise the rate
+    /// (a cut, a change of N: see `LiveSplit::tightenings`), and no
+    /// hold-off since covers its slot.
     fn current(&self) -> bool {
-        self.limiter.core.split.unchanged(self.epoch)
+        let limiter = self.limiter;
+        limiter.core.split.tightenings() == self.tightenings
+            && (self.booked.as_ref())
+                .is_none_or(|booked| !limiter.store.held_over(&limiter.core, booked))
     }
 
     fn keep(mut self) -> Grant {

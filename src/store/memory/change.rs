@@ -3,7 +3,6 @@
 //! and the store seam, [`Apply`], over the atomics.
 
 use std::cell::Cell;
-use std::convert::Infallible;
 use std::future::{Future, Ready, ready};
 use std::time::Duration;
 
@@ -173,35 +172,58 @@ impl<C: Clock> InProcess<C> {
     }
 
     /// Holds off the shard's own buckets (or every bucket) until
-    /// `duration` from now (`hold` of `src/draw/`), as a change of the
-    /// split to itself: checks that raced it are decided again, and a wait
-    /// that booked a slot before it books again.
+    /// `duration` from now (`hold` of `src/draw/`). A check that raced it
+    /// loses its compare-and-swap and draws again; a wait that booked a
+    /// slot before the instant books again (see
+    /// [`held_over`](Self::held_over)), one whose slot is at or after it
+    /// keeps it. The quota and N stay, so no version of the split is spent.
     pub(crate) fn hold_off(&self, core: &Core, shard: Option<&Shard>, duration: Duration) {
         if duration.is_zero() {
             return; // nothing to wait for: every token stays
         }
         // At most MAX_HOLD_OFF (a `HoldOff` is cut to it): no overflow.
         let lead = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
-        let held = core.split.change(
-            |quota, split| Ok::<_, Infallible>((quota, split)),
-            |_, split, _| {
-                let until = self.now().saturating_add(lead).min(MAX_NOW);
-                let each = |b: u32| {
-                    let capacity = split.pace.capacity(split.burst_of(b));
-                    self.swap(b, |tat| hold(tat, until, capacity, split.interval()));
+        // Held still: a change of N or of the quota waits for it.
+        core.split.steady(|split| {
+            let until = self.now().saturating_add(lead).min(MAX_NOW);
+            let buckets: Vec<u32> = match shard {
+                None => (0..split.buckets).collect(),
+                Some(shard) => (shard.buckets().iter().copied())
+                    .filter(|&b| b < split.buckets)
+                    .collect(),
+            };
+            // The held buckets come back one after another, the first at
+            // the instant, so that together they resume at their rate
+            // rather than as a burst of one token each.
+            let stagger = split.interval() / buckets.len().max(1) as u64;
+            for (i, &b) in buckets.iter().enumerate() {
+                let until = until.saturating_add(stagger * i as u64).min(MAX_NOW);
+                // The instant first, so that a wait waking on a slot the
+                // hold takes sees it.
+                self.held[b as usize].fetch_max(until, Ordering::AcqRel);
+                let capacity = split.pace.capacity(split.burst_of(b));
+                self.swap(b, |tat| hold(tat, until, capacity, split.interval()));
+            }
+        });
+    }
+
+    /// Whether a hold-off came after `booked` was drawn and holds one of
+    /// its buckets past the slot it booked there: its slot there is the
+    /// arrival time it wrote less the bucket's capacity (when that
+    /// bucket's last token of it conforms), and no grant may come before
+    /// the hold-off's instant.
+    pub(crate) fn held_over(&self, core: &Core, booked: &Booked) -> bool {
+        core.split.steady(|split| {
+            let payments = booked.grant.payments().iter().zip(booked.written);
+            payments.into_iter().any(|(payment, written)| {
+                let b = payment.bucket();
+                let Some(held) = self.held.get(b as usize) else {
+                    return false;
                 };
-                match shard {
-                    None => (0..split.buckets).for_each(each),
-                    Some(shard) => shard
-                        .buckets()
-                        .iter()
-                        .copied()
-                        .filter(|&b| b < split.buckets)
-                        .for_each(each),
-                }
-            },
-        );
-        let Ok(()) = held;
+                let capacity = split.pace.capacity(split.burst_of(b));
+                written.saturating_sub(capacity) < held.load(Ordering::Acquire)
+            })
+        })
     }
 
     /// Gives back every token `grant` took, to the buckets that paid them
@@ -349,6 +371,10 @@ impl<C: Clock> Apply for InProcess<C> {
 
     fn give_back(&self, core: &Core, booked: Booked) {
         self.return_booked(core, &booked);
+    }
+
+    fn held_over(&self, core: &Core, booked: &Booked) -> bool {
+        InProcess::held_over(self, core, booked)
     }
 }
 

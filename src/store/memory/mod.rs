@@ -29,6 +29,10 @@ pub struct InProcess<C = MonotonicClock> {
     /// bucket of that number that a change of N has removed since. Written
     /// only by changes, read only by refunds, both under the split's lock.
     born: Box<[AtomicU64]>,
+    /// Per bucket, the instant the last hold-off held it until (0: never
+    /// held): a wait that booked a slot before it may keep its slot only
+    /// if the slot is not before that instant.
+    held: Box<[AtomicU64]>,
     pub(crate) clock: C,
 }
 
@@ -49,6 +53,7 @@ impl<C: Clock> InProcess<C> {
                 .map(|b| CachePadded::new(AtomicU64::new(if b < buckets { 0 } else { SEALED })))
                 .collect(),
             born: (0..all).map(|_| AtomicU64::new(0)).collect(),
+            held: (0..all).map(|_| AtomicU64::new(0)).collect(),
             clock,
         }
     }
