@@ -52,48 +52,113 @@ fn throttles_cut_once_per_cooldown_down_to_the_floor() {
 }
 
 #[test]
-fn quiet_intervals_step_up_to_the_ceiling_and_a_throttle_starts_them_again() {
+fn before_any_throttle_quiet_intervals_step_up_to_the_ceiling() {
     let clock = ManualClock::new();
-    let (limiter, adaptive) = (limiter(&clock), controller(&clock));
-    // At the ceiling, nothing to step up to; then cut by hand.
-    assert_eq!(adaptive.observe_now(&limiter, Signal::Served), None);
+    let limiter = limiter(&clock);
     limiter.set_quota(Quota::per_second(50)).unwrap();
-    // A change is timed from when the controller sees it (another
-    // process's is seen no sooner): served, but not 5 s since, no step.
-    assert_eq!(adaptive.observe_now(&limiter, Signal::Served), None);
-    clock.advance(Duration::from_secs(4));
-    assert_eq!(adaptive.observe_now(&limiter, Signal::Served), None);
-    clock.advance(Duration::from_secs(1));
-    assert_eq!(
+    let adaptive = controller(&clock);
+    let served = |adaptive: &Adaptive<ManualClock>| {
         adaptive
             .observe_now(&limiter, Signal::Served)
-            .map(|q| q.count()),
-        Some(55)
-    );
-    // A throttle (cut) and 4.9 s later: no step; at 5 s, one.
-    clock.advance(Duration::from_secs(5));
-    adaptive.observe_now(&limiter, Signal::Throttled);
-    assert_eq!(limiter.quota().count(), 38);
+            .map(|q| q.count())
+    };
+    // First sight, quiet since ever: one step of 5 (a twentieth of 100).
+    assert_eq!(served(&adaptive), Some(55));
     clock.advance(Duration::from_millis(4_900));
-    assert_eq!(adaptive.observe_now(&limiter, Signal::Served), None);
+    assert_eq!(served(&adaptive), None);
     clock.advance(Duration::from_millis(100));
-    assert_eq!(
-        adaptive
-            .observe_now(&limiter, Signal::Served)
-            .map(|q| q.count()),
-        Some(43)
-    );
-    for _ in 0..30 {
+    assert_eq!(served(&adaptive), Some(60));
+    for _ in 0..20 {
         clock.advance(Duration::from_secs(5));
-        adaptive.observe_now(&limiter, Signal::Served);
+        served(&adaptive);
     }
     assert_eq!(limiter.quota(), Quota::per_second(100));
+    // At the ceiling, nothing to step up to.
+    clock.advance(Duration::from_secs(5));
+    assert_eq!(served(&adaptive), None);
 }
 
 #[test]
-fn an_advertised_limit_is_taken_as_it_is_within_the_bounds() {
+fn after_a_throttle_the_rate_climbs_back_on_a_cubic_then_probes_past() {
     let clock = ManualClock::new();
-    let (limiter, adaptive) = (limiter(&clock), controller(&clock));
+    let limiter = limiter(&clock);
+    let adaptive = Adaptive::new(5, Quota::per_second(200))
+        .unwrap()
+        .clock(clock.clone());
+    assert_eq!(
+        adaptive.observe_now(&limiter, Signal::Throttled),
+        Some(Quota::per_second(70))
+    );
+    // peak · (1 + 0.3 · (t − 6)³ / 6³), from 100 at the cut, 1.5 s apart.
+    let mut climb = Vec::new();
+    for _ in 0..9 {
+        clock.advance(Duration::from_millis(1_500));
+        adaptive.observe_now(&limiter, Signal::Served);
+        climb.push(limiter.quota().count());
+    }
+    assert_eq!(climb, [87, 96, 99, 100, 100, 103, 112, 130, 158]);
+    // Concave up to the peak (steps shrink), convex past it (they grow).
+    let steps: Vec<i64> = climb
+        .windows(2)
+        .map(|w| i64::from(w[1]) - i64::from(w[0]))
+        .collect();
+    assert!(steps[..4].windows(2).all(|w| w[1] <= w[0]), "{steps:?}");
+    assert!(steps[4..].windows(2).all(|w| w[1] >= w[0]), "{steps:?}");
+    clock.advance(Duration::from_secs(3));
+    adaptive.observe_now(&limiter, Signal::Served);
+    assert_eq!(limiter.quota().count(), 200, "the ceiling");
+    // A throttle 1 s after the last cut's cooldown cuts from where it is,
+    // whatever raises came in between.
+    assert_eq!(
+        adaptive
+            .observe_now(&limiter, Signal::Throttled)
+            .map(|q| q.count()),
+        Some(140)
+    );
+    // Served never lowers: a rate set above the curve by hand stays.
+    limiter.set_quota(Quota::per_second(190)).unwrap();
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(adaptive.observe_now(&limiter, Signal::Served), None);
+}
+
+#[test]
+fn an_advertised_limit_holds_the_probe_until_it_stops_being_advertised() {
+    let clock = ManualClock::new();
+    let limiter = limiter(&clock);
+    let adaptive = controller(&clock).headroom(1.0);
+    let advertised = Signal::Advertised {
+        limit: 40,
+        window: Duration::from_secs(1),
+    };
+    adaptive.observe_now(&limiter, advertised);
+    assert_eq!(limiter.quota().count(), 40);
+    for _ in 0..49 {
+        clock.advance(Duration::from_millis(100));
+        assert_eq!(adaptive.observe_now(&limiter, Signal::Served), None);
+    }
+    // Still advertised every few seconds: never past it.
+    for _ in 0..10 {
+        clock.advance(Duration::from_secs(4));
+        adaptive.observe_now(&limiter, Signal::Served);
+        adaptive.observe_now(&limiter, advertised);
+        assert_eq!(limiter.quota().count(), 40);
+    }
+    // A throttle below it is a burst: no cut.
+    assert_eq!(adaptive.observe_now(&limiter, Signal::Throttled), None);
+    // The next answer, 5 s on, still came after the last advertisement;
+    // the one after it is served without one: probing starts from the
+    // limit, as from a peak reached.
+    clock.advance(Duration::from_secs(5));
+    assert_eq!(adaptive.observe_now(&limiter, Signal::Served), None);
+    adaptive.observe_now(&limiter, Signal::Served);
+    assert_eq!(limiter.quota().count(), 46, "40 · (1 + 0.3 · 5³ / 6³)");
+}
+
+#[test]
+fn an_advertised_limit_is_taken_less_the_headroom_within_the_bounds() {
+    let clock = ManualClock::new();
+    let limiter = limiter(&clock);
+    let adaptive = controller(&clock).headroom(1.0);
     let advertised = |limit, secs| Signal::Advertised {
         limit,
         window: Duration::from_secs(secs),
@@ -107,6 +172,10 @@ fn an_advertised_limit_is_taken_as_it_is_within_the_bounds() {
     assert_eq!(limiter.quota().count(), 100, "the ceiling");
     // A window of zero says nothing.
     assert_eq!(adaptive.observe_now(&limiter, advertised(7, 0)), None);
+    // By default it runs at 0.95 of the limit.
+    let default = controller(&clock);
+    default.observe_now(&limiter, advertised(40, 1));
+    assert_eq!(limiter.quota().count(), 38);
 }
 
 #[test]

@@ -206,6 +206,11 @@ impl<S: Store, P: Clock, R: Clock> Upstream<S, P, R> {
         &self.limiter
     }
 
+    /// The retry budget, if the calls retry.
+    pub fn retry_budget(&self) -> Option<&RetryBudget<R>> {
+        self.retries.as_ref()
+    }
+
     /// Sends `request`'s call with `send` once its grant comes, and listens
     /// to the answer (see [`Upstream`]): the last answer, which may be a
     /// throttle the budget did not retry.

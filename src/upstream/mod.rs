@@ -28,15 +28,17 @@
 //!   (the buckets it shares with the held tenant stop for it too, as they
 //!   would for a flood).
 //!
-//! A held bucket has no whole token before the instant and one at it, then
-//! refills at its pace: the hold-off only ever takes tokens, so the budget
-//! `R·t + B` still holds, and the first call after it is not a burst into an
-//! upstream that just recovered. Checks that raced the hold-off are
-//! decided again, and waits that had booked a slot before it book again
-//! after it. Over Redis one script holds off the buckets for every process
+//! No held bucket has a whole token before the instant. They come back one
+//! after another over one interval of a bucket (the first at the instant,
+//! each with one token), then refill at their pace: together they resume
+//! at their rate, not as a burst of one token each into an upstream that
+//! just recovered. The hold-off only ever takes tokens, so the budget
+//! `R·t + B` still holds. Checks that raced the hold-off are decided
+//! again; waits that had booked a slot before the instant book again after
+//! it, and those booked at or after it keep their slots. Over Redis one script holds off the buckets for every process
 //! of the fleet (in the spread layout, one script per bucket), at the
-//! server's clock: the hold-off ends at most the round trip (and a
-//! microsecond of rounding) after the instant asked for. A hold-off is at
+//! server's clock: the first bucket comes back at most the round trip (and
+//! a microsecond of rounding) after the instant asked for. A hold-off is at
 //! most [`MAX_HOLD_OFF`]; a longer one is cut to it, and one of zero
 //! changes nothing.
 //!
@@ -59,7 +61,7 @@
 //! assert!(limiter.check("acme").is_err());
 //! assert!(limiter.check("globex").is_err());
 //! clock.advance(Duration::from_secs(2));
-//! assert!(limiter.check("globex").is_ok()); // one token at the instant
+//! assert!(limiter.check("globex").is_ok()); // back within an interval
 //! # Ok::<(), shuffle_limiter::ConfigError>(())
 //! ```
 
