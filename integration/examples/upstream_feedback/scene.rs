@@ -144,7 +144,7 @@ impl Policer {
         if self.flaky.as_deref() == Some(tenant) {
             let calls = self.calls.entry(tenant.to_owned()).or_default();
             *calls += 1;
-            if *calls % 2 == 0 {
+            if calls.is_multiple_of(2) {
                 tally.failed += 1;
                 return Reply {
                     status: 500,
