@@ -190,3 +190,42 @@ async fn processes_throttled_together_cut_the_shared_quota_once() {
         assert_eq!(limiter.quota().count(), 560);
     }
 }
+
+/// A caller waiting in one process, on a slot booked before another
+/// process holds the fleet off: it is not granted before the instant (it
+/// learns of the hold-off when it wakes, and books again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_booked_before_another_process_holds_off_waits_for_the_end() {
+    let server = RedisServer::start();
+    let slow = || async {
+        std::sync::Arc::new(
+            ShardedLimiter::builder()
+                .quota(Quota::per_second(4).with_burst(2))
+                .buckets(2)
+                .per_tenant(2)
+                .name("wait-hold")
+                .build_redis(
+                    &server.url(),
+                    RedisOptions::new(FailurePolicy::FailClosed)
+                        .deadline(Duration::from_millis(500)),
+                )
+                .await
+                .unwrap(),
+        )
+    };
+    let (a, b) = (slow().await, slow().await);
+    assert!(a.check("t").await.is_ok() && a.check("t").await.is_ok());
+    // Both buckets empty: a slot within half a second.
+    let start = tokio::time::Instant::now();
+    let waiting = {
+        let a = std::sync::Arc::clone(&a);
+        tokio::spawn(async move { a.wait("t").await.map(|_| start.elapsed()) })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let hold = Duration::from_millis(1500);
+    b.hold_off(HoldOff::all(hold)).await.unwrap();
+    let granted = waiting.await.unwrap().unwrap();
+    // The hold-off began at least 50 ms in; less the round trip, it ends
+    // no sooner than 1.5 s after that.
+    assert!(granted >= hold, "granted after {granted:?}");
+}
