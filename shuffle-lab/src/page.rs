@@ -161,9 +161,18 @@ mod tests {
     fn requests_get_the_page_or_a_status() {
         let page = "<p>lab</p>";
         assert_eq!(respond("GET / HTTP/1.1\r\n", page).0, "200 OK");
-        assert_eq!(respond("GET /lab.html?buckets=8 HTTP/1.1\r\n", page).1, page);
-        assert_eq!(respond("GET /etc/passwd HTTP/1.1\r\n", page).0, "404 Not Found");
-        assert_eq!(respond("POST / HTTP/1.1\r\n", page).0, "405 Method Not Allowed");
+        assert_eq!(
+            respond("GET /lab.html?buckets=8 HTTP/1.1\r\n", page).1,
+            page
+        );
+        assert_eq!(
+            respond("GET /etc/passwd HTTP/1.1\r\n", page).0,
+            "404 Not Found"
+        );
+        assert_eq!(
+            respond("POST / HTTP/1.1\r\n", page).0,
+            "405 Method Not Allowed"
+        );
         assert_eq!(respond("", page).0, "405 Method Not Allowed");
     }
 }
