@@ -177,7 +177,7 @@ function renderNumbers(s) {
 
 /** The two curves of `shuffle-lab plot`, as inline SVG. */
 function renderPlot(plot, k) {
-  const W = 560, H = 190, L = 58, R = 12, T = 22, B = 30;
+  const W = 500, H = 170, L = 58, R = 12, T = 22, B = 30;
   const pts = plot.points, kmax = plot.per_tenant_max;
   const x = (kk) => L + ((kk - 0.5) / kmax) * (W - L - R);
   const panel = (title, ys, lo, hi, ticks, label, stroke, oy) => {
