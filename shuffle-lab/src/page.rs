@@ -86,11 +86,9 @@ fn serve(addr: SocketAddr) -> Result<(), Failure> {
     let _ = writeln!(out, "serving the lab at http://{local}/ (Ctrl-C stops)");
     let _ = out.flush();
     drop(out);
-    for stream in listener.incoming() {
-        // One bad client must not stop the server: its error is dropped with it.
-        if let Ok(stream) = stream {
-            let _ = answer(stream, &page);
-        }
+    // One bad client must not stop the server: its error is dropped with it.
+    for stream in listener.incoming().flatten() {
+        let _ = answer(stream, &page);
     }
     Ok(())
 }

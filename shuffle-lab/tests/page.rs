@@ -155,6 +155,8 @@ fn large_n_caps_the_sample_not_the_math() {
 
 /// One row of a known-answer table: N, k, salt, tenant number, shard.
 type Vector = (u32, u32, String, u64, Vec<u64>);
+/// The rows by (N, k, salt): tenant number and shard.
+type Groups = BTreeMap<(u32, u32, String), Vec<(u64, Vec<u64>)>>;
 
 /// The rows of docs/assignment.md whose tenant is `tenant-<i>`: the main
 /// table (7 cells) and the spill table (8 cells), shard column only.
@@ -194,7 +196,7 @@ fn vectors() -> Vec<Vector> {
 fn the_sample_is_the_specified_assignment() {
     let vectors = vectors();
     assert!(vectors.len() >= 20, "{}", vectors.len());
-    let mut groups: BTreeMap<(u32, u32, String), Vec<(u64, Vec<u64>)>> = BTreeMap::new();
+    let mut groups = Groups::new();
     for (n, k, salt, i, shard) in vectors {
         // The page draws at most 2^20 scores per update.
         if (i + 1) * u64::from(n) <= 1 << 20 {
