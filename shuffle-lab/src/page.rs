@@ -7,6 +7,19 @@
 //! `simulate` draws it (SHA-256 and the rendezvous ranking of
 //! docs/assignment.md). Its sources are `page/lab.html`, `page/lab.css` and
 //! the scripts beside them.
+//!
+//! The inputs are named as the flags (`buckets`, `per-tenant`, `tenants`,
+//! `noisy`, `borrow-from`, `lender-reserve`, `per-user`, `seed`, `salt`) and
+//! read from the URL query; a blank seed means the salt alone, as the
+//! known-answer vectors use it. The element `#lab-state` holds what the page
+//! shows as JSON: the keys of `size --json` for those inputs, plus `sample`
+//! (`[[tenant, [buckets…]], …]`), `simulate` (`bad_tenant_shard`,
+//! `observed`, `expected`, `sigma`, `z` as `simulate --json` has them, over
+//! the `tenants` drawn of `of_tenants`), `plot` (as `plot --json`), `salt`,
+//! `seed`, and `sample_note` when no sample could be drawn; or `{"error": …}`
+//! for bad input, which the page also shows. The sample is capped (at most
+//! 2^20 scores and 5000 tenants per update) so that a large N stays
+//! responsive; the math is not.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -191,6 +191,9 @@ async fn the_state_follows_the_controls() {
     let alert = c.find(Locator::Id("lab-error")).await.unwrap();
     assert!(alert.is_displayed().await.unwrap());
     assert_eq!(alert.text().await.unwrap(), cli);
+    // The numbers of the inputs before are gone, not left to be misread.
+    let numbers = c.find(Locator::Id("numbers")).await.unwrap();
+    assert_eq!(numbers.text().await.unwrap(), "");
 
     // Fixed again: the message goes, the numbers come back.
     type_into(&c, "per-tenant", "2").await;

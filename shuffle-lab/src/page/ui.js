@@ -273,6 +273,8 @@ function update() {
     const msg = e instanceof LabError ? e.message : `the page failed: ${e}`;
     $("lab-error").textContent = msg;
     $("lab-error").hidden = false;
+    // Numbers of earlier inputs would read as answers to these: clear them.
+    for (const id of ["numbers", "plot", "sample"]) $(id).innerHTML = "";
     $("lab-state").textContent = JSON.stringify({ error: msg });
   }
   const q = new URLSearchParams();
