@@ -338,6 +338,17 @@ fn page_is_one_self_contained_file() {
     }
 }
 
+/// A file that cannot be written exits 1; --out and --serve together exit 2.
+#[test]
+fn page_refuses_what_it_cannot_do() {
+    let out = lab::run(&["page", "--out", "/nonexistent-dir/lab.html"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.starts_with("shuffle-lab: error: cannot write /nonexistent-dir/lab.html"));
+    let both = lab::refused(&["page", "--out", "x.html", "--serve"]);
+    assert!(both.contains("cannot be used with"), "{both}");
+}
+
 /// `page --serve 127.0.0.1:0` serves the page on a port the OS chose.
 #[test]
 fn page_is_served_on_loopback() {

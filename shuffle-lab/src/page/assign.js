@@ -61,30 +61,45 @@ function sha256(msg) {
   return h;
 }
 
-/** (ah:al) × (bh:bl) mod 2^64, as [hi, lo]. */
+// mul64 writes its product here: returning a pair would allocate an array
+// per call, and one score takes three products.
+let mulHi = 0, mulLo = 0;
+
+/** (ah:al) × (bh:bl) mod 2^64, into mulHi:mulLo. */
 function mul64(ah, al, bh, bl) {
   const a0 = al & 0xffff, a1 = al >>> 16, b0 = bl & 0xffff, b1 = bl >>> 16;
   const mid = a0 * b1 + a1 * b0;
   const low = a0 * b0 + (mid % 65536) * 65536;
   const carry = Math.floor(low / 4294967296);
-  const hi = a1 * b1 + Math.floor(mid / 65536) + carry + Math.imul(ah, bl) + Math.imul(al, bh);
-  return [hi >>> 0, low >>> 0];
+  mulHi = (a1 * b1 + Math.floor(mid / 65536) + carry + Math.imul(ah, bl) + Math.imul(al, bh)) >>> 0;
+  mulLo = low >>> 0;
 }
 
-const GAMMA = [0x9e3779b9, 0x7f4a7c15];
-const MIX1 = [0xbf58476d, 0x1ce4e5b9];
-const MIX2 = [0x94d049bb, 0x133111eb];
+const GAMMA_HI = 0x9e3779b9, GAMMA_LO = 0x7f4a7c15;
+const MIX1_HI = 0xbf58476d, MIX1_LO = 0x1ce4e5b9;
+const MIX2_HI = 0x94d049bb, MIX2_LO = 0x133111eb;
 
-/** score(seed, i) of step 2, the seed as [hi, lo]; returns [hi, lo]. */
+/** score(seed, i) of step 2, the seed as sh:sl; returns [hi, lo]. */
 function score(sh, sl, i) {
-  // z = seed + GAMMA × (i + 1)
-  let [mh, ml] = mul64(GAMMA[0], GAMMA[1], Math.floor((i + 1) / 4294967296), (i + 1) >>> 0);
-  let lo = sl + ml;
-  let hi = (sh + mh + (lo > 0xffffffff ? 1 : 0)) >>> 0;
+  scoreInto(sh, sl, i);
+  return [mulHi, mulLo];
+}
+
+/** score(seed, i) into mulHi:mulLo. */
+function scoreInto(sh, sl, i) {
+  // z = seed + GAMMA × (i + 1); i + 1 <= 65536 fits the low word.
+  mul64(GAMMA_HI, GAMMA_LO, 0, i + 1);
+  let lo = sl + mulLo;
+  let hi = (sh + mulHi + (lo > 0xffffffff ? 1 : 0)) >>> 0;
   lo >>>= 0;
-  [hi, lo] = mul64((hi ^ (hi >>> 30)) >>> 0, (lo ^ ((lo >>> 30) | (hi << 2))) >>> 0, MIX1[0], MIX1[1]);
-  [hi, lo] = mul64((hi ^ (hi >>> 27)) >>> 0, (lo ^ ((lo >>> 27) | (hi << 5))) >>> 0, MIX2[0], MIX2[1]);
-  return [(hi ^ (hi >>> 31)) >>> 0, (lo ^ ((lo >>> 31) | (hi << 1))) >>> 0];
+  mul64((hi ^ (hi >>> 30)) >>> 0, (lo ^ ((lo >>> 30) | (hi << 2))) >>> 0, MIX1_HI, MIX1_LO);
+  hi = mulHi;
+  lo = mulLo;
+  mul64((hi ^ (hi >>> 27)) >>> 0, (lo ^ ((lo >>> 27) | (hi << 5))) >>> 0, MIX2_HI, MIX2_LO);
+  hi = mulHi;
+  lo = mulLo;
+  mulHi = (hi ^ (hi >>> 31)) >>> 0;
+  mulLo = (lo ^ ((lo >>> 31) | (hi << 1))) >>> 0;
 }
 
 const DOMAIN = new TextEncoder().encode("shuffle-limiter/assign/v1");
@@ -109,7 +124,8 @@ function shardOf(prefix, tenant, n, k) {
   const sh = h[0], sl = h[1];
   const bh = [], bl = [], bi = [];
   for (let i = 0; i < n; i++) {
-    const [zh, zl] = score(sh, sl, i);
+    scoreInto(sh, sl, i);
+    const zh = mulHi, zl = mulLo;
     const c = bi.length;
     if (c === k && (zh < bh[c - 1] || (zh === bh[c - 1] && zl <= bl[c - 1]))) continue;
     // Insert in order, highest first; a later index loses a tie.
