@@ -10,6 +10,7 @@
 //!                      [--borrow-from 2 [--lender-reserve 0.5] | --noisy 2 | --per-user 1]
 //!                      [--resize-to 17] [--redis-url URL] [--json]
 //! shuffle-lab plot     --buckets 16 [--per-tenant-max 8] --svg tradeoff.svg [--json]
+//! shuffle-lab page     [--out lab.html | --serve [127.0.0.1:8000]]
 //! ```
 //!
 //! In this repository, run it with `cargo run --release -p shuffle-lab -- size ...`,
@@ -28,6 +29,7 @@ mod borrow_live;
 mod common;
 mod nested;
 mod nested_live;
+mod page;
 mod plot;
 mod redis_live;
 mod resize;
@@ -37,6 +39,7 @@ mod sweep;
 
 use std::fmt::Display;
 use std::io::{self, Write as _};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -64,6 +67,8 @@ enum Command {
     Simulate(SimulateArgs),
     /// Draw the trade-off of k for one N as an SVG.
     Plot(PlotArgs),
+    /// Write the lab as one HTML page that works from disk, or serve it.
+    Page(PageArgs),
 }
 
 #[derive(Debug, Args)]
@@ -183,6 +188,17 @@ struct PlotArgs {
     json: bool,
 }
 
+#[derive(Debug, Args)]
+struct PageArgs {
+    /// Where to write the page (default: stdout).
+    #[arg(long, value_name = "FILE", conflicts_with = "serve")]
+    out: Option<PathBuf>,
+    /// Serve the page over HTTP on this loopback address instead
+    /// (default 127.0.0.1:8000; port 0 takes any free port).
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8000")]
+    serve: Option<SocketAddr>,
+}
+
 /// An inclusive range of N.
 #[derive(Debug, Clone, Copy)]
 struct BucketRange {
@@ -230,6 +246,7 @@ fn main() -> ExitCode {
         Command::Sweep(a) => sweep::run(a).and_then(|r| render(&r, a.json)),
         Command::Simulate(a) => simulate::run(a).and_then(|r| render(&r, a.json)),
         Command::Plot(a) => plot::run(a).and_then(|r| render(&r, a.json)),
+        Command::Page(a) => page::run(a),
     };
     match out {
         Ok(out) => match io::stdout().lock().write_all(out.as_bytes()) {
