@@ -90,6 +90,8 @@
 mod acquire;
 mod builder;
 mod error;
+#[cfg(feature = "redis")]
+mod lease;
 mod permit;
 mod pools;
 mod queue;
@@ -100,6 +102,12 @@ use std::sync::Arc;
 pub use acquire::{Acquire, AcquireOwned};
 pub use builder::{Builder, DEFAULT_MAX_QUEUE};
 pub use error::{BuildError, RejectReason, Rejected};
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub use lease::{
+    DEFAULT_LEASE_RETRY, DEFAULT_LEASE_WAIT, Lease, LeaseBuildError, LeaseError, LeaseOptions,
+    LeaseSource, RedisInFlight,
+};
 pub use permit::{OwnedPermit, Permit};
 
 use self::pools::{Pools, Taken};

@@ -201,6 +201,10 @@ mod spread;
 mod state;
 mod store;
 
+// The test server, for the lease scripts' tests too (a file is one module).
+#[cfg(test)]
+pub(crate) use script::redis_server;
+
 pub use error::{BuildError, Error};
 pub use layout::Layout;
 pub use options::{
