@@ -44,7 +44,11 @@ fn never_more_than_c_seats_out_across_two_processes() {
         let (most, granted) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
         let mut tasks = Vec::new();
         for worker in 0..16u32 {
-            let inflight = if worker % 2 == 0 { a.clone() } else { b.clone() };
+            let inflight = if worker % 2 == 0 {
+                a.clone()
+            } else {
+                b.clone()
+            };
             let (out, per_pool, most, granted) =
                 (out.clone(), per_pool.clone(), most.clone(), granted.clone());
             tasks.push(tokio::spawn(async move {
@@ -96,7 +100,10 @@ fn never_more_than_c_seats_out_across_two_processes() {
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        assert!(emptied.is_some(), "seats left held after every lease was dropped");
+        assert!(
+            emptied.is_some(),
+            "seats left held after every lease was dropped"
+        );
     });
 }
 
@@ -109,7 +116,10 @@ fn a_dropped_permit_frees_its_seats_for_the_other_process() {
         let b = limit(&server, (2, 1, 1), closed("drop", TTL * 10)).await;
         let first = a.try_acquire("t").await.unwrap();
         let second = b.try_acquire("t").await.unwrap();
-        assert_eq!((first.source(), second.source()), (LeaseSource::Redis, LeaseSource::Redis));
+        assert_eq!(
+            (first.source(), second.source()),
+            (LeaseSource::Redis, LeaseSource::Redis)
+        );
         assert_ne!(first.token(), second.token());
         assert!(busy(a.try_acquire("t").await));
         drop(first);
@@ -137,7 +147,10 @@ fn a_process_that_stops_frees_its_seats_within_the_ttl() {
         assert!(busy(b.try_acquire("t").await), "freed before its TTL");
         let freed = within(TTL * 4, || async { b.try_acquire("t").await.ok() }).await;
         let (after, taken) = freed.expect("the seat never came back");
-        assert!(after <= TTL + Duration::from_millis(200), "freed after {after:?}");
+        assert!(
+            after <= TTL + Duration::from_millis(200),
+            "freed after {after:?}"
+        );
         assert_eq!(taken.source(), LeaseSource::Redis);
     });
     drop(lease); // nothing left to release it: a no-op
@@ -195,12 +208,18 @@ fn renewal_keeps_a_long_held_permit_past_several_ttls() {
         let lease = a.try_acquire("t").await.unwrap();
         let start = std::time::Instant::now();
         while start.elapsed() < ttl * 3 + ttl / 5 {
-            assert!(busy(b.try_acquire("t").await), "lost after {:?}", start.elapsed());
+            assert!(
+                busy(b.try_acquire("t").await),
+                "lost after {:?}",
+                start.elapsed()
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         assert!(!lease.is_lost());
         drop(lease);
-        let freed = within(Duration::from_secs(2), || async { b.try_acquire("t").await.ok() });
+        let freed = within(Duration::from_secs(2), || async {
+            b.try_acquire("t").await.ok()
+        });
         assert!(freed.await.is_some());
     });
 }

@@ -71,7 +71,9 @@ pub(crate) async fn members(
     let key = inflight.key(pool).unwrap();
     let now = server_micros(connection).await;
     let raw: Vec<(String, u64)> = connection.zrange_withscores(key, 0, -1).await.unwrap();
-    raw.into_iter().filter(|(_, expiry)| *expiry > now).collect()
+    raw.into_iter()
+        .filter(|(_, expiry)| *expiry > now)
+        .collect()
 }
 
 /// The seats the live members of `pool` hold.
