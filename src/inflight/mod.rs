@@ -86,6 +86,11 @@
 //! Memory is fixed whatever the number of tenants: N pools of one cache
 //! line each, a tenant cache sized at build, and at most N · `max_queue`
 //! waiters.
+//!
+//! The pools can live in Redis too, for a fleet of processes (feature
+//! `redis`: the section below).
+#![cfg_attr(feature = "redis", doc = "")]
+#![cfg_attr(feature = "redis", doc = include_str!("lease/guide.md"))]
 
 mod acquire;
 mod builder;

@@ -68,16 +68,20 @@ impl std::error::Error for LeaseError {
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() {
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use std::time::Duration;
+/// use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 /// use shuffle_limiter::inflight::{InFlight, LeaseBuildError, LeaseOptions};
 ///
-/// # let connection = redis::Client::open("redis://127.0.0.1:1").unwrap()
-/// #     .get_connection_manager_with_config(Default::default());
+/// // Checked before any traffic: a connection that never connects will do.
+/// let client = redis::Client::open("redis://127.0.0.1:6379")?;
+/// let connection = ConnectionManager::new_lazy_with_config(client, ConnectionManagerConfig::new())?;
 /// let options = LeaseOptions::new("api", Duration::ZERO);
-/// # let Ok(connection) = connection.await else { return };
 /// let err = InFlight::builder().concurrency(8).build_redis(connection, options).await;
-/// assert!(matches!(err.unwrap_err(), LeaseBuildError::ZeroTtl));
+/// let err = err.unwrap_err();
+/// assert!(matches!(err, LeaseBuildError::ZeroTtl));
+/// assert!(err.to_string().contains("use a TTL"));
+/// # Ok(())
 /// # }
 /// ```
 #[derive(Debug, Clone)]

@@ -8,10 +8,10 @@
 //! back when its leases expire, within the TTL.
 
 mod error;
-mod permit;
 #[cfg(test)]
 mod model;
 mod options;
+mod permit;
 mod script;
 #[cfg(test)]
 mod tests;
@@ -26,8 +26,8 @@ use ::redis::aio::{ConnectionLike, ConnectionManager};
 use tokio::time::{Instant, timeout};
 
 pub use error::{LeaseBuildError, LeaseError};
-pub use permit::{Lease, LeaseSource};
 pub use options::{DEFAULT_LEASE_RETRY, DEFAULT_LEASE_WAIT, LeaseOptions};
+pub use permit::{Lease, LeaseSource};
 
 use self::permit::Held;
 use self::script::{Acquired, Scripts};

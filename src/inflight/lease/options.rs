@@ -22,10 +22,10 @@ pub const DEFAULT_LEASE_RETRY: Duration = Duration::from_millis(50);
 /// use shuffle_limiter::inflight::LeaseOptions;
 /// use shuffle_limiter::redis::FailurePolicy;
 ///
-/// let options = LeaseOptions::new("partner-api", Duration::from_secs(10))
+/// let options = LeaseOptions::new("partner-api", Duration::from_secs(9))
 ///     .failure_policy(FailurePolicy::LocalFallback { replicas: 4 })
 ///     .key_prefix("billing:");
-/// assert_eq!(options.renewal_interval(), Duration::from_millis(3333));
+/// assert_eq!(options.renewal_interval(), Duration::from_secs(3));
 /// ```
 #[derive(Debug, Clone)]
 #[must_use = "options do nothing until passed to build_redis"]
