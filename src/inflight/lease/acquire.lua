@@ -47,10 +47,17 @@ if sum < seats then
   return { 0, earliest }
 end
 
-local counted = redis.pcall('INCR', KEYS[k + 1])
-if type(counted) == 'table' and counted.err then
-  return not_a_pool(KEYS[k + 1], 'is not a token counter: ' .. counted.err)
+-- The counter, read before it is written: a string of digits below 2^53 - 1
+-- (so that the next token is exact in a double, and differs from every
+-- token before it), or missing.
+local last = redis.pcall('GET', KEYS[k + 1])
+if type(last) == 'table' and last.err then
+  return not_a_pool(KEYS[k + 1], 'is not a token counter: ' .. last.err)
 end
+if last and not (string.match(last, '^%d+$') and tonumber(last) < 9007199254740991) then
+  return not_a_pool(KEYS[k + 1], 'is not a token counter below 2^53: ' .. shown(last))
+end
+local counted = redis.call('INCR', KEYS[k + 1])
 local expiry = now + ttl
 local reply = { 1, counted, expiry }
 local need, tried = seats, {}

@@ -280,6 +280,18 @@ fn keys_of_another_type_are_refused_before_anything_is_written() {
             .unwrap_err();
         assert_eq!(refused.code(), Some("NOTAPOOL"), "{refused}");
         assert!(refused.to_string().contains("{t}:lease"), "{refused}");
+        // A counter no double holds exactly, or not a number: refused, and
+        // left as it is.
+        for stray in ["9007199254740991", "-3", "1e3", "many"] {
+            let _: () = connection.set(COUNTER, stray).await.unwrap();
+            let refused = run(&acquire, &[KEYS[0], COUNTER], &[100, 1, 0, 2, 1000])
+                .invoke_async::<Vec<i64>>(&mut connection)
+                .await
+                .unwrap_err();
+            assert_eq!(refused.code(), Some("NOTAPOOL"), "{stray}: {refused}");
+            let kept: String = connection.get(COUNTER).await.unwrap();
+            assert_eq!(kept, stray);
+        }
         // Renew and release over the string: refused, the other pool kept.
         let mut renewing = run(&renew, &[KEYS[0], KEYS[1]], &[100]);
         renewing.arg("1:1").arg("1:1").arg(1000);
