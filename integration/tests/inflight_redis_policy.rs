@@ -165,6 +165,49 @@ fn with_redis_gone_the_failure_policy_answers() {
 }
 
 #[test]
+fn a_hung_redis_is_left_alone_until_it_answers_again() {
+    let _serial = one_at_a_time();
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let deadline = Duration::from_millis(150);
+        let retry_every = Duration::from_millis(400);
+        let options = closed("hang", TTL)
+            .deadline(deadline)
+            .retry_every(retry_every);
+        // 10 seats a pool: the acquires that missed their deadline may
+        // still take theirs once the server runs again.
+        let a = limit(&server, (40, 4, 2), options).await;
+        drop(a.try_acquire("t").await.unwrap());
+        server.signal("-STOP");
+        let mut slow = 0;
+        let quick = loop {
+            let start = std::time::Instant::now();
+            let refused = a.try_acquire("t").await.unwrap_err();
+            assert!(
+                matches!(refused, LeaseError::Redis(Error::Timeout { .. })),
+                "{refused}"
+            );
+            if start.elapsed() < deadline / 3 {
+                break start.elapsed();
+            }
+            slow += 1;
+            assert!(
+                slow <= 8,
+                "still waiting for Redis after {slow} missed deadlines"
+            );
+        };
+        assert!(
+            slow >= 3,
+            "left alone after {slow} missed deadlines ({quick:?})"
+        );
+        server.signal("-CONT");
+        tokio::time::sleep(retry_every + Duration::from_millis(100)).await;
+        let lease = a.try_acquire("t").await.unwrap();
+        assert_eq!(lease.source(), LeaseSource::Redis);
+    });
+}
+
+#[test]
 fn waits_are_bounded_in_time_and_in_callers() {
     let _serial = one_at_a_time();
     let server = RedisServer::start();

@@ -110,7 +110,7 @@ pub use error::{BuildError, RejectReason, Rejected};
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use lease::{
-    DEFAULT_LEASE_RETRY, DEFAULT_LEASE_WAIT, Lease, LeaseBuildError, LeaseError, LeaseOptions,
+    DEFAULT_LEASE_BACKOFF, DEFAULT_LEASE_WAIT, Lease, LeaseBuildError, LeaseError, LeaseOptions,
     LeaseSource, RedisInFlight,
 };
 pub use permit::{OwnedPermit, Permit};

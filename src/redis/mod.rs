@@ -185,7 +185,8 @@ use crate::plan::whom::Resolved as _;
 use crate::store::sealed::Apply as _;
 use crate::{Denied, Grant, Handle, Limiter, Request, ShardedLimiter};
 
-mod breaker;
+// Also the in-flight leases' (`src/inflight/lease/`).
+pub(crate) mod breaker;
 mod build;
 mod charge;
 mod denial_cache;

@@ -26,13 +26,14 @@ use ::redis::aio::{ConnectionLike, ConnectionManager};
 use tokio::time::{Instant, timeout};
 
 pub use error::{LeaseBuildError, LeaseError};
-pub use options::{DEFAULT_LEASE_RETRY, DEFAULT_LEASE_WAIT, LeaseOptions};
+pub use options::{DEFAULT_LEASE_BACKOFF, DEFAULT_LEASE_WAIT, LeaseOptions};
 pub use permit::{Lease, LeaseSource};
 
 use self::permit::Held;
 use self::script::{Acquired, Scripts};
 use super::{Builder, InFlight, OwnedPermit, RejectReason, Rejected};
-use crate::redis::{DEFAULT_CONNECT_TIMEOUT, Error, FailurePolicy};
+use crate::redis::breaker::Breaker;
+use crate::redis::{DEFAULT_CONNECT_TIMEOUT, Error, FailurePolicy, Layout};
 use crate::{Request, Shard};
 
 /// The largest TTL, in microseconds (about 35 years): an expiry stays an
@@ -75,7 +76,10 @@ struct Shared<Conn> {
     renew_every: Duration,
     deadline: Duration,
     max_wait: Duration,
-    retry_every: Duration,
+    max_backoff: Duration,
+    /// Leaves Redis alone after it failed, as for rates: the pools are
+    /// its buckets, all in one slot.
+    breaker: Breaker,
     /// This process's callers waiting for each pool.
     waiting: Box<[AtomicU32]>,
 }
@@ -113,7 +117,8 @@ impl Builder {
             }
             _ => None,
         };
-        let scripts = Scripts::new(&options.key_prefix, &options.name, limit.pools());
+        let pools = limit.pools();
+        let scripts = Scripts::new(&options.key_prefix, &options.name, pools);
         let mut loading = connection.clone();
         for script in scripts.all() {
             let load = script.load_async(&mut loading);
@@ -137,7 +142,8 @@ impl Builder {
             renew_every: options.renewal_interval(),
             deadline: options.deadline,
             max_wait: options.max_wait,
-            retry_every: options.retry_every,
+            max_backoff: options.max_backoff,
+            breaker: Breaker::new(pools, options.retry_every, Layout::OneSlot),
         };
         Ok(RedisInFlight {
             shared: Arc::new(shared),
@@ -157,6 +163,7 @@ fn check(options: &LeaseOptions) -> Result<u64, LeaseBuildError> {
     for (option, value) in [
         ("renew_every", options.renewal_interval()),
         ("deadline", options.deadline),
+        ("max_backoff", options.max_backoff),
         ("retry_every", options.retry_every),
     ] {
         if value.is_zero() {
@@ -261,7 +268,7 @@ where
     ///
     /// Over Redis nobody is woken by a release in another process: a
     /// waiting acquire tries again after 1 ms, then after twice as long
-    /// each time up to [`retry_every`](LeaseOptions::retry_every), or
+    /// each time up to [`max_backoff`](LeaseOptions::max_backoff), or
     /// sooner when a lease in its pools expires sooner — so at most
     /// `max_wait` / 1 ms tries. The waits are **not FIFO**, neither across
     /// processes nor within one: whoever tries first after a release takes
@@ -299,7 +306,7 @@ where
                 let expiry = free_in.map_or(Duration::MAX, Duration::from_micros);
                 let nap = pause.min(expiry).max(MIN_PAUSE).min(end - now);
                 tokio::time::sleep(nap).await;
-                pause = (pause * 2).min(shared.retry_every);
+                pause = (pause * 2).min(shared.max_backoff);
                 free_in = match shared.try_once(&shard, seats).await? {
                     Tried::Leased(lease) => return Ok(lease),
                     Tried::Busy(free_in) => free_in,
@@ -379,6 +386,17 @@ where
         for (share, &pool) in shares.iter_mut().zip(pools) {
             *share = self.limit.permits(pool);
         }
+        if let Err(paused) = self.breaker.admit(pools) {
+            // Left alone after a failure: the policy answers at once. (The
+            // breaker keeps the error that opened it.)
+            let error = paused.map_or(
+                Error::Timeout {
+                    after: self.deadline,
+                },
+                |e| (*e).clone(),
+            );
+            return self.by_policy(shard, seats, error);
+        }
         let start = crate::random::tie_break(pools.len());
         let sent = Instant::now();
         let mut connection = self.connection.clone();
@@ -387,7 +405,11 @@ where
             (pools, &shares[..pools.len()]),
             (seats, self.ttl_micros, start),
         );
-        let error = match timeout(self.deadline, acquired).await {
+        let answer = timeout(self.deadline, acquired).await;
+        if let Ok(Ok(_)) = &answer {
+            self.breaker.answered(pools, self.breaker.micros());
+        }
+        let error = match answer {
             Ok(Ok(Acquired::Leased { token, taken })) => {
                 let taken = taken.iter().map(|&(j, s)| (pools[j], s)).collect();
                 return Ok(Tried::Leased(permit::hold(self, token, taken, sent)));
@@ -398,7 +420,9 @@ where
                 after: self.deadline,
             },
         };
-        self.by_policy(shard, seats, error)
+        let error = Arc::new(error);
+        self.breaker.failed(pools, &error);
+        self.by_policy(shard, seats, (*error).clone())
     }
 
     /// The failure policy's answer: only the local fallback grants for a

@@ -3,15 +3,15 @@
 
 use std::time::Duration;
 
-use crate::redis::{DEFAULT_DEADLINE, FailurePolicy};
+use crate::redis::{DEFAULT_DEADLINE, DEFAULT_RETRY_EVERY, FailurePolicy};
 
 /// How long an [`acquire`](super::RedisInFlight::acquire) over Redis waits
 /// unless [`LeaseOptions::max_wait`] says otherwise: 1 s.
 pub const DEFAULT_LEASE_WAIT: Duration = Duration::from_secs(1);
 
 /// The longest pause between two tries of a waiting acquire unless
-/// [`LeaseOptions::retry_every`] says otherwise: 50 ms.
-pub const DEFAULT_LEASE_RETRY: Duration = Duration::from_millis(50);
+/// [`LeaseOptions::max_backoff`] says otherwise: 50 ms.
+pub const DEFAULT_LEASE_BACKOFF: Duration = Duration::from_millis(50);
 
 /// How a [`RedisInFlight`](super::RedisInFlight) keeps its leases: the
 /// name of the limit (shared by every process that holds its permits), the
@@ -37,15 +37,17 @@ pub struct LeaseOptions {
     pub(super) policy: FailurePolicy,
     pub(super) key_prefix: String,
     pub(super) max_wait: Duration,
+    pub(super) max_backoff: Duration,
     pub(super) retry_every: Duration,
 }
 
 impl LeaseOptions {
     /// Leases of the limit `name` (its keys' hash tag) living `ttl` unless
     /// renewed; renewed every third of it, each round trip bounded by
-    /// [`DEFAULT_DEADLINE`], [`FailurePolicy::FailClosed`], no key prefix,
-    /// waits of at most [`DEFAULT_LEASE_WAIT`] retried at least every
-    /// [`DEFAULT_LEASE_RETRY`].
+    /// [`DEFAULT_DEADLINE`], [`FailurePolicy::FailClosed`], Redis left
+    /// alone for [`DEFAULT_RETRY_EVERY`] after it fails, no key prefix,
+    /// waits of at most [`DEFAULT_LEASE_WAIT`] tried again at least every
+    /// [`DEFAULT_LEASE_BACKOFF`].
     pub fn new(name: impl Into<String>, ttl: Duration) -> LeaseOptions {
         LeaseOptions {
             name: name.into(),
@@ -55,7 +57,8 @@ impl LeaseOptions {
             policy: FailurePolicy::FailClosed,
             key_prefix: String::new(),
             max_wait: DEFAULT_LEASE_WAIT,
-            retry_every: DEFAULT_LEASE_RETRY,
+            max_backoff: DEFAULT_LEASE_BACKOFF,
+            retry_every: DEFAULT_RETRY_EVERY,
         }
     }
 
@@ -105,9 +108,21 @@ impl LeaseOptions {
     }
 
     /// The longest pause between two tries of a waiting acquire
-    /// ([`DEFAULT_LEASE_RETRY`] unless set): it tries again after 1 ms,
+    /// ([`DEFAULT_LEASE_BACKOFF`] unless set): it tries again after 1 ms,
     /// then twice as long each time up to this, or sooner when a lease in
     /// its pools expires sooner.
+    pub fn max_backoff(mut self, max_backoff: Duration) -> LeaseOptions {
+        self.max_backoff = max_backoff;
+        self
+    }
+
+    /// How long acquires leave Redis alone after it failed (a lost
+    /// connection at once, missed deadlines after three in a row with no
+    /// answer between), answering by the failure policy without a round
+    /// trip, before one acquire tries it again: the rate limiter's
+    /// breaker, [`RedisOptions::retry_every`](crate::redis::RedisOptions::retry_every)
+    /// ([`DEFAULT_RETRY_EVERY`] unless set). Renewals are not held back:
+    /// each tries in its turn.
     pub fn retry_every(mut self, retry_every: Duration) -> LeaseOptions {
         self.retry_every = retry_every;
         self
