@@ -44,9 +44,31 @@ const MIN_PAUSE: Duration = Duration::from_millis(1);
 /// that builds it with the same concurrency, N, k, salt and name; see the
 /// [Over Redis](crate::inflight#over-redis) section of the guide.
 ///
-/// Built with [`Builder::build_redis`](super::Builder::build_redis). `Send + Sync`, cheap to clone (the
-/// clones share everything). Its acquires and the leases' renewals run on
-/// tokio: acquire within a tokio runtime with its timer enabled.
+/// Built with [`Builder::build_redis`](super::Builder::build_redis).
+/// `Send + Sync`, cheap to clone (the clones share everything). Its
+/// acquires and the leases' renewals run on tokio: acquire within a tokio
+/// runtime with its timer enabled.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use shuffle_limiter::inflight::{InFlight, LeaseOptions, RejectReason};
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let connection = redis::Client::open("redis://127.0.0.1:6379")?
+///     .get_multiplexed_async_connection()
+///     .await?;
+/// let options = LeaseOptions::new("search", Duration::from_secs(5));
+/// let inflight = InFlight::builder().concurrency(2).pools(1).build_redis(connection, options).await?;
+/// let (one, two) = (inflight.try_acquire("t").await?, inflight.try_acquire("t").await?);
+/// // Two seats out, in this process or any other: the third waits, then
+/// // is refused.
+/// let late = inflight.acquire_within("t", Duration::from_millis(50)).await.unwrap_err();
+/// let max_wait = Duration::from_millis(50);
+/// assert_eq!(late.rejected().map(|r| r.reason()), Some(RejectReason::TimedOut { max_wait }));
+/// assert!(one.token() < two.token());
+/// # Ok(())
+/// # }
+/// ```
 pub struct RedisInFlight<Conn = ConnectionManager> {
     shared: Arc<Shared<Conn>>,
 }
