@@ -247,3 +247,48 @@ fn a_renewal_that_finds_its_lease_gone_says_it_is_lost() {
         assert_eq!(one.seats() + two.seats(), 2);
     });
 }
+
+#[test]
+fn seats_are_all_or_nothing_over_the_tenants_pools() {
+    let _serial = one_at_a_time();
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        // 3 pools of 2; each tenant holds 2 of them: 4 seats at most.
+        let a = limit(&server, (6, 3, 2), closed("seats", TTL * 10)).await;
+        let b = limit(&server, (6, 3, 2), closed("seats", TTL * 10)).await;
+        let request = |n| shuffle_limiter::Request::tenant("t").tokens(n);
+        let three = a.try_acquire(request(3)).await.unwrap();
+        let taken: Vec<(u32, u32)> = three.pools().collect();
+        assert_eq!(taken.len(), 2, "3 seats take from both pools: {taken:?}");
+        assert_eq!(taken[0].1, 2, "the roomiest first: {taken:?}");
+        assert!(taken.iter().all(|&(p, _)| a.shard("t").contains(p)));
+        // One seat is left: two are refused, and take nothing.
+        let mut connection = support::connect(&server).await;
+        let before: Vec<_> = {
+            let mut all = Vec::new();
+            for pool in 0..3 {
+                all.push(members(&mut connection, &a, pool).await);
+            }
+            all
+        };
+        assert!(busy(b.try_acquire(request(2)).await));
+        for pool in 0..3 {
+            assert_eq!(
+                members(&mut connection, &a, pool).await.len(),
+                before[pool as usize].len()
+            );
+        }
+        let one = b.try_acquire(request(1)).await.unwrap();
+        assert_eq!(one.seats(), 1);
+        let never = b.try_acquire(request(5)).await.unwrap_err();
+        assert_eq!(
+            never.rejected().map(|r| r.reason()),
+            Some(RejectReason::NeverFits { asked: 5, most: 4 })
+        );
+        drop((three, one));
+        let back = within(Duration::from_secs(2), || async {
+            b.try_acquire(request(4)).await.ok()
+        });
+        assert_eq!(back.await.expect("the seats never came back").1.seats(), 4);
+    });
+}
