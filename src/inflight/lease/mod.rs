@@ -179,7 +179,8 @@ where
         let resolved = shared.limit.resolve(&request.into());
         async move {
             let (shard, seats) = resolved?;
-            let end = Instant::now() + max_wait;
+            // A bound past what the clock counts is no bound.
+            let end = Instant::now().checked_add(max_wait);
             let mut free_in = match shared.try_once(&shard, seats).await? {
                 Tried::Leased(lease) => return Ok(lease),
                 Tried::Busy(free_in) => free_in,
@@ -187,12 +188,14 @@ where
             let _queued = Queued::enter(&shared, &shard)?;
             let mut pause = MIN_PAUSE;
             loop {
-                let now = Instant::now();
-                if now >= end {
+                let left = end.map_or(Duration::MAX, |end| {
+                    end.saturating_duration_since(Instant::now())
+                });
+                if left.is_zero() {
                     return Err(Rejected::new(RejectReason::TimedOut { max_wait }).into());
                 }
                 let expiry = free_in.map_or(Duration::MAX, Duration::from_micros);
-                let nap = pause.min(expiry).max(MIN_PAUSE).min(end - now);
+                let nap = pause.min(expiry).max(MIN_PAUSE).min(left);
                 tokio::time::sleep(nap).await;
                 pause = (pause * 2).min(shared.max_backoff);
                 free_in = match shared.try_once(&shard, seats).await? {
