@@ -197,7 +197,7 @@ where
                 let expiry = free_in.map_or(Duration::MAX, Duration::from_micros);
                 let nap = pause.min(expiry).max(MIN_PAUSE).min(left);
                 tokio::time::sleep(nap).await;
-                pause = (pause * 2).min(shared.max_backoff);
+                pause = pause.saturating_mul(2).min(shared.max_backoff);
                 free_in = match shared.try_once(&shard, seats).await? {
                     Tried::Leased(lease) => return Ok(lease),
                     Tried::Busy(free_in) => free_in,
