@@ -292,3 +292,33 @@ fn seats_are_all_or_nothing_over_the_tenants_pools() {
         assert_eq!(back.await.expect("the seats never came back").1.seats(), 4);
     });
 }
+
+#[test]
+fn a_lease_forgotten_by_a_restarted_server_is_lost() {
+    let _serial = one_at_a_time();
+    let mut server = RedisServer::start();
+    runtime().block_on(async {
+        // A connection that reconnects by itself, as a service has.
+        let client = redis::Client::open(server.url()).unwrap();
+        let connection = client.get_connection_manager().await.unwrap();
+        let a = shuffle_limiter::inflight::InFlight::builder()
+            .concurrency(1)
+            .build_redis(connection, closed("restart", TTL))
+            .await
+            .unwrap();
+        // A user's request takes from its tenant's pools, as in process.
+        let lease = a
+            .try_acquire(shuffle_limiter::Request::tenant("t").user("u"))
+            .await
+            .unwrap();
+        assert!(!lease.is_lost());
+        server.restart(); // no persistence: every lease forgotten
+        let lost = tokio::time::timeout(TTL * 5, lease.lost()).await;
+        assert!(lost.is_ok(), "the renewals never noticed");
+        // The seat is free again in the new server, for anyone.
+        let freed = within(Duration::from_secs(3), || async {
+            a.try_acquire("v").await.ok()
+        });
+        assert!(freed.await.is_some());
+    });
+}
