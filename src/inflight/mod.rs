@@ -86,10 +86,17 @@
 //! Memory is fixed whatever the number of tenants: N pools of one cache
 //! line each, a tenant cache sized at build, and at most N · `max_queue`
 //! waiters.
+//!
+//! The pools can live in Redis too, for a fleet of processes (feature
+//! `redis`: the section below).
+#![cfg_attr(feature = "redis", doc = "")]
+#![cfg_attr(feature = "redis", doc = include_str!("lease/guide.md"))]
 
 mod acquire;
 mod builder;
 mod error;
+#[cfg(feature = "redis")]
+mod lease;
 mod permit;
 mod pools;
 mod queue;
@@ -100,6 +107,12 @@ use std::sync::Arc;
 pub use acquire::{Acquire, AcquireOwned};
 pub use builder::{Builder, DEFAULT_MAX_QUEUE};
 pub use error::{BuildError, RejectReason, Rejected};
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub use lease::{
+    DEFAULT_LEASE_BACKOFF, DEFAULT_LEASE_WAIT, Lease, LeaseBuildError, LeaseError, LeaseOptions,
+    LeaseSource, RedisInFlight,
+};
 pub use permit::{OwnedPermit, Permit};
 
 use self::pools::{Pools, Taken};

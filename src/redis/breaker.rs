@@ -39,7 +39,7 @@ pub(super) const FAILURES_TO_OPEN: u32 = 3;
 /// The circuit breaker of every bucket, on the local clock in microseconds
 /// since `epoch`.
 #[derive(Debug)]
-pub(super) struct Breaker {
+pub(crate) struct Breaker {
     epoch: Instant,
     retry_every: u64,
     /// Whether an error of Redis as a whole opens every bucket (one slot)
@@ -56,7 +56,7 @@ pub(super) struct Breaker {
 }
 
 impl Breaker {
-    pub(super) fn new(buckets: u32, retry_every: Duration, layout: Layout) -> Self {
+    pub(crate) fn new(buckets: u32, retry_every: Duration, layout: Layout) -> Self {
         let parts = match layout {
             Layout::OneSlot => 1,
             Layout::Spread => buckets,
@@ -73,7 +73,7 @@ impl Breaker {
     }
 
     /// Microseconds since the breaker was made, on the local clock.
-    pub(super) fn micros(&self) -> u64 {
+    pub(crate) fn micros(&self) -> u64 {
         u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX)
     }
 
@@ -94,7 +94,7 @@ impl Breaker {
     /// instant the request draws at (a booking draws later): a pause
     /// checked or renewed at a later instant would let a booking probe
     /// early and push the next probe out by its lead.
-    pub(super) fn admit(&self, buckets: &[u32]) -> Result<(), Option<Arc<Error>>> {
+    pub(crate) fn admit(&self, buckets: &[u32]) -> Result<(), Option<Arc<Error>>> {
         let now = self.micros();
         let open = |b: u32| self.open_until[b as usize].load(Ordering::Relaxed);
         let mut paused = false;
@@ -125,7 +125,7 @@ impl Breaker {
 
     /// Redis answered for `buckets` at local time `now`: ask it again for
     /// them.
-    pub(super) fn answered(&self, buckets: &[u32], now: u64) {
+    pub(crate) fn answered(&self, buckets: &[u32], now: u64) {
         for &b in buckets {
             self.answered_at(b).fetch_max(now, Ordering::Relaxed);
             let b = b as usize;
@@ -140,7 +140,7 @@ impl Breaker {
 
     /// Redis failed for `buckets` with `error`: open what the error is
     /// evidence against.
-    pub(super) fn failed(&self, buckets: &[u32], error: &Arc<Error>) {
+    pub(crate) fn failed(&self, buckets: &[u32], error: &Arc<Error>) {
         if !error.is_outage() {
             return; // one shard's keys or one reply: nothing to pause
         }

@@ -205,6 +205,16 @@ pub enum Error {
         /// What the script found.
         detail: String,
     },
+    /// A pool key of an in-flight limit over Redis
+    /// ([`RedisInFlight`](crate::inflight::RedisInFlight)) holds another
+    /// type, or a member that is not a lease, or its token counter is not
+    /// a counter.
+    NotAPool {
+        /// The key.
+        key: String,
+        /// What the script found.
+        detail: String,
+    },
     /// The limiter's quota key holds something that is not a quota: text of
     /// another shape, or a key of another type (a hash, a list, ...).
     NotAQuota {
@@ -235,7 +245,7 @@ pub enum Error {
 }
 
 impl Error {
-    pub(super) fn from_redis(source: RedisError) -> Error {
+    pub(crate) fn from_redis(source: RedisError) -> Error {
         match (source.kind(), source.code()) {
             (ErrorKind::AuthenticationFailed, _) | (_, Some("NOAUTH" | "WRONGPASS")) => {
                 Error::Auth { source }
@@ -259,6 +269,14 @@ impl Error {
                     detail: detail.to_owned(),
                 }
             }
+            (_, Some("NOTAPOOL")) => {
+                let detail = source.detail().unwrap_or_default();
+                let (key, detail) = detail.split_once(' ').unwrap_or((detail, ""));
+                Error::NotAPool {
+                    key: key.to_owned(),
+                    detail: detail.to_owned(),
+                }
+            }
             (_, Some("NOTAQUOTA")) => {
                 let detail = source.detail().unwrap_or_default();
                 let (key, detail) = detail.split_once(' ').unwrap_or((detail, ""));
@@ -277,10 +295,11 @@ impl Error {
 
     /// Whether the error is Redis's as a whole (leave it alone for a while),
     /// rather than one shard's keys' or one reply's.
-    pub(super) fn is_outage(&self) -> bool {
+    pub(crate) fn is_outage(&self) -> bool {
         !matches!(
             self,
             Error::NotABucket { .. }
+                | Error::NotAPool { .. }
                 | Error::NotAQuota { .. }
                 | Error::Reply { .. }
                 | Error::Config(_)
@@ -315,6 +334,11 @@ impl fmt::Display for Error {
                 f,
                 "the Redis key {key} is not a limiter bucket ({detail}): delete the key, or \
                  give the limiter a name no other data uses"
+            ),
+            Error::NotAPool { key, detail } => write!(
+                f,
+                "the Redis key {key} is not an in-flight pool ({detail}): delete the key, or \
+                 give the limit a name no other data uses"
             ),
             Error::NotAQuota { key, detail } => write!(
                 f,

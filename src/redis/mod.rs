@@ -185,7 +185,8 @@ use crate::plan::whom::Resolved as _;
 use crate::store::sealed::Apply as _;
 use crate::{Denied, Grant, Handle, Limiter, Request, ShardedLimiter};
 
-mod breaker;
+// Also the in-flight leases' (`src/inflight/lease/`).
+pub(crate) mod breaker;
 mod build;
 mod charge;
 mod denial_cache;
@@ -200,6 +201,10 @@ mod script;
 mod spread;
 mod state;
 mod store;
+
+// The test server, for the lease scripts' tests too (a file is one module).
+#[cfg(test)]
+pub(crate) use script::redis_server;
 
 pub use error::{BuildError, Error};
 pub use layout::Layout;

@@ -268,7 +268,7 @@ pub(super) fn answer(
 // loaded as one module only.
 #[cfg(test)]
 #[path = "../../tests/support/redis_server.rs"]
-pub(super) mod redis_server;
+pub(crate) mod redis_server;
 
 #[cfg(test)]
 mod differential;

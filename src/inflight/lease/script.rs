@@ -1,0 +1,167 @@
+//! The lease scripts on the server, and their replies read back: one
+//! round trip each for an acquire, a renewal and a release.
+
+use ::redis::Script;
+use ::redis::aio::ConnectionLike;
+
+use crate::redis::Error;
+
+/// Each script's source, after what every script of the limiter starts
+/// with and what the pool scripts share.
+macro_rules! lease_lua {
+    ($file:literal) => {
+        concat!(
+            include_str!("../../redis/prelude.lua"),
+            include_str!("pools.lua"),
+            include_str!($file)
+        )
+    };
+}
+
+pub(super) const ACQUIRE_LUA: &str = lease_lua!("acquire.lua");
+pub(super) const RENEW_LUA: &str = lease_lua!("renew.lua");
+pub(super) const RELEASE_LUA: &str = lease_lua!("release.lua");
+
+/// The three scripts and the keys of every pool.
+#[derive(Debug)]
+pub(super) struct Scripts {
+    acquire: Script,
+    renew: Script,
+    release: Script,
+    /// Pool i is `{prefix}{name}:p<i>`: one hash tag for the limit.
+    keys: Box<[String]>,
+    /// The token counter, in the same slot.
+    counter: String,
+}
+
+/// A lease's member in a pool: its token and the seats it holds there.
+pub(super) fn member(token: u64, seats: u32) -> String {
+    format!("{token}:{seats}")
+}
+
+/// What an acquire answered.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Acquired {
+    /// The token, and the seats taken of each shard position, roomiest first.
+    Leased {
+        token: u64,
+        taken: Vec<(usize, u32)>,
+    },
+    /// The pools do not have the seats free; µs until the earliest lease
+    /// in them expires, when one holds any.
+    Busy { free_in: Option<u64> },
+}
+
+impl Scripts {
+    pub(super) fn new(prefix: &str, name: &str, pools: u32) -> Scripts {
+        Scripts {
+            acquire: Script::new(ACQUIRE_LUA),
+            renew: Script::new(RENEW_LUA),
+            release: Script::new(RELEASE_LUA),
+            keys: (0..pools)
+                .map(|i| format!("{prefix}{{{name}}}:p{i}"))
+                .collect(),
+            counter: format!("{prefix}{{{name}}}:lease"),
+        }
+    }
+
+    pub(super) fn key(&self, pool: u32) -> Option<&str> {
+        self.keys.get(pool as usize).map(String::as_str)
+    }
+
+    pub(super) fn all(&self) -> [&Script; 3] {
+        [&self.acquire, &self.renew, &self.release]
+    }
+
+    /// One acquire of `seats` over `pools` (with their `shares`), ties
+    /// from position `start`, for a lease of `ttl` µs.
+    pub(super) async fn acquire<Conn: ConnectionLike>(
+        &self,
+        connection: &mut Conn,
+        (pools, shares): (&[u32], &[u32]),
+        (seats, ttl, start): (u32, u64, usize),
+    ) -> Result<Acquired, Error> {
+        let mut invocation = self.acquire.prepare_invoke();
+        for &p in pools {
+            invocation.key(self.keys[p as usize].as_str());
+        }
+        invocation.key(self.counter.as_str());
+        invocation.arg(ttl).arg(seats).arg(start);
+        for &share in shares {
+            invocation.arg(share);
+        }
+        let reply: Vec<i64> =
+            (invocation.invoke_async(connection).await).map_err(Error::from_redis)?;
+        parse_acquired(&reply, pools.len(), seats).ok_or_else(|| Error::Reply {
+            detail: format!("{reply:?}"),
+        })
+    }
+
+    /// One renewal: `Some(expiry)`, or `None` when the lease is lost.
+    pub(super) async fn renew<Conn: ConnectionLike>(
+        &self,
+        connection: &mut Conn,
+        token: u64,
+        taken: &[(u32, u32)],
+        ttl: u64,
+    ) -> Result<bool, Error> {
+        let mut invocation = self.renew.prepare_invoke();
+        invocation.arg(ttl);
+        for &(pool, seats) in taken {
+            invocation.key(self.keys[pool as usize].as_str());
+            invocation.arg(member(token, seats));
+        }
+        let reply: Vec<i64> =
+            (invocation.invoke_async(connection).await).map_err(Error::from_redis)?;
+        match reply[..] {
+            [1, _] => Ok(true),
+            [0] => Ok(false),
+            _ => Err(Error::Reply {
+                detail: format!("{reply:?}"),
+            }),
+        }
+    }
+
+    /// One release: the lease's own members removed.
+    pub(super) async fn release<Conn: ConnectionLike>(
+        &self,
+        connection: &mut Conn,
+        token: u64,
+        taken: &[(u32, u32)],
+    ) -> Result<(), Error> {
+        let mut invocation = self.release.prepare_invoke();
+        for &(pool, seats) in taken {
+            invocation.key(self.keys[pool as usize].as_str());
+            invocation.arg(member(token, seats));
+        }
+        let _: i64 = (invocation.invoke_async(connection).await).map_err(Error::from_redis)?;
+        Ok(())
+    }
+}
+
+/// acquire.lua's reply for a shard of `k` pools and `seats` asked, or
+/// `None` when it is not one: positions in range, each once, the seats
+/// adding up.
+pub(super) fn parse_acquired(reply: &[i64], k: usize, seats: u32) -> Option<Acquired> {
+    match reply {
+        [0, earliest] => Some(Acquired::Busy {
+            free_in: u64::try_from(*earliest).ok(),
+        }),
+        [1, token, _expiry, rest @ ..] if !rest.is_empty() && rest.len() % 2 == 0 => {
+            let token = u64::try_from(*token).ok()?;
+            let mut taken = Vec::with_capacity(rest.len() / 2);
+            let mut sum = 0u64;
+            for pair in rest.chunks_exact(2) {
+                let j = usize::try_from(pair[0]).ok().filter(|&j| j < k)?;
+                let got = u32::try_from(pair[1]).ok().filter(|&s| s > 0)?;
+                if taken.iter().any(|&(seen, _)| seen == j) {
+                    return None;
+                }
+                sum += u64::from(got);
+                taken.push((j, got));
+            }
+            (sum == u64::from(seats)).then_some(Acquired::Leased { token, taken })
+        }
+        _ => None,
+    }
+}

@@ -1,0 +1,317 @@
+//! The lease scripts against their mirror in `model.rs`: the same pools,
+//! the same reply, the same members left — on a real `redis-server`.
+
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncCommands, Script};
+
+use super::model::{self, Acquired, NotAPool, Pool};
+use super::script::{ACQUIRE_LUA, Acquired as Parsed, RELEASE_LUA, RENEW_LUA, parse_acquired};
+use crate::redis::redis_server::RedisServer;
+
+/// A small deterministic generator, so that a failure can be replayed.
+struct XorShift(u64);
+
+impl XorShift {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+const KEYS: [&str; 4] = ["{t}:p0", "{t}:p1", "{t}:p2", "{t}:p3"];
+const COUNTER: &str = "{t}:lease";
+
+/// Writes `pools` into the first keys, exactly.
+async fn write(connection: &mut MultiplexedConnection, pools: &[Pool]) {
+    for (key, pool) in KEYS.iter().zip(pools) {
+        let _: () = connection.del(*key).await.unwrap();
+        for (member, expiry) in pool {
+            let _: () = connection.zadd(*key, member, *expiry).await.unwrap();
+        }
+    }
+}
+
+/// What the first keys hold, as the model keeps them.
+async fn read(connection: &mut MultiplexedConnection, k: usize) -> Vec<Pool> {
+    let mut pools = Vec::new();
+    for key in &KEYS[..k] {
+        let raw: Vec<(String, u64)> = connection.zrange_withscores(*key, 0, -1).await.unwrap();
+        pools.push(raw);
+    }
+    pools
+}
+
+/// A random pool of `share`: leases of 1 to 3 seats, some expired, now and
+/// then more than it can hold (another process's larger share), and, once
+/// in a while, a member that is not a lease.
+fn pool(rng: &mut XorShift, share: u32, now: u64, next: &mut u64) -> Pool {
+    let mut pool = Vec::new();
+    for _ in 0..rng.below(u64::from(share) + 3) {
+        *next += 1;
+        let seats = 1 + rng.below(3);
+        let expiry = match rng.below(4) {
+            0 => now, // expires at this instant: gone
+            1 => now.saturating_sub(rng.below(1_000_000)),
+            _ => now + 1 + rng.below(1_000_000),
+        };
+        pool.push((format!("{next}:{seats}"), expiry));
+    }
+    if rng.below(60) == 0 {
+        let stray = ["x:1", "5:0", "7", "9:99999999999"][rng.below(4) as usize];
+        pool.push((stray.to_owned(), now + 1 + rng.below(1000)));
+    }
+    pool.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+    pool
+}
+
+#[test]
+fn the_lease_scripts_do_what_their_mirror_does() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let mut connection = server.connection().await;
+        let (acquire, renew, release) = (
+            Script::new(ACQUIRE_LUA),
+            Script::new(RENEW_LUA),
+            Script::new(RELEASE_LUA),
+        );
+        let mut rng = XorShift(0x1EA5_E5ED);
+        let mut seen = [0usize; 6]; // leased, multi-pool, busy, stray, renewed, lost
+        let mut next = 0u64;
+        for step in 0..1200 {
+            let k = 1 + rng.below(4) as usize;
+            let now =
+                [1_000_000, 1_764_000_000_000_000][rng.below(2) as usize] + rng.below(1 << 30);
+            let shares: Vec<u32> = (0..k).map(|_| 1 + rng.below(6) as u32).collect();
+            let mut pools: Vec<Pool> = shares
+                .iter()
+                .map(|&s| pool(&mut rng, s, now, &mut next))
+                .collect();
+            write(&mut connection, &pools).await;
+            // The counter is ahead of every token, as in production.
+            next = next.saturating_add(1);
+            let mut counter = next;
+            let _: () = connection.set(COUNTER, counter).await.unwrap();
+            let most: u32 = shares.iter().sum();
+            let seats = 1 + rng.below(u64::from(most)) as u32;
+            let ttl = 1 + rng.below(10_000_000);
+            let start = rng.below(k as u64) as usize;
+
+            let want = model::acquire(&mut pools, &shares, &mut counter, (ttl, seats, start, now));
+            let mut invocation = acquire.prepare_invoke();
+            for key in &KEYS[..k] {
+                invocation.key(*key);
+            }
+            invocation.key(COUNTER).arg(ttl).arg(seats).arg(start);
+            for share in &shares {
+                invocation.arg(*share);
+            }
+            invocation.arg(now);
+            let got: Result<Vec<i64>, _> = invocation.invoke_async(&mut connection).await;
+            let leased = match (want, got) {
+                (Err(NotAPool), Err(error)) => {
+                    assert!(
+                        error.to_string().contains("NOTAPOOL"),
+                        "step {step}: {error}"
+                    );
+                    seen[3] += 1;
+                    continue;
+                }
+                (Ok(Acquired::Busy(free_in)), Ok(reply)) => {
+                    let free_in = free_in.map_or(-1, |f| f as i64);
+                    assert_eq!(reply, [0, free_in], "step {step}");
+                    assert_eq!(
+                        parse_acquired(&reply, k, seats),
+                        Some(Parsed::Busy {
+                            free_in: u64::try_from(free_in).ok()
+                        })
+                    );
+                    seen[2] += 1;
+                    None
+                }
+                (Ok(Acquired::Leased(token, expiry, taken)), Ok(reply)) => {
+                    let mut want = vec![1, token as i64, expiry as i64];
+                    for &(j, s) in &taken {
+                        want.extend([j as i64, i64::from(s)]);
+                    }
+                    assert_eq!(reply, want, "step {step}");
+                    let parsed = parse_acquired(&reply, k, seats);
+                    assert_eq!(
+                        parsed,
+                        Some(Parsed::Leased {
+                            token,
+                            taken: taken.clone()
+                        })
+                    );
+                    seen[0] += 1;
+                    seen[1] += usize::from(taken.len() > 1);
+                    Some((token, taken))
+                }
+                (want, got) => panic!("step {step}: the mirror {want:?}, the script {got:?}"),
+            };
+            assert_eq!(read(&mut connection, k).await, pools, "step {step}");
+            let stored: u64 = connection.get(COUNTER).await.unwrap();
+            assert_eq!(stored, counter, "step {step}");
+
+            // Renew (maybe too late) or release the new lease, or one of
+            // another token's members.
+            let (taken, token) = match leased {
+                Some((token, taken)) if rng.below(4) > 0 => (taken, token),
+                _ => {
+                    let Some((j, pool)) = pools.iter().enumerate().find(|(_, p)| !p.is_empty())
+                    else {
+                        continue;
+                    };
+                    let (token, seats) = pool[0].0.split_once(':').unwrap();
+                    let Ok(token) = token.parse() else { continue };
+                    (vec![(j, seats.parse().unwrap())], token)
+                }
+            };
+            let members: Vec<String> = taken
+                .iter()
+                .map(|&(_, s)| super::script::member(token, s))
+                .collect();
+            // Now and then at the very instant the new lease expires.
+            let later = match rng.below(4) {
+                0 => now + ttl,
+                _ => now + rng.below(2 * ttl),
+            };
+            let is_renew = rng.below(2) == 0;
+            let mut invocation = if is_renew {
+                renew.prepare_invoke()
+            } else {
+                release.prepare_invoke()
+            };
+            if is_renew {
+                invocation.arg(ttl);
+            }
+            for (&(j, _), member) in taken.iter().zip(&members) {
+                invocation.key(KEYS[j]).arg(member);
+            }
+            if is_renew {
+                invocation.arg(later);
+                let reply: Vec<i64> = invocation.invoke_async(&mut connection).await.unwrap();
+                let mut ordered = order(&mut pools, &taken);
+                match model::renew(&mut ordered, &members, ttl, later) {
+                    Some(expiry) => {
+                        assert_eq!(reply, [1, expiry as i64], "step {step}");
+                        seen[4] += 1;
+                    }
+                    None => {
+                        assert_eq!(reply, [0], "step {step}");
+                        seen[5] += 1;
+                    }
+                }
+            } else {
+                let reply: i64 = invocation.invoke_async(&mut connection).await.unwrap();
+                let mut ordered = order(&mut pools, &taken);
+                assert_eq!(
+                    reply as usize,
+                    model::release(&mut ordered, &members),
+                    "step {step}"
+                );
+            }
+            assert_eq!(read(&mut connection, k).await, pools, "step {step}, after");
+        }
+        assert!(
+            seen[0] > 300 && seen[1] > 50 && seen[2] > 100 && seen[3] > 10,
+            "{seen:?}"
+        );
+        assert!(seen[4] > 50 && seen[5] > 50, "{seen:?}");
+    });
+}
+
+/// An invocation of `script` over `keys` with `args`.
+fn run<'a>(script: &'a Script, keys: &[&str], args: &[u64]) -> redis::ScriptInvocation<'a> {
+    let mut invocation = script.prepare_invoke();
+    for key in keys {
+        invocation.key(*key);
+    }
+    for arg in args {
+        invocation.arg(*arg);
+    }
+    invocation
+}
+
+/// The pools at `taken`'s positions, in its order.
+fn order<'a>(pools: &'a mut [Pool], taken: &[(usize, u32)]) -> Vec<&'a mut Pool> {
+    let mut slots: Vec<Option<&'a mut Pool>> = pools.iter_mut().map(Some).collect();
+    taken
+        .iter()
+        .map(|&(j, _)| slots[j].take().unwrap())
+        .collect()
+}
+
+#[test]
+fn keys_of_another_type_are_refused_before_anything_is_written() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let mut connection = server.connection().await;
+        let (acquire, renew, release) = (
+            Script::new(ACQUIRE_LUA),
+            Script::new(RENEW_LUA),
+            Script::new(RELEASE_LUA),
+        );
+        let _: () = connection.zadd(KEYS[0], "1:1", 5000u64).await.unwrap();
+        let _: () = connection.set(KEYS[1], "not a pool").await.unwrap();
+        // Acquire: a pool of another type; then a counter of another type.
+        let refused = run(
+            &acquire,
+            &[KEYS[0], KEYS[1], COUNTER],
+            &[100, 1, 0, 2, 2, 1000],
+        )
+        .invoke_async::<Vec<i64>>(&mut connection)
+        .await
+        .unwrap_err();
+        assert_eq!(refused.code(), Some("NOTAPOOL"), "{refused}");
+        assert!(refused.to_string().contains("{t}:p1"), "{refused}");
+        let _: () = connection.hset(COUNTER, "f", "v").await.unwrap();
+        let refused = run(&acquire, &[KEYS[0], COUNTER], &[100, 1, 0, 2, 1000])
+            .invoke_async::<Vec<i64>>(&mut connection)
+            .await
+            .unwrap_err();
+        assert_eq!(refused.code(), Some("NOTAPOOL"), "{refused}");
+        assert!(refused.to_string().contains("{t}:lease"), "{refused}");
+        // A counter no double holds exactly, or not a number: refused, and
+        // left as it is.
+        for stray in ["9007199254740991", "-3", "1e3", "many"] {
+            let _: () = connection.set(COUNTER, stray).await.unwrap();
+            let refused = run(&acquire, &[KEYS[0], COUNTER], &[100, 1, 0, 2, 1000])
+                .invoke_async::<Vec<i64>>(&mut connection)
+                .await
+                .unwrap_err();
+            assert_eq!(refused.code(), Some("NOTAPOOL"), "{stray}: {refused}");
+            let kept: String = connection.get(COUNTER).await.unwrap();
+            assert_eq!(kept, stray);
+        }
+        // Renew and release over the string: refused, the other pool kept.
+        let mut renewing = run(&renew, &[KEYS[0], KEYS[1]], &[100]);
+        renewing.arg("1:1").arg("1:1").arg(1000);
+        let refused = renewing
+            .invoke_async::<Vec<i64>>(&mut connection)
+            .await
+            .unwrap_err();
+        assert!(refused.to_string().contains("NOTAPOOL"), "{refused}");
+        let mut releasing = run(&release, &[KEYS[1]], &[]);
+        releasing.arg("1:1");
+        let refused = releasing
+            .invoke_async::<i64>(&mut connection)
+            .await
+            .unwrap_err();
+        assert!(refused.to_string().contains("NOTAPOOL"), "{refused}");
+        assert_eq!(
+            read(&mut connection, 1).await,
+            [vec![("1:1".to_owned(), 5000)]]
+        );
+        let kept: String = connection.get(KEYS[1]).await.unwrap();
+        assert_eq!(kept, "not a pool");
+    });
+}
