@@ -402,6 +402,12 @@ impl Config {
                 if let Some(cut) = message.find(" at line ") {
                     message.truncate(cut);
                 }
+                // serde_yaml_ng may begin with (a part of) the path too.
+                if let Some((first, rest)) = message.split_once(": ") {
+                    if !first.contains(' ') && path.starts_with(first) {
+                        message = rest.to_owned();
+                    }
+                }
                 error(
                     at.as_ref().map(|l| l.line()),
                     at.as_ref().map(|l| l.column()),
