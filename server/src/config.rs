@@ -203,6 +203,11 @@ impl TryFrom<RawDescriptor> for DescriptorConfig {
         if let Some(value) = &raw.value {
             check_string("value", value)
                 .map_err(|e| format!("{e} (leave `value` out to match every value of the key)"))?;
+            if value.contains('*') {
+                return Err("value: wildcards (`*`) are not supported here: leave `value` \
+                            out to match every value of the key"
+                    .into());
+            }
         }
         let shuffle = raw.shuffle;
         let action = match (raw.rate_limit, &shuffle) {
@@ -403,10 +408,11 @@ impl Config {
                     message.truncate(cut);
                 }
                 // serde_yaml_ng may begin with (a part of) the path too.
-                if let Some((first, rest)) = message.split_once(": ") {
-                    if !first.contains(' ') && path.starts_with(first) {
-                        message = rest.to_owned();
-                    }
+                if let Some((first, rest)) = message.split_once(": ")
+                    && !first.contains(' ')
+                    && path.starts_with(first)
+                {
+                    message = rest.to_owned();
                 }
                 error(
                     at.as_ref().map(|l| l.line()),
@@ -458,16 +464,15 @@ fn warn_unshuffled(
             limiter,
             ..
         } = &d.action
+            && d.value.is_none()
         {
-            if d.value.is_none() {
-                warnings.push(format!(
-                    "domain {domain:?}, descriptor {path}: a key without a value and without \
+            warnings.push(format!(
+                "domain {domain:?}, descriptor {path}: a key without a value and without \
                      `shuffle` is one budget ({}) shared by every value, in one bucket; \
                      add `shuffle: {{buckets: 16, per_tenant: 2}}` so that one value cannot \
                      take it all",
-                    quota_of(limiter)
-                ));
-            }
+                quota_of(limiter)
+            ));
         }
         warn_unshuffled(domain, &d.descriptors, &path, warnings);
     }

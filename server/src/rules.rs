@@ -348,32 +348,33 @@ impl Build<'_> {
         let policy = sf_string(name.as_deref().unwrap_or(path));
         let counters = self.metrics.counters(domain, path);
         let current_limit = proto_limit(name.as_deref().unwrap_or(""), quota);
-        if let Some(old) = self.old.get(full) {
-            if old.redis == redis && same_but_live(&old.limiter, limiter) {
-                let (old_quota, old_n, max) = old.engine.quota_and_buckets();
-                // N when unset: what the build would choose, read from a
-                // throwaway build (the library's defaults, not a copy).
-                let check = limiter
-                    .builder(full)
-                    .clock(shuffle_limiter::ManualClock::new());
-                let n = check.build().map_err(|e| format!("{full}: {e}"))?.buckets();
-                if n <= max {
-                    let engine = Arc::clone(&old.engine);
-                    let rule = Arc::new(Rule {
-                        path: full.to_owned(),
-                        engine,
-                        shadow: d.shadow_mode,
-                        policy,
-                        current_limit,
-                        counters,
-                        limiter: limiter.clone(),
-                        redis,
-                    });
-                    if (old_quota, old_n) != (quota, n) {
-                        self.changes.push((Arc::clone(&rule), quota, n));
-                    }
-                    return Ok(rule);
+        if let Some(old) = self.old.get(full)
+            && old.redis == redis
+            && same_but_live(&old.limiter, limiter)
+        {
+            let (old_quota, old_n, max) = old.engine.quota_and_buckets();
+            // N when unset: what the build would choose, read from a
+            // throwaway build (the library's defaults, not a copy).
+            let check = limiter
+                .builder(full)
+                .clock(shuffle_limiter::ManualClock::new());
+            let n = check.build().map_err(|e| format!("{full}: {e}"))?.buckets();
+            if n <= max {
+                let engine = Arc::clone(&old.engine);
+                let rule = Arc::new(Rule {
+                    path: full.to_owned(),
+                    engine,
+                    shadow: d.shadow_mode,
+                    policy,
+                    current_limit,
+                    counters,
+                    limiter: limiter.clone(),
+                    redis,
+                });
+                if (old_quota, old_n) != (quota, n) {
+                    self.changes.push((Arc::clone(&rule), quota, n));
                 }
+                return Ok(rule);
             }
         }
         let builder = limiter.builder(&redis_name(full));
