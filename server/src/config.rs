@@ -204,9 +204,11 @@ impl TryFrom<RawDescriptor> for DescriptorConfig {
             check_string("value", value)
                 .map_err(|e| format!("{e} (leave `value` out to match every value of the key)"))?;
             if value.contains('*') {
-                return Err("value: wildcards (`*`) are not supported here: leave `value` \
+                return Err(
+                    "value: wildcards (`*`) are not supported here: leave `value` \
                             out to match every value of the key"
-                    .into());
+                        .into(),
+                );
             }
         }
         let shuffle = raw.shuffle;

@@ -43,7 +43,10 @@ fn mistakes_of_shape_are_refused_with_what_to_change() {
         ("domain: ''\n", "domain is empty"),
         ("domain: d\n---\ndomain: d\n", "appears twice"),
         ("domain: d\ndescriptors:\n  - key: ''\n", "key is empty"),
-        ("domain: d\ndescriptors:\n  - key: k\n    value: 'a*'\n", "wildcards"),
+        (
+            "domain: d\ndescriptors:\n  - key: k\n    value: 'a*'\n",
+            "wildcards",
+        ),
         (
             "domain: d\ndescriptors:\n  - key: k\n    value: ''\n",
             "leave `value` out",

@@ -1,5 +1,6 @@
 //! Two replicas sharing one real redis-server: together they admit no more
-//! than R·t + B, and a reload keeps the buckets (they are in Redis).
+//! than R·t + B, and a reload keeps the buckets (they are in Redis); with
+//! Redis gone, the answer is UNAVAILABLE, for Envoy's failure mode.
 
 mod support;
 
@@ -47,4 +48,22 @@ async fn two_replicas_admit_the_burst_together_not_each() {
     for replica in replicas {
         replica.shutdown().await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_redis_the_answer_is_unavailable_not_ok_or_over() {
+    let redis = RedisServer::start();
+    let config = ConfigFile::new(CONFIG);
+    let mut options = options(&config);
+    options.redis = Some(redis.url());
+    let server = shuffle_limiter_server::start(options).await.unwrap();
+    let mut client = client(&server).await;
+    let asked = request("fleet", &[("tenant", "acme")], 1);
+    assert_eq!(code(&ask(&mut client, asked.clone()).await), Code::Ok);
+    drop(redis);
+    let status = client.should_rate_limit(asked).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+    let unavailable = r#"shuffle_limiter_server_decisions_total{domain="fleet",descriptor="tenant",code="unavailable"}"#;
+    assert_eq!(metric(&server, unavailable).await, Some(1.0));
+    server.shutdown().await;
 }
