@@ -116,3 +116,32 @@ async fn a_changed_file_is_read_again() {
     assert_eq!(code(&ask(&mut client, asked).await), Code::Ok);
     server.shutdown().await;
 }
+
+#[cfg(unix)]
+#[tokio::test]
+async fn sighup_reloads() {
+    let file = ConfigFile::new(&config("1/h", ""));
+    let mut options = options(&file);
+    // The handler is installed before start returns, so the signal below
+    // cannot end the test process.
+    options.sighup = true;
+    let server = shuffle_limiter_server::start(options).await.unwrap();
+    let ok = r#"shuffle_limiter_server_reloads_total{result="ok"}"#;
+    assert_eq!(metric(&server, ok).await, Some(0.0));
+    let pid = std::process::id().to_string();
+    let sent = std::process::Command::new("kill")
+        .args(["-HUP", &pid])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let mut reloaded = false;
+    for _ in 0..200 {
+        if metric(&server, ok).await >= Some(1.0) {
+            reloaded = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(reloaded, "SIGHUP did not reload");
+    server.shutdown().await;
+}
