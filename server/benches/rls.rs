@@ -4,7 +4,9 @@
 //! on the same tonic stack with the same bounds, in the same run.
 //!
 //! `cargo bench -p shuffle-limiter-server --bench rls` (`-- SECS` for the
-//! seconds per measurement, default 3).
+//! seconds per measurement, default 3). With `RLS_BENCH_REDIS=redis://...`
+//! also the server over that Redis, beside the library's own Redis checks
+//! (the same script, no gRPC) at the same concurrency.
 
 use std::time::{Duration, Instant};
 
@@ -106,14 +108,7 @@ async fn measure(channel: Channel, streams: usize, secs: f64) -> Figures {
     for task in tasks {
         all.extend(task.await.unwrap());
     }
-    let took = started.elapsed().as_secs_f64();
-    all.sort_unstable();
-    let at = |q: f64| all[((all.len() as f64 * q) as usize).min(all.len() - 1)];
-    Figures {
-        per_sec: all.len() as f64 / took,
-        p50: at(0.50),
-        p99: at(0.99),
-    }
+    figures(all, started.elapsed().as_secs_f64())
 }
 
 #[tokio::main]
@@ -162,5 +157,99 @@ async fn main() {
         );
     }
     server.shutdown().await;
+    if let Ok(url) = std::env::var("RLS_BENCH_REDIS") {
+        over_redis(&path, &url, secs).await;
+    }
     let _ = std::fs::remove_file(&path);
+}
+
+/// The server over Redis, and the library's Redis checks alone.
+async fn over_redis(path: &std::path::Path, url: &str, secs: f64) {
+    let mut options = Options::new(path);
+    options.grpc = "127.0.0.1:0".parse().unwrap();
+    options.http = "127.0.0.1:0".parse().unwrap();
+    options.watch = None;
+    options.sighup = false;
+    options.redis = Some(url.to_owned());
+    let server = shuffle_limiter_server::start(options).await.unwrap();
+    let channel = Channel::from_shared(format!("http://{}", server.grpc_addr()))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let limiter = std::sync::Arc::new(
+        shuffle_limiter::ShardedLimiter::builder()
+            .quota(shuffle_limiter::Quota::per_second(4_000_000_000))
+            .buckets(16)
+            .per_tenant(2)
+            .name("rls-bench-direct")
+            .build_redis(
+                url,
+                shuffle_limiter::redis::RedisOptions::new(
+                    shuffle_limiter::redis::FailurePolicy::FailClosed,
+                ),
+            )
+            .await
+            .unwrap(),
+    );
+    measure(channel.clone(), 4, 0.5).await;
+    println!(
+        "over Redis: streams | server decisions/s | p50 | p99 | library checks/s | p50 | p99 | ratio/s"
+    );
+    for streams in [1, 16, 64] {
+        let a = measure(channel.clone(), streams, secs).await;
+        let b = direct(&limiter, streams, secs).await;
+        println!(
+            "{streams} | {:.0} | {:?} | {:?} | {:.0} | {:?} | {:?} | {:.2}",
+            a.per_sec,
+            a.p50,
+            a.p99,
+            b.per_sec,
+            b.p50,
+            b.p99,
+            a.per_sec / b.per_sec,
+        );
+    }
+    server.shutdown().await;
+}
+
+async fn direct(
+    limiter: &std::sync::Arc<shuffle_limiter::redis::RedisLimiter>,
+    tasks: usize,
+    secs: f64,
+) -> Figures {
+    use shuffle_limiter::Limit;
+    let end = Instant::now() + Duration::from_secs_f64(secs);
+    let mut handles = Vec::new();
+    for s in 0..tasks {
+        let limiter = std::sync::Arc::clone(limiter);
+        handles.push(tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            let mut i = s * 7919;
+            while Instant::now() < end {
+                let tenant = format!("tenant-{}", i % 1000);
+                let start = Instant::now();
+                Limit::check(&*limiter, tenant.as_str()).await.unwrap();
+                latencies.push(start.elapsed());
+                i += 1;
+            }
+            latencies
+        }));
+    }
+    let started = Instant::now();
+    let mut all = Vec::new();
+    for handle in handles {
+        all.extend(handle.await.unwrap());
+    }
+    figures(all, started.elapsed().as_secs_f64())
+}
+
+fn figures(mut all: Vec<Duration>, took: f64) -> Figures {
+    all.sort_unstable();
+    let at = |q: f64| all[((all.len() as f64 * q) as usize).min(all.len() - 1)];
+    Figures {
+        per_sec: all.len() as f64 / took,
+        p50: at(0.50),
+        p99: at(0.99),
+    }
 }
