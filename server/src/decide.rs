@@ -11,7 +11,8 @@ use envoy_types::pb::google::protobuf::Duration as ProtoDuration;
 use shuffle_limiter::{DenialReason, Request};
 use tonic::Status;
 
-use crate::rules::{Found, Rules, ceil_secs};
+use crate::engine::ceil_secs;
+use crate::rules::{Found, Rules};
 
 /// The longest descriptor key or value a request may carry, in bytes.
 pub const MAX_VALUE_LEN: usize = 1024;

@@ -21,6 +21,7 @@
 
 mod config;
 mod decide;
+mod engine;
 mod grpc;
 pub mod guide;
 mod http;
