@@ -7,6 +7,7 @@ mod support;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use shuffle_limiter::{Quota, ShardedLimiter};
+use shuffle_limiter_server::MAX_DESCRIPTORS;
 use support::*;
 
 // A rate of 1 an hour: over a test, only the burst counts, exactly.
@@ -24,6 +25,10 @@ descriptors:
         shuffle: {per_user: 1}
   - key: open
     rate_limit: {unlimited: true}
+  - key: watched
+    rate_limit: {rate: "1/h"}
+    shuffle: {buckets: 1, per_tenant: 1}
+    shadow_mode: true
 "#;
 
 #[tokio::test]
@@ -196,6 +201,13 @@ async fn bad_requests_get_a_status_and_the_server_keeps_serving() {
             request("partner_api", &[("tenant", &long)], 1),
             "long value",
         ),
+        (
+            RateLimitRequest {
+                descriptors: vec![descriptor(&[("tenant", "a")]); MAX_DESCRIPTORS + 1],
+                ..request("partner_api", &[], 1)
+            },
+            "too many descriptors",
+        ),
     ] {
         let status = client.should_rate_limit(asked).await.unwrap_err();
         assert_eq!(status.code(), tonic::Code::InvalidArgument, "{why}");
@@ -238,5 +250,28 @@ async fn bad_requests_get_a_status_and_the_server_keeps_serving() {
     )
     .await;
     assert_eq!(code(&answer), Code::Ok);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn shadow_mode_decides_and_counts_but_answers_ok() {
+    let config = ConfigFile::new(CONFIG);
+    let server = serve(&config).await;
+    let mut client = client(&server).await;
+    let asked = request("partner_api", &[("watched", "x")], 1);
+    for _ in 0..3 {
+        let answer = ask(&mut client, asked.clone()).await;
+        assert_eq!(code(&answer), Code::Ok);
+        assert_eq!(answer.statuses[0].code, Code::Ok as i32);
+        assert!(header(&answer, "retry-after").is_none());
+    }
+    let line = |code: &str| {
+        format!(
+            r#"shuffle_limiter_server_decisions_total{{domain="partner_api",descriptor="watched",code="{code}"}}"#
+        )
+    };
+    assert_eq!(metric(&server, &line("ok")).await, Some(1.0));
+    assert_eq!(metric(&server, &line("shadow_over_limit")).await, Some(2.0));
+    assert_eq!(metric(&server, &line("over_limit")).await, Some(0.0));
     server.shutdown().await;
 }
