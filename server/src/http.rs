@@ -219,7 +219,7 @@ async fn metrics(Shared(state): Shared<Arc<State>>) -> Response {
         .into_response()
 }
 
-/// The HTTP routes, with a body limit and a per-request deadline.
+/// The HTTP routes, with a body limit of [`MAX_MESSAGE`] bytes.
 pub(crate) fn router(state: Arc<State>) -> Router {
     Router::new()
         .route("/json", post(json))
