@@ -1,0 +1,2 @@
+//! The config, and how it maps envoyproxy/ratelimit's.
+#![doc = include_str!("../README.md")]

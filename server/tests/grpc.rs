@@ -1,0 +1,277 @@
+//! The server over real gRPC on 127.0.0.1, with the client generated from
+//! Envoy's protos: decisions as the config says, isolation between tenant
+//! values, and bad requests answered with a status.
+
+mod support;
+
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+use shuffle_limiter::{Quota, ShardedLimiter};
+use shuffle_limiter_server::MAX_DESCRIPTORS;
+use support::*;
+
+// A rate of 1 an hour: over a test, only the burst counts, exactly.
+const CONFIG: &str = r#"
+domain: partner_api
+descriptors:
+  - key: generic_key
+    value: fixed
+    rate_limit: {rate: "5/h"}
+  - key: tenant
+    rate_limit: {rate: "1/h"}
+    shuffle: {buckets: 8, per_tenant: 2, burst: 16}
+    descriptors:
+      - key: user
+        shuffle: {per_user: 1}
+  - key: open
+    rate_limit: {unlimited: true}
+  - key: watched
+    rate_limit: {rate: "1/h"}
+    shuffle: {buckets: 1, per_tenant: 1}
+    shadow_mode: true
+"#;
+
+#[tokio::test]
+async fn a_fixed_descriptor_grants_its_burst_then_is_over_the_limit() {
+    let config = ConfigFile::new(CONFIG);
+    let server = serve(&config).await;
+    let mut client = client(&server).await;
+    let asked = request("partner_api", &[("generic_key", "fixed")], 0);
+    let codes = codes(&mut client, &asked, 7).await;
+    assert_eq!(codes, [&[Code::Ok; 5][..], &[Code::OverLimit; 2]].concat());
+
+    let denied = ask(&mut client, asked).await;
+    let status = &denied.statuses[0];
+    assert_eq!(status.code, Code::OverLimit as i32);
+    assert_eq!(status.limit_remaining, 0);
+    let limit = status.current_limit.as_ref().unwrap();
+    assert_eq!(limit.requests_per_unit, 5);
+    // At 5/h, the next token is up to 12 minutes away.
+    let retry: u64 = header(&denied, "retry-after").unwrap().parse().unwrap();
+    assert!((1..=720).contains(&retry), "{retry}");
+    assert_eq!(
+        header(&denied, "ratelimit").unwrap(),
+        format!("\"generic_key=fixed\";r=0;t={retry}")
+    );
+    assert_eq!(
+        header(&denied, "ratelimit-policy").unwrap(),
+        "\"generic_key=fixed\";q=5;w=3600"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_flooding_tenant_is_over_the_limit_while_one_on_other_buckets_is_served() {
+    let config = ConfigFile::new(CONFIG);
+    let server = serve(&config).await;
+    let mut client = client(&server).await;
+    // The same N, k and salt as the config: the same shards.
+    let same = ShardedLimiter::builder()
+        .quota(Quota::per_hour(1).with_burst(16))
+        .buckets(8)
+        .per_tenant(2)
+        .build()
+        .unwrap();
+    let flood = "tenant-0";
+    let flooded = same.shard(flood);
+    let calm = (1..1000)
+        .map(|i| format!("tenant-{i}"))
+        .find(|t| {
+            let theirs = same.shard(t.as_str());
+            theirs
+                .buckets()
+                .iter()
+                .all(|b| !flooded.buckets().contains(b))
+        })
+        .expect("some tenant's shard is disjoint");
+
+    // Its 2 buckets of 2 tokens: 4 grants, then nothing, however hard it asks.
+    let flood_codes = codes(
+        &mut client,
+        &request("partner_api", &[("tenant", flood)], 1),
+        50,
+    )
+    .await;
+    assert_eq!(flood_codes.iter().filter(|&&c| c == Code::Ok).count(), 4);
+    assert_eq!(flood_codes[4..], [Code::OverLimit; 46]);
+    let calm_codes = codes(
+        &mut client,
+        &request("partner_api", &[("tenant", &calm)], 1),
+        4,
+    )
+    .await;
+    assert_eq!(calm_codes, [Code::Ok; 4]);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_user_draws_from_one_of_its_tenants_buckets() {
+    let config = ConfigFile::new(CONFIG);
+    let server = serve(&config).await;
+    let mut client = client(&server).await;
+    let asked = request("partner_api", &[("tenant", "acme"), ("user", "bob")], 1);
+    // j = 1: one bucket of 2 tokens.
+    let codes = codes(&mut client, &asked, 4).await;
+    assert_eq!(
+        codes,
+        [Code::Ok, Code::Ok, Code::OverLimit, Code::OverLimit]
+    );
+    // The tenant itself still has its other bucket.
+    let tenant = ask(
+        &mut client,
+        request("partner_api", &[("tenant", "acme")], 1),
+    )
+    .await;
+    assert_eq!(code(&tenant), Code::Ok);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn unknown_domains_descriptors_and_unlimited_answer_ok_without_a_limit() {
+    let config = ConfigFile::new(CONFIG);
+    let server = serve(&config).await;
+    let mut client = client(&server).await;
+    for asked in [
+        request("nobody", &[("tenant", "acme")], 1),
+        request("partner_api", &[("nothing", "here")], 1),
+        request("partner_api", &[("generic_key", "other")], 1),
+        // Deeper than the config: envoyproxy/ratelimit applies no limit.
+        request("partner_api", &[("generic_key", "fixed"), ("more", "x")], 1),
+        request("partner_api", &[("open", "x")], 1_000_000),
+    ] {
+        for _ in 0..10 {
+            let answer = ask(&mut client, asked.clone()).await;
+            assert_eq!(code(&answer), Code::Ok, "{asked:?}");
+            assert!(answer.statuses[0].current_limit.is_none());
+        }
+    }
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn several_descriptors_are_over_the_limit_together_and_take_nothing_when_denied() {
+    let config = ConfigFile::new(CONFIG);
+    let server = serve(&config).await;
+    let mut client = client(&server).await;
+    let both = RateLimitRequest {
+        domain: "partner_api".into(),
+        descriptors: vec![
+            descriptor(&[("generic_key", "fixed")]),
+            descriptor(&[("tenant", "acme"), ("user", "ann")]),
+        ],
+        hits_addend: 1,
+    };
+    // ann's one bucket holds 2: the third ask is over, and so must not take
+    // from generic_key's 5.
+    assert_eq!(
+        codes(&mut client, &both, 3).await,
+        [Code::Ok, Code::Ok, Code::OverLimit]
+    );
+    let only = request("partner_api", &[("generic_key", "fixed")], 1);
+    assert_eq!(
+        codes(&mut client, &only, 4).await,
+        [Code::Ok, Code::Ok, Code::Ok, Code::OverLimit]
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn bad_requests_get_a_status_and_the_server_keeps_serving() {
+    let config = ConfigFile::new(CONFIG);
+    let server = serve(&config).await;
+    let mut client = client(&server).await;
+    let long = "x".repeat(shuffle_limiter_server::MAX_VALUE_LEN + 1);
+    let no_entries = RateLimitRequest {
+        domain: "partner_api".into(),
+        descriptors: vec![descriptor(&[])],
+        hits_addend: 1,
+    };
+    for (asked, why) in [
+        (request("", &[("tenant", "a")], 1), "empty domain"),
+        (
+            RateLimitRequest {
+                descriptors: vec![],
+                ..request("partner_api", &[], 1)
+            },
+            "no descriptors",
+        ),
+        (no_entries, "no entries"),
+        (request("partner_api", &[("", "a")], 1), "empty key"),
+        (
+            request("partner_api", &[("tenant", &long)], 1),
+            "long value",
+        ),
+        (
+            RateLimitRequest {
+                descriptors: vec![descriptor(&[("tenant", "a")]); MAX_DESCRIPTORS + 1],
+                ..request("partner_api", &[], 1)
+            },
+            "too many descriptors",
+        ),
+    ] {
+        let status = client.should_rate_limit(asked).await.unwrap_err();
+        assert_eq!(status.code(), tonic::Code::InvalidArgument, "{why}");
+    }
+    // A megabyte value: past the message bound, refused before decoding.
+    let huge = "x".repeat(1 << 20);
+    let status = client
+        .should_rate_limit(request("partner_api", &[("tenant", &huge)], 1))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::OutOfRange, "{status:?}");
+    // More than the burst at once: never fits, over the limit (typed).
+    let answer = ask(
+        &mut client,
+        request("partner_api", &[("generic_key", "fixed")], 6),
+    )
+    .await;
+    assert_eq!(code(&answer), Code::OverLimit);
+    assert!(header(&answer, "retry-after").is_none());
+    let answer = ask(
+        &mut client,
+        request("partner_api", &[("generic_key", "fixed")], u32::MAX),
+    )
+    .await;
+    assert_eq!(code(&answer), Code::OverLimit);
+
+    // Garbage on the socket: that connection fails, the server does not.
+    {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut raw = tokio::net::TcpStream::connect(server.grpc_addr())
+            .await
+            .unwrap();
+        raw.write_all(&[0xff; 4096]).await.unwrap();
+        let mut sink = Vec::new();
+        let _ = raw.read_to_end(&mut sink).await;
+    }
+    let answer = ask(
+        &mut client,
+        request("partner_api", &[("generic_key", "fixed")], 1),
+    )
+    .await;
+    assert_eq!(code(&answer), Code::Ok);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn shadow_mode_decides_and_counts_but_answers_ok() {
+    let config = ConfigFile::new(CONFIG);
+    let server = serve(&config).await;
+    let mut client = client(&server).await;
+    let asked = request("partner_api", &[("watched", "x")], 1);
+    for _ in 0..3 {
+        let answer = ask(&mut client, asked.clone()).await;
+        assert_eq!(code(&answer), Code::Ok);
+        assert_eq!(answer.statuses[0].code, Code::Ok as i32);
+        assert!(header(&answer, "retry-after").is_none());
+    }
+    let line = |code: &str| {
+        format!(
+            r#"shuffle_limiter_server_decisions_total{{domain="partner_api",descriptor="watched",code="{code}"}}"#
+        )
+    };
+    assert_eq!(metric(&server, &line("ok")).await, Some(1.0));
+    assert_eq!(metric(&server, &line("shadow_over_limit")).await, Some(2.0));
+    assert_eq!(metric(&server, &line("over_limit")).await, Some(0.0));
+    server.shutdown().await;
+}

@@ -1,0 +1,111 @@
+//! The HTTP face: `/json` as envoyproxy/ratelimit's, `/healthcheck`, and
+//! `/metrics` counting decisions by domain, descriptor and code.
+
+mod support;
+
+use support::*;
+
+const CONFIG: &str = r#"
+domain: web
+descriptors:
+  - key: tenant
+    rate_limit: {unit: hour, requests_per_unit: 1}
+    shuffle: {buckets: 4, per_tenant: 1, burst: 8}
+"#;
+
+fn body(tenant: &str, hits: u32) -> String {
+    format!(
+        r#"{{"domain":"web","descriptors":[{{"entries":[{{"key":"tenant","value":"{tenant}"}}]}}],"hits_addend":{hits}}}"#
+    )
+}
+
+#[tokio::test]
+async fn json_answers_200_then_429_in_proto3_json() {
+    let config = ConfigFile::new(CONFIG);
+    let server = serve(&config).await;
+    // One bucket of 2 tokens, refilling at 1 per 4 h: 8 h from empty.
+    let (status, first) = http(&server, "POST", "/json", &body("acme", 1)).await;
+    assert_eq!(status, 200, "{first}");
+    let first: serde_json::Value = serde_json::from_str(&first).unwrap();
+    assert_eq!(first["overallCode"], "OK");
+    assert_eq!(first["statuses"][0]["code"], "OK");
+    assert_eq!(first["statuses"][0]["limitRemaining"], 1);
+    assert_eq!(first["statuses"][0]["currentLimit"]["requestsPerUnit"], 1);
+    assert_eq!(first["statuses"][0]["currentLimit"]["unit"], "HOUR");
+    assert!(
+        first["statuses"][0]["durationUntilReset"]
+            .as_str()
+            .unwrap()
+            .ends_with('s')
+    );
+    let headers = &first["responseHeadersToAdd"];
+    assert_eq!(headers[0]["key"], "RateLimit-Policy");
+    assert_eq!(headers[0]["value"], "\"tenant\";q=2;w=28800");
+
+    // hitsAddend, proto3's JSON name, reads too.
+    let camel = body("acme", 1).replace("hits_addend", "hitsAddend");
+    assert_eq!(http(&server, "POST", "/json", &camel).await.0, 200);
+    let (status, denied) = http(&server, "POST", "/json", &body("acme", 1)).await;
+    assert_eq!(status, 429, "{denied}");
+    let denied: serde_json::Value = serde_json::from_str(&denied).unwrap();
+    assert_eq!(denied["overallCode"], "OVER_LIMIT");
+    assert_eq!(denied["statuses"][0]["code"], "OVER_LIMIT");
+    let retry = denied["responseHeadersToAdd"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["key"] == "Retry-After")
+        .expect("Retry-After when over the limit");
+    assert!(retry["value"].as_str().unwrap().parse::<u64>().unwrap() >= 1);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn json_refuses_what_is_not_a_request_with_400() {
+    let config = ConfigFile::new(CONFIG);
+    let server = serve(&config).await;
+    for bad in [
+        "not json",
+        r#"{"descriptors":[]}"#,
+        r#"{"domain":"","descriptors":[{"entries":[{"key":"tenant","value":"a"}]}]}"#,
+        r#"{"domain":"web","descriptors":[]}"#,
+        r#"{"domain":"web","descriptors":[{"entries":[]}]}"#,
+        r#"{"domain":"web","descriptors":[{"entries":[{"key":"","value":"a"}]}]}"#,
+    ] {
+        assert_eq!(http(&server, "POST", "/json", bad).await.0, 400, "{bad}");
+    }
+    // Past the body bound.
+    let huge = body(&"x".repeat(100 * 1024), 1);
+    assert_eq!(http(&server, "POST", "/json", &huge).await.0, 413);
+    assert_eq!(
+        http(&server, "GET", "/healthcheck", "").await,
+        (200, "OK\n".into())
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn metrics_count_decisions_by_domain_descriptor_and_code() {
+    let config = ConfigFile::new(CONFIG);
+    let server = serve(&config).await;
+    for _ in 0..3 {
+        http(&server, "POST", "/json", &body("acme", 1)).await;
+    }
+    let unknown = r#"{"domain":"elsewhere","descriptors":[{"entries":[{"key":"a","value":"b"}]}]}"#;
+    assert_eq!(http(&server, "POST", "/json", unknown).await.0, 200);
+    let line = |code: &str| {
+        format!(
+            r#"shuffle_limiter_server_decisions_total{{domain="web",descriptor="tenant",code="{code}"}}"#
+        )
+    };
+    assert_eq!(metric(&server, &line("ok")).await, Some(2.0));
+    assert_eq!(metric(&server, &line("over_limit")).await, Some(1.0));
+    let unknown =
+        r#"shuffle_limiter_server_decisions_total{domain="",descriptor="",code="unknown_domain"}"#;
+    assert_eq!(metric(&server, unknown).await, Some(1.0));
+    assert_eq!(
+        metric(&server, "shuffle_limiter_server_rules").await,
+        Some(1.0)
+    );
+    server.shutdown().await;
+}

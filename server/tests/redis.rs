@@ -1,0 +1,69 @@
+//! Two replicas sharing one real redis-server: together they admit no more
+//! than R·t + B, and a reload keeps the buckets (they are in Redis); with
+//! Redis gone, the answer is UNAVAILABLE, for Envoy's failure mode.
+
+mod support;
+
+#[path = "support/redis_server.rs"]
+mod redis_server;
+
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+use redis_server::RedisServer;
+use support::*;
+
+// 1/h: over the test R·t is below one token, so B = 12 is the bound, exact.
+const CONFIG: &str = r#"
+domain: fleet
+descriptors:
+  - key: tenant
+    rate_limit: {rate: "1/h"}
+    shuffle: {buckets: 4, per_tenant: 4, burst: 12}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_admit_the_burst_together_not_each() {
+    let redis = RedisServer::start();
+    let config = ConfigFile::new(CONFIG);
+    let mut replicas = Vec::new();
+    for _ in 0..2 {
+        let mut options = options(&config);
+        options.redis = Some(redis.url());
+        replicas.push(shuffle_limiter_server::start(options).await.unwrap());
+    }
+    let mut a = client(&replicas[0]).await;
+    let mut b = client(&replicas[1]).await;
+    let asked = request("fleet", &[("tenant", "acme")], 1);
+    // Both at once, 20 asks each.
+    let (from_a, from_b) = tokio::join!(codes(&mut a, &asked, 20), codes(&mut b, &asked, 20));
+    let granted = from_a
+        .iter()
+        .chain(&from_b)
+        .filter(|&&c| c == Code::Ok)
+        .count();
+    assert_eq!(granted, 12, "a: {from_a:?}, b: {from_b:?}");
+
+    // A reload builds again over the same keys: still nothing left.
+    replicas[0].reload().await.unwrap();
+    assert_eq!(code(&ask(&mut a, asked.clone()).await), Code::OverLimit);
+    for replica in replicas {
+        replica.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_redis_the_answer_is_unavailable_not_ok_or_over() {
+    let redis = RedisServer::start();
+    let config = ConfigFile::new(CONFIG);
+    let mut options = options(&config);
+    options.redis = Some(redis.url());
+    let server = shuffle_limiter_server::start(options).await.unwrap();
+    let mut client = client(&server).await;
+    let asked = request("fleet", &[("tenant", "acme")], 1);
+    assert_eq!(code(&ask(&mut client, asked.clone()).await), Code::Ok);
+    drop(redis);
+    let status = client.should_rate_limit(asked).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+    let unavailable = r#"shuffle_limiter_server_decisions_total{domain="fleet",descriptor="tenant",code="unavailable"}"#;
+    assert_eq!(metric(&server, unavailable).await, Some(1.0));
+    server.shutdown().await;
+}
