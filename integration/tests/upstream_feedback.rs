@@ -124,9 +124,9 @@ async fn a_limit_told_only_by_throttles_is_found_by_probing() {
     let (adaptive, _) = run(true, false).await;
     let (fixed, _) = run(false, false).await;
     eprintln!("{}\n{}", show("adaptive", &adaptive), show("fixed", &fixed));
-    // Measured: 429s 2.0 / 10.2 / 1.9 %, use 100 / 99 / 89 %; fixed: 0 /
+    // Measured: 429s 3.8 / 6.3 / 1.6 %, use 80 / 99 / 78 %; fixed: 0 /
     // 13.3 / 0 % and 99 / 100 / 62 %.
-    assert!(adaptive[1].throttled_share <= 0.12, "{:?}", adaptive[1]);
+    assert!(adaptive[1].throttled_share <= 0.1, "{:?}", adaptive[1]);
     assert!(adaptive[1].throttled_share < fixed[1].throttled_share);
     assert!(adaptive[2].utilization() >= 0.75, "{:?}", adaptive[2]);
     assert!(adaptive[2].utilization() >= fixed[2].utilization() + 0.1);

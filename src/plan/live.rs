@@ -138,7 +138,13 @@ impl LiveSplit {
         let mut current = self.quota.lock().unwrap_or_else(PoisonError::into_inner);
         let old = self.get();
         let (quota, split) = next(*current, old)?;
-        let loosened = old.loosened_by(&split);
+        // A change to the same split is one of unknown cause (over Redis,
+        // another process's hold-off moves the version alone): not a
+        // loosening.
+        let loosened = split != old
+            && split.buckets == old.buckets
+            && split.interval() <= old.interval()
+            && (0..old.buckets).all(|b| split.burst_of(b) >= old.burst_of(b));
         if !loosened {
             self.tightened.fetch_add(1, Ordering::Release);
         }

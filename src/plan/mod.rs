@@ -120,17 +120,6 @@ impl Split {
         self.burst + u32::from(bucket < self.larger)
     }
 
-    /// Whether `to` only loosens this split: the same N, a rate no lower
-    /// and no bucket's burst smaller. A change to the same split is one of
-    /// unknown cause (over Redis, another process's hold-off moves the
-    /// version alone), so not a loosening.
-    pub(crate) fn loosened_by(&self, to: &Split) -> bool {
-        to != self
-            && to.buckets == self.buckets
-            && to.interval() <= self.interval()
-            && (0..self.buckets).all(|b| to.burst_of(b) >= self.burst_of(b))
-    }
-
     #[cfg_attr(not(feature = "redis"), allow(dead_code))] // the Redis store's
     /// The full bursts of the shard's buckets, own then spill, in shard
     /// order (the first k + d entries).

@@ -29,16 +29,13 @@
 //! its one request's tokens, and often nothing.
 //!
 //! # When the quota changes
-//! A caller that booked its slot under one quota and wakes after a cut (of
-//! the rate or a burst, or a change of N) does not take it: it books again
-//! under the quota in force, so the change bound (see `set_quota`) holds
-//! for the grants returned to callers, however early they were booked. In
-//! process the slots booked ahead are dropped with the cut, so the line
-//! resumes at the new pace from the cut. Over Redis the waiter first reads
-//! the quota key (one `GET`), to see a change made by another process, and
-//! the old slots stay taken: the line resumes at the new pace once the
-//! slots already booked have passed. A raise keeps every booking (its slot
-//! was paced by a slower rate).
+//! A caller that booked its slot under one quota and wakes under another
+//! does not take it: it books again under the quota in force, so the
+//! change bound (see `set_quota`) holds for the grants returned to callers,
+//! however early they were booked. Over Redis the waiter first reads the
+//! quota key (one `GET`), to see a change made by another process. The old
+//! slot stays taken: after a cut the line resumes at the new pace once the
+//! slots already booked have passed.
 //!
 //! # While the store is down
 //! A denial by a Redis limiter's failure policy (Redis unreachable or late,

@@ -23,12 +23,11 @@ impl<S: Store> Limiter<S> {
     /// slot to line up for: the wait sleeps until its retry time (when the
     /// store is next tried), within its bound, and draws again from now.
     ///
-    /// A booking made before a cut (of the rate or a burst, or a change
-    /// of N) is not kept: its slot was paced by the old quota, and keeping
-    /// it would let the grants returned after the cut outrun the change
-    /// bound. The wait books again under the new quota (in process the cut
-    /// dropped the slots booked ahead; over Redis the old slot stays
-    /// taken: the budget loses it, never gains). A raise keeps it.
+    /// A booking made under a quota that changed while the wait slept
+    /// is not kept: its slot was paced by the old quota, and keeping it
+    /// would let the grants returned after a cut outrun the change bound.
+    /// The wait books again under the new quota (the old slot stays
+    /// taken: the budget loses it, never gains).
     ///
     /// Dropping the future while it sleeps gives the booking back to
     /// the buckets that paid it where nothing drew on them since (otherwise

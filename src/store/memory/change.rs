@@ -55,11 +55,6 @@ impl<C: Clock> InProcess<C> {
     /// an added one is born at `version`.
     fn move_buckets(&self, from: Split, to: Split, version: u64, step: Step) {
         let now = self.now();
-        // A change that does more than loosen makes every wait book again
-        // (`LiveSplit::tightenings`), in this process where it is told at
-        // once: the slots booked ahead are dropped with it, rather than
-        // kept in time for callers that will not take them.
-        let tightened = !from.loosened_by(&to);
         let (kept, all) = (from.buckets.min(to.buckets), from.buckets.max(to.buckets));
         for born in &self.born[kept as usize..to.buckets.max(kept) as usize] {
             born.store(version, Ordering::Relaxed);
@@ -68,9 +63,6 @@ impl<C: Clock> InProcess<C> {
             let (old, new) = ((from.pace, from.burst_of(b)), (to.pace, to.burst_of(b)));
             let mut seen = tat.load(Ordering::Relaxed);
             let next = |seen| match b {
-                _ if b < kept && tightened => {
-                    step(old, new, seen, now).min(now + new.0.capacity(new.1))
-                }
                 _ if b < kept => step(old, new, seen, now),
                 _ if b < to.buckets => now + new.0.capacity(new.1),
                 _ => SEALED,
