@@ -4,7 +4,7 @@
 
 mod support;
 
-#[path = "support/redis_server.rs"]
+#[path = "../../tests/support/redis_server.rs"]
 mod redis_server;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
