@@ -115,6 +115,7 @@ impl LiveSplit {
     /// rate, and a bucket owing bookings keeps them in time through a
     /// change (`rescale` of `src/draw/`), so keeping it grants no more
     /// than the new split allows. After a cut it must be made again.
+    #[cfg_attr(not(feature = "wait"), allow(dead_code))] // the waits'
     pub(crate) fn tightenings(&self) -> u64 {
         self.tightened.load(Ordering::Acquire)
     }
