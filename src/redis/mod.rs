@@ -213,7 +213,7 @@ pub use options::{
 };
 pub use store::{Decision, RedisStats, RedisStore, Source};
 
-use store::{ERRORS, FROM_CACHE, FROM_POLICY, FROM_REDIS, Target};
+use store::{ERRORS, FROM_CACHE, FROM_POLICY, FROM_REDIS};
 
 /// A limiter whose buckets live in Redis, shared by every process that
 /// builds it with the same quota, N, k, salt and name: a [`Limiter`] over
@@ -257,7 +257,7 @@ where
             let shared = &self.store.shared;
             return shared.decided(Err(denied), Source::Limiter, None);
         }
-        self.store.shared.decide(Target::of(&whom), n).await
+        self.store.shared.decide(whom, n).await
     }
 }
 
