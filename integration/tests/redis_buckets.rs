@@ -2,7 +2,8 @@
 //! `redis-server`: the N one process sets is the one every other process
 //! decides with next, on its tenants' new shards; buckets that stay keep
 //! their tokens, added ones start empty, removed ones are deleted; a
-//! process without room for the new N fails until rebuilt; and a fleet
+//! process without room for the new N fails until rebuilt; a handle made
+//! before the change draws on the new shard; and a fleet
 //! checking all along never gets more than the budget.
 
 use std::time::{Duration, Instant};
@@ -80,6 +81,38 @@ fn n_set_by_one_process_is_what_the_others_decide_with_next() {
         let text: String = connection.get("{grow}:quota").await.unwrap();
         assert!(text.ends_with(" 40 40000000000 40 4"), "{text}");
         assert_eq!(a.stats().from_policy() + b.stats().from_policy(), 0);
+    });
+}
+
+/// A handle made before a change of N draws, over Redis as in process, on
+/// its tenant's shard under the new N, resolved again on each check.
+#[test]
+fn a_handle_made_before_a_change_of_n_draws_on_the_new_shard() {
+    // A tenant whose shard among 8 keeps some of the 4 buckets, not all.
+    let kept = |tenant: &str| {
+        let shard = Assignment::new(8, 4, b"").unwrap().shard(tenant);
+        shard.buckets().iter().filter(|&&b| b < 4).count() as u32
+    };
+    let tenant = (0..100)
+        .map(|i| format!("t{i}"))
+        .find(|t| (1..4).contains(&kept(t)))
+        .expect("some tenant keeps part of its shard");
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let limiter = process(&server, "handle", 8).await;
+        let handle = limiter.handle(tenant.as_str());
+        limiter.set_buckets(8).await.unwrap();
+        let shard = limiter.shard(tenant.as_str());
+        assert_ne!(handle.shard(), shard);
+        // Its kept buckets hold 5 each (the burst under 8); the added ones
+        // are empty: every grant comes from the kept ones of the new shard.
+        for _ in 0..5 * kept(&tenant) {
+            let bucket = handle.check().await.unwrap().bucket();
+            assert!(
+                shard.contains(bucket),
+                "bucket {bucket} is not in {shard:?}"
+            );
+        }
     });
 }
 

@@ -293,17 +293,9 @@ impl<C: Clock> Builder<C> {
     /// A limiter whose [`isolation`](Limiter::isolation) is weak is built
     /// all the same, with a warning through `tracing` (feature `metrics`).
     pub fn build(self) -> Result<ShardedLimiter<C>, ConfigError> {
-        let limiter = self.build_quietly()?;
+        let limiter = ShardedLimiter::in_process(self.plan()?, self.clock);
         warn_if_weak(limiter.name(), &limiter.isolation());
         Ok(limiter)
-    }
-
-    /// [`build`](Self::build) without the warning: for a limiter that stands
-    /// in for one that already gave it.
-    pub(crate) fn build_quietly(self) -> Result<ShardedLimiter<C>, ConfigError> {
-        let core = self.plan()?;
-        let store = InProcess::new(core.buckets(), core.max_buckets, self.clock);
-        Ok(Limiter::new(core, store))
     }
 
     /// N and k as set, or their defaults: 8 buckets, but no more than the
@@ -481,6 +473,16 @@ impl ShardedLimiter<MonotonicClock> {
             name: "default".to_owned(),
             clock: MonotonicClock::new(),
         }
+    }
+}
+
+impl<C: Clock> ShardedLimiter<C> {
+    /// The in-process limiter over `core`, its buckets full, reading
+    /// `clock`: what [`Builder::build`] makes, and a Redis limiter's local
+    /// fallback.
+    pub(crate) fn in_process(core: Core, clock: C) -> Self {
+        let store = InProcess::new(core.buckets(), core.max_buckets, clock);
+        Limiter::new(core, store)
     }
 }
 

@@ -5,12 +5,20 @@ use std::time::Duration;
 
 use crate::clock::Clock;
 use crate::error::ConfigError;
+use crate::plan::Core;
 use crate::plan::whom::Whom;
 use crate::quota::Quota;
 use crate::store::sealed::{Apply, Local};
 use crate::{Denied, Grant, Refunded, Shard, ShardedLimiter};
 
+#[allow(private_interfaces)] // see `Local`
 impl<C: Clock> Local for ShardedLimiter<C> {
+    type Clock = C;
+
+    fn from_plan(core: Core, clock: C) -> Self {
+        ShardedLimiter::in_process(core, clock)
+    }
+
     fn decide(&self, shard: &Shard, n: u32) -> Option<Result<Grant, Denied>> {
         self.core.split.get().check_weight(shard, n).ok()?;
         // The shard as it is: Redis resolved it, under Redis's N, which

@@ -1,6 +1,7 @@
 //! The limiter API: one plan over one store, the same face whatever the
 //! store.
 //!
+//! - `booking.rs`: a wait's booking, through the limiter (feature `wait`).
 //! - `builder.rs`: the settings, checked once into a plan.
 //! - `checks.rs`: the in-process limiter's checks, its synchronous face.
 //! - `changing.rs`: the in-process limiter's live changes and refunds.
@@ -8,6 +9,8 @@
 //! - `limit.rs`: the face every limiter has, whatever its store.
 //! - `local.rs`: the in-process limiter as a Redis store's local fallback.
 
+#[cfg(feature = "wait")]
+mod booking;
 pub(crate) mod builder;
 mod changing;
 mod checks;

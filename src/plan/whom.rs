@@ -75,7 +75,9 @@ impl<'a> Id<'a> {
     }
 
     #[cfg_attr(not(feature = "redis"), allow(dead_code))] // a Redis decision's
-    /// The same, owning its ids, or `None` for [`Id::Fixed`].
+    /// The same, owning its ids, or `None` for [`Id::Fixed`]: what a
+    /// decision that outlives the borrow keeps, to draw on as
+    /// [`Whom::of_ids`] of them.
     pub(crate) fn to_owned(self) -> Option<crate::Request<'static>> {
         match self {
             Id::Tenant(tenant) => Some(crate::Request::from(tenant.to_vec())),
@@ -87,14 +89,30 @@ impl<'a> Id<'a> {
     }
 }
 
-#[cfg_attr(not(feature = "redis"), allow(dead_code))] // the Redis fallback's
-impl Whom<'_> {
+#[cfg_attr(not(feature = "redis"), allow(dead_code))] // the Redis store's
+impl<'a> Whom<'a> {
     /// A shard used as it is (see [`Id::Fixed`]).
     pub(crate) fn fixed(shard: Shard, buckets: u32) -> Whom<'static> {
         Whom {
             shard,
             buckets,
             id: Id::Fixed,
+        }
+    }
+
+    /// `shard`, resolved under `buckets`, of the ids [`Id::to_owned`]
+    /// kept (`None`: fixed). A decision in flight over Redis outlives the
+    /// `Whom` it was given: it owns the ids and lends them out again here,
+    /// so that one type says who draws in both stores.
+    pub(crate) fn of_ids(
+        shard: Shard,
+        buckets: u32,
+        ids: Option<&'a crate::Request<'_>>,
+    ) -> Whom<'a> {
+        Whom {
+            shard,
+            buckets,
+            id: ids.map_or(Id::Fixed, Id::of),
         }
     }
 }

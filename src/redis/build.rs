@@ -27,7 +27,8 @@ use crate::plan::isolation::{Isolation, warn_if_weak};
 use crate::plan::live::LiveSplit;
 use crate::plan::{Core, Split};
 use crate::quota::Quota;
-use crate::{Builder, Limiter, ShardedLimiter};
+use crate::store::sealed::Local;
+use crate::{Builder, Limiter};
 
 /// The largest bucket capacity, in microseconds (about 35 years): the
 /// script's values stay below 2^53, where doubles are exact.
@@ -141,7 +142,10 @@ impl<C: Clock> Builder<C> {
     }
 
     /// Everything but the connection, checked before any network traffic.
-    fn redis_parts(self, options: &RedisOptions) -> Result<Parts<C>, BuildError> {
+    fn redis_parts<L: Local<Clock = C>>(
+        self,
+        options: &RedisOptions,
+    ) -> Result<Parts<L>, BuildError> {
         let mut core = self.plan().map_err(BuildError::Config)?;
         if self.name.is_empty() || self.name.contains(['{', '}']) {
             return Err(BuildError::InvalidName { name: self.name });
@@ -202,8 +206,14 @@ impl<C: Clock> Builder<C> {
         })
     }
 
-    /// The in-process limiter with this process's share of the budget.
-    fn local_fallback(self, quota: Quota, replicas: u32) -> Result<ShardedLimiter<C>, BuildError> {
+    /// The local fallback, with this process's share of the budget
+    /// (without the isolation warning: the limiter it stands in for gave
+    /// it).
+    fn local_fallback<L: Local<Clock = C>>(
+        self,
+        quota: Quota,
+        replicas: u32,
+    ) -> Result<L, BuildError> {
         if replicas == 0 {
             return Err(BuildError::ZeroReplicas);
         }
@@ -211,14 +221,9 @@ impl<C: Clock> Builder<C> {
         // the whole budget, whatever the defaults would pick for a share.
         let (buckets, per_tenant) = self.shape();
         let share = replica_share(quota, replicas, buckets)?;
-        Builder {
-            quota: Some(share),
-            buckets: Some(buckets),
-            per_tenant: Some(per_tenant),
-            ..self
-        }
-        .build_quietly()
-        .map_err(BuildError::Config)
+        let settings = self.quota(share).buckets(buckets).per_tenant(per_tenant);
+        let core = settings.plan().map_err(BuildError::Config)?;
+        Ok(L::from_plan(core, settings.clock))
     }
 }
 
@@ -344,15 +349,19 @@ async fn load_script<Conn: ConnectionLike>(
     Ok(())
 }
 
-/// A limiter before it has a connection.
-struct Parts<C> {
+/// A limiter before it has a connection, with its local fallback `L`.
+struct Parts<L> {
     core: Core,
     script: DrawScript,
-    fallback: Option<ShardedLimiter<C>>,
+    fallback: Option<L>,
 }
 
-impl<C> Parts<C> {
-    fn into_limiter<Conn>(self, connection: Conn, options: RedisOptions) -> RedisLimiter<Conn, C> {
+impl<L> Parts<L> {
+    fn into_limiter<Conn>(
+        self,
+        connection: Conn,
+        options: RedisOptions,
+    ) -> Limiter<RedisStore<Conn, L>> {
         let buckets = self.core.max_buckets;
         let shared = Shared {
             connection,

@@ -180,9 +180,9 @@ use std::time::Duration;
 
 use ::redis::aio::{ConnectionLike, ConnectionManager};
 
-use crate::clock::{Clock, MonotonicClock};
+use crate::clock::MonotonicClock;
 use crate::plan::whom::Resolved as _;
-use crate::store::sealed::Apply as _;
+use crate::store::sealed::{Apply as _, Local};
 use crate::{Denied, Grant, Handle, Limiter, Request, ShardedLimiter};
 
 // Also the in-flight leases' (`src/inflight/lease/`).
@@ -213,7 +213,7 @@ pub use options::{
 };
 pub use store::{Decision, RedisStats, RedisStore, Source};
 
-use store::{ERRORS, FROM_CACHE, FROM_POLICY, FROM_REDIS, Target};
+use store::{ERRORS, FROM_CACHE, FROM_POLICY, FROM_REDIS};
 
 /// A limiter whose buckets live in Redis, shared by every process that
 /// builds it with the same quota, N, k, salt and name: a [`Limiter`] over
@@ -231,10 +231,10 @@ pub type RedisLimiter<Conn = ConnectionManager, C = MonotonicClock> =
 /// A Redis limiter checks through [`Limit::check`](crate::Limit::check)
 /// (`use shuffle_limiter::Limit`), one round trip per decision; its failure
 /// policy decides if Redis does not answer within the deadline.
-impl<Conn, C> RedisLimiter<Conn, C>
+impl<Conn, L> Limiter<RedisStore<Conn, L>>
 where
     Conn: ConnectionLike + Clone + Send + Sync + 'static,
-    C: Clock + 'static,
+    L: Local + 'static,
 {
     /// As [`Limit::check`](crate::Limit::check), and how the decision was
     /// made: by Redis, from a cached denial, or by the failure policy, with
@@ -257,14 +257,14 @@ where
             let shared = &self.store.shared;
             return shared.decided(Err(denied), Source::Limiter, None);
         }
-        self.store.shared.decide(Target::of(&whom), n).await
+        self.store.shared.decide(whom, n).await
     }
 }
 
-impl<Conn, C> Handle<'_, RedisStore<Conn, ShardedLimiter<C>>>
+impl<Conn, L> Handle<'_, RedisStore<Conn, L>>
 where
     Conn: ConnectionLike + Clone + Send + Sync + 'static,
-    C: Clock + 'static,
+    L: Local + 'static,
 {
     /// As [`Limit::check`](crate::Limit::check), without resolving the
     /// shard again.
@@ -289,7 +289,7 @@ where
 }
 
 /// # Inspecting, over Redis
-impl<Conn, C> RedisLimiter<Conn, C> {
+impl<Conn, L> Limiter<RedisStore<Conn, L>> {
     /// The Redis key of bucket `bucket` — `{name}:b<bucket>` in the
     /// [`Layout::OneSlot`] layout, `{name:b<bucket>}` in [`Layout::Spread`],
     /// each after the [key prefix](RedisOptions::key_prefix) if one is set —
@@ -313,8 +313,10 @@ impl<Conn, C> RedisLimiter<Conn, C> {
         self.store.shared.options.deadline
     }
 
-    /// The in-process limiter of [`FailurePolicy::LocalFallback`].
-    pub fn fallback(&self) -> Option<&ShardedLimiter<C>> {
+    /// The in-process limiter of [`FailurePolicy::LocalFallback`]: for a
+    /// [`RedisLimiter`], a [`ShardedLimiter`] with this process's share of
+    /// the budget.
+    pub fn fallback(&self) -> Option<&L> {
         self.store.shared.fallback.as_ref()
     }
 

@@ -16,14 +16,13 @@ use std::sync::atomic::Ordering;
 use ::redis::Script;
 use ::redis::aio::ConnectionLike;
 
-use super::RedisLimiter;
 use super::build::{in_micros, replica_share};
 use super::error::{BuildError, Error};
 use super::layout::Layout;
 use super::script::MICROS;
 use super::store::RedisStore;
 use super::store::Shared;
-use crate::clock::Clock;
+use crate::Limiter;
 use crate::error::ConfigError;
 use crate::plan::Split;
 use crate::quota::Quota;
@@ -264,12 +263,12 @@ where
     }
 }
 
-impl<Conn, C> RedisLimiter<Conn, C>
+impl<Conn, L> Limiter<RedisStore<Conn, L>>
 where
     Conn: ConnectionLike + Clone + Send + Sync,
-    C: Clock,
+    L: Local,
 {
-    /// Whether [`set_quota_and_buckets`](RedisLimiter::set_quota_and_buckets) could
+    /// Whether [`set_quota_and_buckets`](crate::Limit::set_quota_and_buckets) could
     /// make this change, here and in the local fallback, found without
     /// asking Redis: what a limiter built with them would refuse.
     #[cfg_attr(not(feature = "config"), allow(dead_code))] // the set's reload

@@ -28,13 +28,13 @@ use crate::draw::Outcome;
 use crate::grant::{Booked, BucketState, Refunded};
 use crate::metrics::Metrics;
 use crate::plan::live::LiveSplit;
-use crate::plan::whom::{Id, Whom};
+use crate::plan::whom::Whom;
 use crate::plan::{Core, Shards, Split};
 use crate::quota::Quota;
 use crate::random::tie_break;
 use crate::store::Store;
 use crate::store::sealed::{Apply, Change, Local, NotReserved};
-use crate::{Denied, Grant, Request, Shard};
+use crate::{Denied, Grant, Shard};
 
 /// Buckets kept in Redis, shared by every process that builds the same
 /// limiter: the store of a [`RedisLimiter`](super::RedisLimiter).
@@ -60,26 +60,6 @@ impl<Conn, L> fmt::Debug for RedisStore<Conn, L> {
         f.debug_struct("RedisStore")
             .field("options", &self.shared.options)
             .finish_non_exhaustive()
-    }
-}
-
-/// Whose buckets a decision in Redis draws on, owned by the decision in
-/// flight: the shard resolved under N `buckets`, and whom it belongs to, so
-/// that a decision that finds another N in Redis resolves it again.
-#[derive(Debug, Clone)]
-pub(super) struct Target {
-    pub(super) shard: Shard,
-    pub(super) buckets: u32,
-    pub(super) id: Option<Request<'static>>,
-}
-
-impl Target {
-    pub(super) fn of(whom: &Whom<'_>) -> Target {
-        Target {
-            shard: whom.shard,
-            buckets: whom.buckets,
-            id: whom.id.to_owned(),
-        }
     }
 }
 
@@ -127,21 +107,19 @@ where
     Conn: ConnectionLike + Clone + Send + Sync,
     L: Local,
 {
-    /// The decision for `n` tokens over `target`'s shard: from the denial
+    /// The decision for `n` tokens over `whom`'s shard: from the denial
     /// cache, from Redis within the deadline, or by the failure policy.
-    pub(super) async fn decide(&self, target: Target, n: u32) -> Decision {
-        self.decide_at(&target, n, 0).await.0
+    pub(super) async fn decide(&self, whom: Whom<'_>, n: u32) -> Decision {
+        self.decide_at(&whom, n, 0).await.0
     }
 
-    /// `target`'s shard among `buckets` buckets: the one it holds if it was
+    /// `whom`'s shard among `buckets` buckets: the one it holds if it was
     /// resolved under that N, else resolved again (a fixed shard as it is).
-    fn resolve(&self, target: &Target, buckets: u32) -> Shard {
-        match &target.id {
-            Some(id) if target.buckets != buckets => {
-                (self.shards.of(Id::of(id), buckets, &self.no_cache)).unwrap_or(target.shard)
-            }
-            _ => target.shard,
+    fn resolve(&self, whom: &Whom<'_>, buckets: u32) -> Shard {
+        if whom.buckets == buckets {
+            return whom.shard;
         }
+        (self.shards.of(whom.id, buckets, &self.no_cache)).unwrap_or(whom.shard)
     }
 
     /// A grant for `lead` from now, taken now (see `book` of `Apply`),
@@ -149,7 +127,7 @@ where
     /// its denial (it drew nothing at the lead).
     pub(super) async fn book(
         &self,
-        target: Target,
+        whom: Whom<'_>,
         n: u32,
         lead: Duration,
     ) -> Result<Booked, NotReserved> {
@@ -157,7 +135,7 @@ where
         // instant.
         let micros =
             u64::try_from(lead.as_nanos().div_ceil(u128::from(MICROS))).unwrap_or(u64::MAX);
-        let (decision, outcome) = self.decide_at(&target, n, micros).await;
+        let (decision, outcome) = self.decide_at(&whom, n, micros).await;
         let grant = decision.result.map_err(|denied| NotReserved {
             denied,
             by_policy: decision.source == Source::Policy,
@@ -193,15 +171,15 @@ where
     /// The decision at `lead` µs from now (a booking, when not 0, which
     /// the denial cache never answers), with the outcome Redis drew when it
     /// did.
-    async fn decide_at(&self, target: &Target, n: u32, lead: u64) -> (Decision, Option<Outcome>) {
+    async fn decide_at(&self, whom: &Whom<'_>, n: u32, lead: u64) -> (Decision, Option<Outcome>) {
         if self.options.layout == Layout::Spread {
             // N never changes in this layout.
-            return self.decide_spread(target.shard, n, lead).await;
+            return self.decide_spread(whom.shard, n, lead).await;
         }
         let sent = self.breaker.micros();
         // A weight of 0 is always granted, so never denied from memory.
         let (version, split) = self.current();
-        let shard = self.resolve(target, split.buckets);
+        let shard = self.resolve(whom, split.buckets);
         if n > 0
             && lead == 0
             && self.options.cache_denials
@@ -218,7 +196,7 @@ where
             return (self.by_policy(&shard, n, error), None);
         }
         let start = tie_break(shard.buckets().len());
-        let round_trip = self.draw((version, split), (target, shard), (n, lead), start);
+        let round_trip = self.draw((version, split), (whom, shard), (n, lead), start);
         let error = match timeout(self.options.deadline, round_trip).await {
             Ok(Ok((drawn, shard, version))) => {
                 self.breaker
@@ -248,13 +226,13 @@ where
     }
 
     /// The draw in Redis with the split of quota `version`, on `shard`
-    /// (`target`'s under its N); when Redis holds another quota or N, the
+    /// (`whom`'s under its N); when Redis holds another quota or N, the
     /// limiter takes it, resolves the shard again and draws again. What was
     /// drawn, on which shard.
     async fn draw(
         &self,
         (mut version, mut split): (u64, Split),
-        (target, mut shard): (&Target, Shard),
+        (whom, mut shard): (&Whom<'_>, Shard),
         (n, lead): (u32, u64),
         start: usize,
     ) -> Result<(Drawn, Shard, u64), Error> {
@@ -273,7 +251,7 @@ where
                 Answer::Stale { .. } => {
                     self.refresh().await?;
                     (version, split) = self.current();
-                    shard = self.resolve(target, split.buckets);
+                    shard = self.resolve(whom, split.buckets);
                 }
             }
         }
@@ -350,8 +328,13 @@ where
     type Booking = Pin<Box<dyn Future<Output = Result<Booked, NotReserved>> + Send>>;
 
     fn apply(&self, _core: &Core, whom: Whom<'_>, n: u32) -> Pending {
-        let (shared, target) = (Arc::clone(&self.shared), Target::of(&whom));
-        Box::pin(async move { shared.decide(target, n).await.result })
+        // The decision outlives `whom`: it keeps the ids and draws on them.
+        let (shared, ids) = (Arc::clone(&self.shared), whom.id.to_owned());
+        let Whom { shard, buckets, .. } = whom;
+        Box::pin(async move {
+            let whom = Whom::of_ids(shard, buckets, ids.as_ref());
+            shared.decide(whom, n).await.result
+        })
     }
 
     fn denied(denied: Denied) -> Pending {
@@ -399,8 +382,13 @@ where
     }
 
     fn book(&self, _core: &Core, whom: Whom<'_>, n: u32, lead: Duration) -> Self::Booking {
-        let (shared, target) = (Arc::clone(&self.shared), Target::of(&whom));
-        Box::pin(async move { shared.book(target, n, lead).await })
+        // As `apply`: the booking outlives `whom`.
+        let (shared, ids) = (Arc::clone(&self.shared), whom.id.to_owned());
+        let Whom { shard, buckets, .. } = whom;
+        Box::pin(async move {
+            let whom = Whom::of_ids(shard, buckets, ids.as_ref());
+            shared.book(whom, n, lead).await
+        })
     }
 
     fn give_back(&self, _core: &Core, booked: Booked) {

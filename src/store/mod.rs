@@ -90,11 +90,18 @@ pub(crate) mod sealed {
 
     /// A store with its own plan that decides alone while another cannot:
     /// a Redis store's local fallback, which holds this process's share of
-    /// the budget. The Redis store composes with it through this trait
-    /// alone; the limiter API picks the in-process limiter.
+    /// the budget. The Redis store builds it and composes with it through
+    /// this trait alone; the limiter API picks the in-process limiter.
     #[cfg(feature = "redis")]
-    #[allow(unreachable_pub)]
-    pub trait Local: Send + Sync {
+    #[allow(unreachable_pub, private_interfaces)]
+    pub trait Local: Send + Sync + Sized {
+        /// The clock it reads.
+        type Clock;
+
+        /// The fallback over `core`, the plan of this process's share,
+        /// reading `clock`.
+        fn from_plan(core: Core, clock: Self::Clock) -> Self;
+
         /// The decision for `n` tokens on `shard` as it is, now; `None`
         /// when its buckets here could never pay that many together.
         fn decide(&self, shard: &Shard, n: u32) -> Option<Result<Grant, Denied>>;

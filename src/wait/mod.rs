@@ -206,7 +206,7 @@ impl<'a, S: Store> IntoFuture for Wait<'a, S> {
         Box::pin(async move {
             match who {
                 Who::Request(request) => {
-                    let whom = limiter.core.whom(&request);
+                    let whom = limiter.whom(&request);
                     (limiter.wait_for(whom, request.weight(), max_wait, jitter)).await
                 }
                 Who::Resolved(whom, n) => limiter.wait_for(whom, n, max_wait, jitter).await,

@@ -6,7 +6,6 @@ use std::time::Duration;
 use tokio::time::{Instant, sleep_until};
 
 use super::Jitter;
-use crate::grant::Booked;
 use crate::plan::whom::Whom;
 use crate::store::Store;
 use crate::{Denied, Grant, Limiter};
@@ -40,28 +39,22 @@ impl<S: Store> Limiter<S> {
         jitter: Jitter,
     ) -> Result<Grant, Denied> {
         let limiter = self;
-        limiter.store.check_weight(&limiter.core, &whom.shard, n)?;
+        limiter.fits(&whom, n)?;
         // A deadline too far to represent is no deadline.
         let deadline = max_wait.and_then(|d| Instant::now().checked_add(d));
         let mut lead = Duration::ZERO;
         loop {
-            let tightenings = limiter.core.split.tightenings();
-            let reply = limiter.store.book(&limiter.core, whom, n, lead).await;
+            let reply = limiter.book(whom, n, lead).await;
             // Times count from the answer: the store drew at or before it,
             // so the wait never ends before the slot it booked.
             let answered = Instant::now();
             let refused = match reply {
-                Ok(booked) if booked.ready_in.is_zero() => return Ok(booked.grant),
-                Ok(booked) => {
-                    let ready = answered + booked.ready_in;
-                    let held = Held {
-                        limiter,
-                        booked: Some(booked),
-                        tightenings,
-                    };
+                Ok(held) if held.ready_in().is_zero() => return Ok(held.keep()),
+                Ok(held) => {
+                    let ready = answered + held.ready_in();
                     let wake = ready + jitter.sample();
                     sleep_until(deadline.map_or(wake, |d| wake.min(d.max(ready)))).await;
-                    limiter.store.catch_up(&limiter.core).await;
+                    limiter.catch_up().await;
                     if held.current() {
                         return Ok(held.keep());
                     }
@@ -90,7 +83,7 @@ impl<S: Store> Limiter<S> {
             match at {
                 Some(_) if !refused.by_policy => {
                     lead = until;
-                    limiter.core.metrics.waiting(&denied, lead);
+                    limiter.record_wait(&denied, lead);
                     // Answered without awaiting, in process: yield in turn.
                     tokio::task::consume_budget().await;
                 }
@@ -99,7 +92,7 @@ impl<S: Store> Limiter<S> {
                 // within a year. Sleep, then draw again from now.
                 _ => {
                     let at = at.unwrap_or(answered + FAR);
-                    limiter.core.metrics.waiting(&denied, at - answered);
+                    limiter.record_wait(&denied, at - answered);
                     sleep_until(at).await;
                     lead = Duration::ZERO;
                 }
@@ -111,45 +104,3 @@ impl<S: Store> Limiter<S> {
 /// The longest a wait books ahead or sleeps at once: a year, well
 /// within what tokio's timer holds.
 const FAR: Duration = Duration::from_secs(86_400 * 365);
-
-/// A booking a wait holds while it sleeps: given back if the wait is
-/// dropped, kept once it is due.
-struct Held<'a, S: Store> {
-    limiter: &'a Limiter<S>,
-    booked: Option<Booked>,
-    /// How many changes had tightened the split when it was booked.
-    tightenings: u64,
-}
-
-impl<S: Store> Held<'_, S> {
-    /// Whether no change since it was booked did more than raise the rate
-    /// (a cut, a change of N: see `LiveSplit::tightenings`), and no
-    /// hold-off since covers its slot.
-    fn current(&self) -> bool {
-        let limiter = self.limiter;
-        limiter.core.split.tightenings() == self.tightenings
-            && (self.booked.as_ref())
-                .is_none_or(|booked| !limiter.store.held_over(&limiter.core, booked))
-    }
-
-    fn keep(mut self) -> Grant {
-        self.booked.take().expect("held until kept").grant
-    }
-
-    /// Lets the booking go without giving it back: it was paid under
-    /// another split, whose cost a give-back now would get wrong.
-    fn forget(mut self) {
-        self.booked = None;
-    }
-}
-
-impl<S: Store> Drop for Held<'_, S> {
-    fn drop(&mut self) {
-        if let Some(booked) = self.booked.take()
-            && self.current()
-        {
-            let limiter = self.limiter;
-            limiter.store.give_back(&limiter.core, booked);
-        }
-    }
-}
