@@ -78,7 +78,7 @@ pub use self::adapt::{AdaptError, Adaptive, Signal};
 #[cfg_attr(docsrs, doc(cfg(feature = "wait")))]
 pub use self::call::{Answer, CallError, Scope, Upstream};
 pub use self::headers::{policy, reset_in, retry_after};
-pub use self::retry::RetryBudget;
+pub use self::retry::{Retries, RetryBudget};
 use crate::Request;
 
 /// The longest hold-off: an hour. An upstream that asks for more (a
