@@ -264,3 +264,91 @@ async fn an_upstream_in_each_process_retries_a_failing_tenant_once_for_the_fleet
     let banked = upstreams[1].retry_budget().unwrap().banked(&shard).await;
     assert_eq!(banked.unwrap(), 0);
 }
+
+/// The flaky account of `upstream_feedback.rs`, over Redis: a tenant whose
+/// account fails every other call, called from two processes among 19
+/// others, retries within what its own buckets earned, and every tenant
+/// whose shard differs keeps what its buckets earned, to the retry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flaky_account_over_two_processes_spends_only_its_own_shards_retries() {
+    let server = RedisServer::start();
+    let (a, b) = (
+        process(&server, "account", Layout::OneSlot).await,
+        process(&server, "account", Layout::OneSlot).await,
+    );
+    // 0.05 of a retry per token: the flaky account wants more than that.
+    let retries = |limiter: &RedisLimiter| {
+        (RedisRetryBudget::of(limiter))
+            .ratio(0.05)
+            .floor_per_second(0)
+            .most(50)
+    };
+    let (ra, rb) = (retries(&a), retries(&b));
+    let upstreams = [
+        Upstream::new(Arc::new(a)).retries(ra),
+        Upstream::new(Arc::new(b)).retries(rb),
+    ];
+    let limiter = upstreams[0].limiter();
+    let tenants: Vec<String> = (0..20).map(|t| format!("tenant-{t}")).collect();
+    let flaky = &tenants[7];
+    // Tokens each bucket paid, as the grants say.
+    let paid: Vec<AtomicU32> = (0..8).map(|_| AtomicU32::new(0)).collect();
+    let (mut calls, mut sent) = (0, AtomicU32::new(0));
+    for round in 0..30 {
+        for (i, tenant) in tenants.iter().enumerate() {
+            let upstream = &upstreams[(round + i) % 2];
+            let fails = tenant == flaky;
+            let attempt = AtomicU32::new(0);
+            upstream
+                .call(tenant.as_str(), |grant| {
+                    for payment in grant.payments() {
+                        paid[payment.bucket() as usize]
+                            .fetch_add(payment.tokens(), Ordering::Relaxed);
+                    }
+                    if fails {
+                        sent.fetch_add(1, Ordering::Relaxed);
+                    }
+                    let n = attempt.fetch_add(1, Ordering::Relaxed);
+                    let status = if fails && (round + n as usize) % 2 == 0 {
+                        500
+                    } else {
+                        200
+                    };
+                    async move { Status(status) }
+                })
+                .await
+                .unwrap();
+            calls += u32::from(fails);
+        }
+    }
+    for upstream in &upstreams {
+        upstream.retry_budget().unwrap().flush().await.unwrap();
+    }
+    let own = limiter.shard(flaky.as_str());
+    let earned = |b: u32| u64::from(paid[b as usize].load(Ordering::Relaxed)) * 50;
+    let retried = u64::from(*sent.get_mut() - calls);
+    let budget: u64 = own.buckets().iter().map(|&b| earned(b)).sum::<u64>() / 1000;
+    // What its buckets earned is spent or banked, once for the fleet (to
+    // the fraction of a retry each of its 2 buckets may hold).
+    let banked = upstreams[0].retry_budget().unwrap().banked(&own).await;
+    let kept = retried + banked.unwrap();
+    assert!(retried > 0, "it did retry");
+    assert!(
+        kept <= budget && kept + 2 >= budget,
+        "{retried} retried + banked = {kept}, {budget} earned"
+    );
+    // Every tenant apart from it: what its buckets earned, to the cap.
+    let mut apart = 0;
+    for tenant in &tenants {
+        let shard = limiter.shard(tenant.as_str());
+        if shard.buckets().iter().all(|&b| !own.contains(b)) {
+            let want: u64 = (shard.buckets().iter())
+                .map(|&b| earned(b).min(50_000) / 1000)
+                .sum();
+            let got = upstreams[1].retry_budget().unwrap().banked(&shard).await;
+            assert_eq!(got.unwrap(), want, "{tenant}");
+            apart += 1;
+        }
+    }
+    assert!(apart >= 5, "{apart} tenants apart");
+}
