@@ -215,6 +215,15 @@ pub enum Error {
         /// What the script found.
         detail: String,
     },
+    /// A retry budget's key
+    /// ([`RedisRetryBudget`](super::RedisRetryBudget)) holds another type,
+    /// or text that is not `"<thousandths> <due>"`.
+    NotARetryBudget {
+        /// The key.
+        key: String,
+        /// What the script found.
+        detail: String,
+    },
     /// The limiter's quota key holds something that is not a quota: text of
     /// another shape, or a key of another type (a hash, a list, ...).
     NotAQuota {
@@ -277,6 +286,14 @@ impl Error {
                     detail: detail.to_owned(),
                 }
             }
+            (_, Some("NOTARETRY")) => {
+                let detail = source.detail().unwrap_or_default();
+                let (key, detail) = detail.split_once(' ').unwrap_or((detail, ""));
+                Error::NotARetryBudget {
+                    key: key.to_owned(),
+                    detail: detail.to_owned(),
+                }
+            }
             (_, Some("NOTAQUOTA")) => {
                 let detail = source.detail().unwrap_or_default();
                 let (key, detail) = detail.split_once(' ').unwrap_or((detail, ""));
@@ -300,6 +317,7 @@ impl Error {
             self,
             Error::NotABucket { .. }
                 | Error::NotAPool { .. }
+                | Error::NotARetryBudget { .. }
                 | Error::NotAQuota { .. }
                 | Error::Reply { .. }
                 | Error::Config(_)
@@ -339,6 +357,11 @@ impl fmt::Display for Error {
                 f,
                 "the Redis key {key} is not an in-flight pool ({detail}): delete the key, or \
                  give the limit a name no other data uses"
+            ),
+            Error::NotARetryBudget { key, detail } => write!(
+                f,
+                "the Redis key {key} is not a retry budget ({detail}): delete the key, or \
+                 give the limiter a name no other data uses"
             ),
             Error::NotAQuota { key, detail } => write!(
                 f,

@@ -69,6 +69,9 @@
 //! bucket cannot hold and borrowing are refused, since buckets on different
 //! nodes cannot pay together atomically.
 //!
+//! A [`RedisRetryBudget`] keeps bucket i's retries beside it, in
+//! `<bucket key>:retry` (so in the bucket's slot in either layout).
+//!
 //! A quota set live ([`RedisLimiter::set_quota`]) lives beside the buckets,
 //! in `{name}:quota`, with a version that every decision sends: a process
 //! deciding with another quota's numbers draws nothing, reads the key and
@@ -197,6 +200,7 @@ pub(crate) mod metrics;
 mod options;
 mod quota;
 mod refund;
+mod retry;
 mod script;
 mod spread;
 mod state;
@@ -211,6 +215,7 @@ pub use layout::Layout;
 pub use options::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_DEADLINE, DEFAULT_RETRY_EVERY, FailurePolicy, RedisOptions,
 };
+pub use retry::{FLUSH_EVERY, RedisRetryBudget};
 pub use store::{Decision, RedisStats, RedisStore, Source};
 
 use store::{ERRORS, FROM_CACHE, FROM_POLICY, FROM_REDIS};

@@ -278,3 +278,6 @@ mod changes;
 
 #[cfg(test)]
 mod hold;
+
+#[cfg(test)]
+mod retry;

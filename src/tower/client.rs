@@ -14,7 +14,7 @@ use super::key::{Found, TenantKey};
 use crate::Denied;
 use crate::clock::Clock;
 use crate::store::Store;
-use crate::upstream::{Answer, CallError, Upstream};
+use crate::upstream::{Answer, CallError, Retries, Upstream};
 
 impl<T: Answer, E> Answer for Result<T, E> {
     fn status(&self) -> u16 {
@@ -145,7 +145,7 @@ where
     RB: Send + 'static,
     S: Store + 'static,
     P: Clock + 'static,
-    R: Clock + 'static,
+    R: Retries + 'static,
 {
     type Response = Response<RB>;
     type Error = UpstreamError<I::Error, S::Error>;

@@ -7,7 +7,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use super::{Adaptive, HoldOff, RetryBudget, Signal, policy, reset_in, retry_after};
+use super::{Adaptive, HoldOff, Retries, RetryBudget, Signal, policy, reset_in, retry_after};
 use crate::clock::{Clock, MonotonicClock};
 use crate::store::Store;
 use crate::{Denied, Grant, Limit, Limiter, Request};
@@ -86,9 +86,10 @@ impl<E: std::error::Error + 'static> std::error::Error for CallError<E> {
 ///   an advertised `RateLimit-Policy`;
 /// - with a cost header, [settles](crate::Limit::settle) the grant at the
 ///   cost it names;
-/// - with a [`RetryBudget`], deposits each grant, and retries a throttle
-///   or a 5xx while the tenant's budget allows (at most 2 retries a call),
-///   each retry waiting for its own grant, so after any hold-off.
+/// - with a retry budget ([`Retries`]: a [`RetryBudget`] in process, or a
+///   fleet's over Redis), deposits each grant, and retries a throttle or a
+///   5xx while the tenant's budget allows (at most 2 retries a call), each
+///   retry waiting for its own grant, so after any hold-off.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -122,11 +123,11 @@ impl<E: std::error::Error + 'static> std::error::Error for CallError<E> {
 /// # }
 /// ```
 #[derive(Debug)]
-pub struct Upstream<S, A = MonotonicClock, R = MonotonicClock> {
+pub struct Upstream<S, A = MonotonicClock, R = RetryBudget> {
     limiter: Arc<Limiter<S>>,
     scope: Scope,
     adaptive: Option<Adaptive<A>>,
-    retries: Option<RetryBudget<R>>,
+    retries: Option<R>,
     max_wait: Option<Duration>,
     attempts: u32,
     cost: Option<String>,
@@ -148,7 +149,7 @@ impl<S: Store> Upstream<S> {
     }
 }
 
-impl<S: Store, P: Clock, R: Clock> Upstream<S, P, R> {
+impl<S: Store, P: Clock, R: Retries> Upstream<S, P, R> {
     /// Where a throttle holds off.
     pub fn scope(mut self, scope: Scope) -> Self {
         self.scope = scope;
@@ -168,8 +169,10 @@ impl<S: Store, P: Clock, R: Clock> Upstream<S, P, R> {
         }
     }
 
-    /// Retries throttles and 5xx within `budget`.
-    pub fn retries<D: Clock>(self, budget: RetryBudget<D>) -> Upstream<S, P, D> {
+    /// Retries throttles and 5xx within `budget`: a [`RetryBudget`] of
+    /// this process, or a fleet's over Redis (`RedisRetryBudget`, feature
+    /// `redis`).
+    pub fn retries<B: Retries>(self, budget: B) -> Upstream<S, P, B> {
         Upstream {
             limiter: self.limiter,
             scope: self.scope,
@@ -207,7 +210,7 @@ impl<S: Store, P: Clock, R: Clock> Upstream<S, P, R> {
     }
 
     /// The retry budget, if the calls retry.
-    pub fn retry_budget(&self) -> Option<&RetryBudget<R>> {
+    pub fn retry_budget(&self) -> Option<&R> {
         self.retries.as_ref()
     }
 
@@ -253,10 +256,12 @@ impl<S: Store, P: Clock, R: Clock> Upstream<S, P, R> {
             }
             let throttled = heard.signal == Some(Signal::Throttled);
             let retryable = throttled || (500..600).contains(&answer.status());
-            let retry = retryable
-                && attempt < self.attempts
-                && (self.retries.as_ref())
-                    .is_some_and(|budget| budget.withdraw(&self.limiter.shard(request.clone())));
+            let retry = match &self.retries {
+                Some(budget) if retryable && attempt < self.attempts => {
+                    budget.withdraw(&self.limiter.shard(request.clone())).await
+                }
+                _ => false,
+            };
             if !retry {
                 return Ok(answer);
             }

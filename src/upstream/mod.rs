@@ -12,7 +12,8 @@
 //!   cuts the global rate on throttles, steps it up after quiet intervals,
 //!   and takes an advertised limit ([`policy`]) as it is, between a floor
 //!   and a ceiling, through the live quota change.
-//! - **Budget the retries** per bucket ([`RetryBudget`]), and **settle**
+//! - **Budget the retries** per bucket ([`RetryBudget`], or a fleet's
+//!   over Redis, `redis::RedisRetryBudget`), and **settle**
 //!   costs known only after the call
 //!   ([`Limit::settle`](crate::Limit::settle)).
 //!
@@ -78,7 +79,12 @@ pub use self::adapt::{AdaptError, Adaptive, Signal};
 #[cfg_attr(docsrs, doc(cfg(feature = "wait")))]
 pub use self::call::{Answer, CallError, Scope, Upstream};
 pub use self::headers::{policy, reset_in, retry_after};
-pub use self::retry::RetryBudget;
+// The budget's steps, for the Redis budget and its differential test.
+#[cfg(feature = "redis")]
+pub(crate) use self::retry::{RETRY, deposited, sealed as retry_sealed};
+pub use self::retry::{Retries, RetryBudget};
+#[cfg(all(test, feature = "redis"))]
+pub(crate) use self::retry::{floor_due, roomiest};
 use crate::Request;
 
 /// The longest hold-off: an hour. An upstream that asks for more (a

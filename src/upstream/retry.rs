@@ -1,15 +1,78 @@
 //! Retry budgets per bucket: a tenant whose calls keep failing spends only
 //! its own shard's retries.
 
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use crossbeam_utils::CachePadded;
 
 use crate::clock::{Clock, MonotonicClock};
 use crate::store::Store;
 use crate::{Grant, Limiter, Shard};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// One retry, in the units deposits are counted in (thousandths).
-const RETRY: u64 = 1000;
+pub(crate) const RETRY: u64 = 1000;
+
+// The budget's steps as pure functions, shared by the atomics below and by
+// the Redis scripts' mirror (`src/redis/retry.rs`, whose differential test
+// holds the Lua to them).
+
+/// A bucket holding `held` thousandths after a deposit of `earned`: up to
+/// `cap`, and a bucket already at or over it keeps what it holds.
+pub(crate) fn deposited(held: u64, earned: u64, cap: u64) -> u64 {
+    if held >= cap {
+        held
+    } else {
+        held.saturating_add(earned).min(cap)
+    }
+}
+
+/// The position of the roomiest bucket holding a whole retry (the first of
+/// equals), if one does.
+pub(crate) fn roomiest(held: impl IntoIterator<Item = u64>) -> Option<usize> {
+    let mut best: Option<(usize, u64)> = None;
+    for (i, held) in held.into_iter().enumerate() {
+        if held >= RETRY && best.is_none_or(|(_, most)| held > most) {
+            best = Some((i, held));
+        }
+    }
+    best.map(|(i, _)| i)
+}
+
+/// A floor whose next retry is due at `due` gives one at `now` when due,
+/// and the time the next is due then; none without a floor (`every` 0).
+pub(crate) fn floor_due(due: u64, now: u64, every: u64) -> Option<u64> {
+    (every > 0 && due <= now).then(|| now.saturating_add(every))
+}
+
+/// A retry budget [`Upstream`](super::Upstream) can spend from: the
+/// in-process [`RetryBudget`], or a fleet's over Redis
+/// (`redis::RedisRetryBudget`, feature `redis`). Sealed.
+pub trait Retries: sealed::Sealed + Send + Sync {
+    /// Deposits what `grant`'s tokens earn, to the buckets that paid them.
+    fn deposit(&self, grant: &Grant);
+
+    /// Whether a retry of `shard`'s call may go, taking it from the budget.
+    fn withdraw(&self, shard: &Shard) -> impl Future<Output = bool> + Send;
+}
+
+pub(crate) mod sealed {
+    /// Only this crate's budgets are [`Retries`](super::Retries).
+    #[allow(unreachable_pub)]
+    pub trait Sealed {}
+}
+
+impl<C: Clock> sealed::Sealed for RetryBudget<C> {}
+
+impl<C: Clock> Retries for RetryBudget<C> {
+    fn deposit(&self, grant: &Grant) {
+        RetryBudget::deposit(self, grant);
+    }
+
+    fn withdraw(&self, shard: &Shard) -> impl Future<Output = bool> + Send {
+        std::future::ready(RetryBudget::withdraw(self, shard))
+    }
+}
 
 /// Retries of upstream calls, budgeted per bucket of a limiter: every
 /// token a bucket pays deposits a fraction of a retry there (0.2 by
@@ -22,8 +85,16 @@ const RETRY: u64 = 1000;
 /// their tokens. A retry is a call too: take a grant for it from the
 /// limiter as well (and honour a `Retry-After` first; see
 /// [`HoldOff`](super::HoldOff)). Deposits are capped (10 retries a bucket
-/// by default), so a quiet hour does not bank a storm. The budget lives in
-/// this process.
+/// by default), so a quiet hour does not bank a storm.
+///
+/// This budget lives in this process: a fleet of M processes with one each
+/// retries a failing tenant up to M times its shard's budget. To budget a
+/// fleet's retries once, use the same budget kept in Redis beside a
+/// `RedisLimiter`'s buckets, `redis::RedisRetryBudget` (feature `redis`):
+/// the same deposits, floor and cap per bucket, shared by every process,
+/// with deposits sent in batches every 100 ms and one round trip a
+/// withdraw. Either goes to [`Upstream::retries`](super::Upstream::retries)
+/// (through [`Retries`]).
 ///
 /// ```
 /// use shuffle_limiter::upstream::RetryBudget;
@@ -126,7 +197,7 @@ impl<C: Clock> RetryBudget<C> {
             };
             let earned = self.ratio * u64::from(payment.tokens());
             let _ = deposits.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
-                (held < self.cap).then(|| (held + earned).min(self.cap))
+                Some(deposited(held, earned, self.cap)).filter(|&after| after != held)
             });
         }
     }
@@ -135,17 +206,13 @@ impl<C: Clock> RetryBudget<C> {
     /// tenant's, from [`Limiter::shard`]), or from a bucket's floor when
     /// none holds a whole one: whether the retry may go.
     pub fn withdraw(&self, shard: &Shard) -> bool {
-        let mut best = None;
-        for &b in shard.buckets() {
-            let Some(deposits) = self.deposits.get(b as usize) else {
-                continue;
-            };
-            let held = deposits.load(Ordering::Relaxed);
-            if held >= RETRY && best.is_none_or(|(_, most)| held > most) {
-                best = Some((deposits, held));
-            }
-        }
-        if let Some((deposits, _)) = best {
+        let held = (shard.buckets().iter()).map(|&b| {
+            self.deposits
+                .get(b as usize)
+                .map_or(0, |d| d.load(Ordering::Relaxed))
+        });
+        let best = roomiest(held).and_then(|i| self.deposits.get(shard.buckets()[i] as usize));
+        if let Some(deposits) = best {
             let taken = deposits.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
                 held.checked_sub(RETRY)
             });
@@ -165,7 +232,7 @@ impl<C: Clock> RetryBudget<C> {
         // one's time has come.
         let now = self.clock.now_nanos();
         tat.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |due| {
-            (due <= now).then(|| now.saturating_add(self.every))
+            floor_due(due, now, self.every)
         })
         .is_ok()
     }

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use shuffle_limiter::Clock;
 use shuffle_limiter::store::Store;
-use shuffle_limiter::upstream::{Answer, Upstream};
+use shuffle_limiter::upstream::{Answer, Retries, Upstream};
 use tokio::time::Instant;
 
 /// `tenant-0` … `tenant-19`; `tenant-0` is the noisy one.
@@ -229,7 +229,7 @@ where
     S: Store + Send + Sync + 'static,
     S::Error: Send,
     A: Clock + Send + Sync + 'static,
-    R: Clock + Send + Sync + 'static,
+    R: Retries + 'static,
     F: Fn(String) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = Reply> + Send + 'static,
 {
