@@ -229,3 +229,53 @@ async fn a_wait_booked_before_another_process_holds_off_waits_for_the_end() {
     // no sooner than 1.5 s after that.
     assert!(granted >= hold, "granted after {granted:?}");
 }
+
+/// The other side: waits in one process whose slots come after another
+/// process's hold-off keep them (they do not go to the back of the queue),
+/// and only the one whose slot it covers books again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waits_booked_past_another_process_hold_off_keep_their_slots() {
+    let server = RedisServer::start();
+    // One bucket, a token every 500 ms.
+    let slow = || async {
+        std::sync::Arc::new(
+            ShardedLimiter::builder()
+                .quota(Quota::per_second(2).with_burst(1))
+                .buckets(1)
+                .per_tenant(1)
+                .name("keep-slots")
+                .build_redis(
+                    &server.url(),
+                    RedisOptions::new(FailurePolicy::FailClosed)
+                        .deadline(Duration::from_millis(500)),
+                )
+                .await
+                .unwrap(),
+        )
+    };
+    let (a, b) = (slow().await, slow().await);
+    let start = tokio::time::Instant::now();
+    assert!(a.check("t").await.is_ok());
+    // Slots at about 0.5 s, 1 s and 1.5 s, booked in turn.
+    let mut waiting = Vec::new();
+    for _ in 0..3 {
+        let a = std::sync::Arc::clone(&a);
+        waiting.push(tokio::spawn(async move {
+            a.wait("t").await.map(|_| start.elapsed())
+        }));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Until about 0.85 s: it covers the first slot alone.
+    b.hold_off(HoldOff::all(Duration::from_millis(750)))
+        .await
+        .unwrap();
+    let mut granted = Vec::new();
+    for w in waiting {
+        granted.push(w.await.unwrap().unwrap());
+    }
+    // The first books again behind the others (about 2 s); the others keep
+    // theirs (booking again would put them at 2.5 s and 3 s).
+    assert!(granted[0] >= Duration::from_millis(1900), "{granted:?}");
+    assert!(granted[1] < Duration::from_millis(1450), "{granted:?}");
+    assert!(granted[2] < Duration::from_millis(1950), "{granted:?}");
+}

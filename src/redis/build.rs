@@ -375,6 +375,7 @@ impl<L> Parts<L> {
             breaker: Breaker::new(buckets, options.retry_every, options.layout),
             denials: DenialCache::new(buckets),
             rooms: Rooms::new(buckets),
+            held: (0..buckets).map(|_| AtomicU64::new(0)).collect(),
             fallback: self.fallback,
             shards: self.core.shards.clone(),
             no_cache: ShardCache::new(0, &self.core.shards.assignment),

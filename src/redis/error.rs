@@ -224,6 +224,14 @@ pub enum Error {
         /// What the script found.
         detail: String,
     },
+    /// The limiter's hold-offs key (`{name}:held`, where a hold-off records
+    /// until when each bucket is held) holds another type than a hash.
+    NotAHoldOff {
+        /// The key.
+        key: String,
+        /// What the script found.
+        detail: String,
+    },
     /// The limiter's quota key holds something that is not a quota: text of
     /// another shape, or a key of another type (a hash, a list, ...).
     NotAQuota {
@@ -294,6 +302,14 @@ impl Error {
                     detail: detail.to_owned(),
                 }
             }
+            (_, Some("NOTAHOLD")) => {
+                let detail = source.detail().unwrap_or_default();
+                let (key, detail) = detail.split_once(' ').unwrap_or((detail, ""));
+                Error::NotAHoldOff {
+                    key: key.to_owned(),
+                    detail: detail.to_owned(),
+                }
+            }
             (_, Some("NOTAQUOTA")) => {
                 let detail = source.detail().unwrap_or_default();
                 let (key, detail) = detail.split_once(' ').unwrap_or((detail, ""));
@@ -319,6 +335,7 @@ impl Error {
                 | Error::NotAPool { .. }
                 | Error::NotARetryBudget { .. }
                 | Error::NotAQuota { .. }
+                | Error::NotAHoldOff { .. }
                 | Error::Reply { .. }
                 | Error::Config(_)
                 | Error::SpreadQuota
@@ -342,7 +359,8 @@ impl fmt::Display for Error {
             Error::NoPermission { source } => write!(
                 f,
                 "the Redis user may not run the limiter's commands ({source}): grant it \
-                 EVALSHA, SCRIPT LOAD, GET, MGET, SET, DEL and TIME on the limiter's keys"
+                 EVALSHA, SCRIPT LOAD, GET, MGET, SET, DEL, TIME, and for hold-offs TYPE, \
+                 HGET, HGETALL, HSET, PTTL and PEXPIRE, on the limiter's keys"
             ),
             Error::ReadOnly { source } => write!(
                 f,
@@ -362,6 +380,11 @@ impl fmt::Display for Error {
                 f,
                 "the Redis key {key} is not a retry budget ({detail}): delete the key, or \
                  give the limiter a name no other data uses"
+            ),
+            Error::NotAHoldOff { key, detail } => write!(
+                f,
+                "the Redis key {key} is not the limiter's hold-offs ({detail}): delete the key, \
+                 or give the limiter a name no other data uses"
             ),
             Error::NotAQuota { key, detail } => write!(
                 f,

@@ -10,28 +10,36 @@
 -- ARGV[1]      the quota version the capacities come from.
 -- ARGV[2]      how long to hold off, in microseconds from the clock.
 -- ARGV[3]      the buckets' interval, in microseconds.
--- ARGV[3 + i]  the capacity of KEYS[i], in microseconds.
--- ARGV[m + 4]  the quota, "<count> <period in ns> <burst> <N>", to store
---              again under the next version, so that every process decides
---              again and drops the slots its waits booked before; empty in
---              the spread layout, which sets no quota live.
+-- ARGV[4]      '1' to record the instant in KEYS[m + 2], the limiter's
+--              hold-offs "{limiter-name}:held" (a hash: each bucket key to
+--              the latest instant it was held until, in µs), so that every
+--              process's waits learn which booked slots it covers and book
+--              those again (and keep the others); empty in the spread
+--              layout, which has no such key.
+-- ARGV[4 + i]  the capacity of KEYS[i], in microseconds.
 -- ARGV[m + 5]  absent in production (the server's clock); the test's time.
 --
--- A bucket key of another type fails the hold-off with NOTABUCKET before
--- anything is written.
+-- A bucket key of another type fails the hold-off with NOTABUCKET, and a
+-- hold-offs key that is not a hash with NOTAHOLD, before anything is
+-- written.
 --
--- Reply: { 1, version } once held (the quota's version now), or { 0,
+-- Reply: { 1, version, until } once held (the quota's version, which a
+-- hold-off leaves as it is, and the instant held until, in µs), or { 0,
 -- version } when the key holds another version than ARGV[1]: nothing was
 -- held, and the caller reads the quota and asks again.
 
+local record = ARGV[4] == '1'
 local held = #KEYS - 1
+if record then
+  held = #KEYS - 2
+  local kind = redis.call('TYPE', KEYS[held + 2]).ok
+  if kind ~= 'hash' and kind ~= 'none' then
+    return redis.error_reply('NOTAHOLD ' .. KEYS[held + 2] .. ': a ' .. kind .. ', not a hash')
+  end
+end
 local version, stop = expect_quota(KEYS[held + 1], ARGV[1], 0)
 if stop then
   return stop
-end
-local bump = ARGV[held + 4] ~= ''
-if bump and version + 1 >= 9007199254740992 then
-  return redis.error_reply('NOTAQUOTA ' .. KEYS[held + 1] .. ': no version left after ' .. version)
 end
 local now = clock(ARGV[held + 5])
 local interval = ARGV[3] + 0
@@ -45,7 +53,7 @@ if wrong then
   return wrong
 end
 for i = 1, held do
-  local capacity = ARGV[3 + i] + 0
+  local capacity = ARGV[4 + i] + 0
   -- A missing key is a full bucket; a string that is not a time, an empty
   -- one (as draw.lua reads it).
   local tat = now
@@ -57,8 +65,19 @@ for i = 1, held do
     store(KEYS[i], until_tat, now)
   end
 end
-if bump then
-  version = version + 1
-  redis.call('SET', KEYS[held + 1], string.format('%d', version) .. ' ' .. ARGV[held + 4])
+if record then
+  local key = KEYS[held + 2]
+  for i = 1, held do
+    -- A value that is not a time is overwritten (as a bucket's is).
+    local before = as_time(redis.call('HGET', key, KEYS[i]))
+    if not before or before < until_now then
+      redis.call('HSET', key, KEYS[i], string.format('%d', until_now))
+    end
+  end
+  -- Kept a second past the latest instant in it, as a bucket key is.
+  local ttl = (until_now - now - (until_now - now) % 1000) / 1000 + 1001
+  if redis.call('PTTL', key) < ttl then
+    redis.call('PEXPIRE', key, ttl)
+  end
 end
-return { 1, version }
+return { 1, version, until_now }

@@ -7,7 +7,7 @@ use ::redis::aio::ConnectionLike;
 
 use super::error::Error;
 use super::layout::Layout;
-use super::quota::{ATTEMPTS, quota_text, run};
+use super::quota::ATTEMPTS;
 use super::script::MICROS;
 use super::store::RedisStore;
 use crate::Shard;
@@ -24,9 +24,11 @@ where
     /// Holds off the shard's own buckets (or every bucket) for `duration`
     /// from the server's clock, rounded up to a microsecond, and the local
     /// fallback's the same. In the one-slot layout one script holds them
-    /// all and moves the quota's version on, so that every process decides
-    /// again and its waits book again; in the spread layout, one script per
-    /// bucket, and a slot a wait booked before stays its own.
+    /// all and records the instant beside them, so that a wait of any
+    /// process that booked a slot before it books again when it wakes (see
+    /// `held_over`), and one that booked after it keeps its slot; in the
+    /// spread layout, one script per bucket, and a slot a wait booked
+    /// before stays its own.
     pub(super) async fn hold_off_in_redis(
         &self,
         shard: Option<Shard>,
@@ -63,12 +65,9 @@ where
                     .filter(|&b| b < split.buckets)
                     .collect(),
             };
-            let (size, text) = match shared.options.layout {
-                Layout::OneSlot => (
-                    buckets.len().max(1),
-                    quota_text(shared.split.quota(), split.buckets),
-                ),
-                Layout::Spread => (1, String::new()),
+            let (size, record) = match shared.options.layout {
+                Layout::OneSlot => (buckets.len().max(1), "1"),
+                Layout::Spread => (1, ""),
             };
             let interval = split.interval() / MICROS;
             // The held buckets come back one after another over one
@@ -81,21 +80,32 @@ where
                     invocation.key(shared.script.key(b).unwrap_or_default());
                 }
                 invocation.key(shared.script.quota_key(batch[0]));
-                invocation.arg(version).arg(micros).arg(interval);
+                if let Some(key) = shared.script.held_key() {
+                    invocation.key(key);
+                }
+                invocation
+                    .arg(version)
+                    .arg(micros)
+                    .arg(interval)
+                    .arg(record);
                 for (i, &b) in (at..).zip(batch) {
                     invocation.arg(u64::from(split.burst_of(b)) * interval + stagger * i);
                 }
-                invocation.arg(&text);
-                match run(&invocation, &shared.connection).await? {
-                    (1, now) if now != version => {
-                        shared.adopt(now, shared.split.quota(), split);
-                    }
-                    (1, _) => {}
+                let mut connection = shared.connection.clone();
+                let reply: Vec<i64> =
+                    (invocation.invoke_async(&mut connection).await).map_err(Error::from_redis)?;
+                match reply[..] {
+                    [1, _, until] if until >= 0 => shared.held_until(batch, until as u64),
                     // Another process changed the quota first: held again
                     // under the new one (holding twice is holding once).
-                    _ => {
+                    [0, v] if v >= 0 => {
                         shared.refresh().await?;
                         continue 'attempt;
+                    }
+                    _ => {
+                        return Err(Error::Reply {
+                            detail: format!("{reply:?}"),
+                        });
                     }
                 }
             }

@@ -66,6 +66,15 @@ impl Layout {
                 .collect(),
         }
     }
+
+    /// The key of the limiter's hold-offs (each bucket key, to the instant
+    /// it is held until), beside its buckets: in the one-slot layout only.
+    pub(super) fn held_key(self, prefix: &str, name: &str) -> Option<String> {
+        match self {
+            Layout::OneSlot => Some(format!("{prefix}{{{name}}}:held")),
+            Layout::Spread => None,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -77,6 +86,11 @@ mod tests {
         assert_eq!(Layout::OneSlot.key("", "api", 3), "{api}:b3");
         assert_eq!(Layout::Spread.key("", "api", 3), "{api:b3}");
         assert_eq!(*Layout::OneSlot.quota_keys("", "api", 4), ["{api}:quota"]);
+        assert_eq!(
+            Layout::OneSlot.held_key("p:", "api").unwrap(),
+            "p:{api}:held"
+        );
+        assert_eq!(Layout::Spread.held_key("", "api"), None);
         assert_eq!(Layout::Spread.quota_keys("", "api", 4)[3], "{api:b3}:quota");
         // A prefix goes before the hash tag, which it leaves as it is.
         assert_eq!(

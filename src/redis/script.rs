@@ -25,6 +25,8 @@ pub(super) struct DrawScript {
     /// The key of the quota set live (see `quota.rs`): one for every
     /// bucket, or one per bucket in its slot.
     quota_keys: Box<[String]>,
+    /// The key of the hold-offs (see `holdoff.rs`), in the one-slot layout.
+    held_key: Option<String>,
 }
 
 impl DrawScript {
@@ -40,7 +42,19 @@ impl DrawScript {
             script: Script::new(DRAW_LUA),
             keys: (0..buckets).map(|i| layout.key(prefix, name, i)).collect(),
             quota_keys: layout.quota_keys(prefix, name, buckets),
+            held_key: layout.held_key(prefix, name),
         }
+    }
+
+    /// The key of the hold-offs, in the one-slot layout.
+    pub(super) fn held_key(&self) -> Option<&str> {
+        self.held_key.as_deref()
+    }
+
+    /// The bucket whose key is `key`.
+    pub(super) fn bucket_of(&self, key: &[u8]) -> Option<u32> {
+        let b = self.keys.iter().position(|k| k.as_bytes() == key)?;
+        u32::try_from(b).ok()
     }
 
     pub(super) fn keys(&self) -> &[String] {

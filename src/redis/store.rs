@@ -85,6 +85,10 @@ pub(super) struct Shared<Conn, L> {
     pub(super) denials: DenialCache,
     /// What this process last saw of each bucket (the spread layout's).
     pub(super) rooms: Rooms,
+    /// Per bucket, the latest instant (µs, the server's clock) a hold-off
+    /// of any process held it until, as far as this one has heard (the
+    /// one-slot layout's).
+    pub(super) held: Box<[AtomicU64]>,
     pub(super) fallback: Option<L>,
     /// How shards are found, to resolve one again when another process
     /// changed N (rare: without a cache).
@@ -147,18 +151,21 @@ where
     }
 
     /// Adopts the quota in Redis if another process changed it since this
-    /// one last looked (one `GET`); a failure leaves things as they are.
+    /// one last looked, and learns the hold-offs recorded beside the
+    /// buckets (one round trip: `GET` and `HGETALL`); a failure leaves
+    /// things as they are.
     async fn catch_up(&self) {
-        if self.options.layout == Layout::Spread {
-            return; // no quota is set live in this layout
-        }
+        let Some(held_key) = self.script.held_key() else {
+            return; // the spread layout: no quota is set live, no hold-off kept
+        };
         let mut connection = self.connection.clone();
-        let mut get = ::redis::cmd("GET");
-        get.arg(self.script.quota_key(0));
-        let read = get.query_async::<Option<String>>(&mut connection);
-        let Ok(Ok(text)) = timeout(self.options.deadline, read).await else {
+        let mut pipe = ::redis::pipe();
+        pipe.get(self.script.quota_key(0)).hgetall(held_key);
+        let read = pipe.query_async::<(Option<String>, Vec<(Vec<u8>, Vec<u8>)>)>(&mut connection);
+        let Ok(Ok((text, held))) = timeout(self.options.deadline, read).await else {
             return;
         };
+        self.heard_of(&held);
         // A key that does not read as a quota is for `refresh` to refuse.
         let version = text.as_deref().map_or(Some(0), |text| {
             parse_quota(text).map(|(version, ..)| version)
@@ -166,6 +173,47 @@ where
         if version != Some(self.version.load(Ordering::Relaxed)) {
             let _ = timeout(self.options.deadline, self.refresh()).await;
         }
+    }
+
+    /// Takes the hold-offs `entries` of the hold-offs key (bucket key, then
+    /// the instant), ignoring a field that names no bucket of this limiter
+    /// or a value that is not a time: such an entry can only keep a booking
+    /// its buckets already paid, never add a token.
+    fn heard_of(&self, entries: &[(Vec<u8>, Vec<u8>)]) {
+        for (key, until) in entries {
+            let until = std::str::from_utf8(until)
+                .ok()
+                .and_then(|u| u.parse::<u64>().ok());
+            if let (Some(b), Some(until)) = (self.script.bucket_of(key), until) {
+                self.held_until(&[b], until);
+            }
+        }
+    }
+
+    /// Records that `buckets` are held until `until` (µs, the server's clock).
+    pub(super) fn held_until(&self, buckets: &[u32], until: u64) {
+        for &b in buckets {
+            if let Some(held) = self.held.get(b as usize) {
+                held.fetch_max(until, Ordering::AcqRel);
+            }
+        }
+    }
+
+    /// Whether a hold-off this process heard of holds one of `booked`'s
+    /// buckets past the slot it booked there: the arrival time it wrote
+    /// less the bucket's capacity, as in process.
+    fn held_over(&self, booked: &Booked) -> bool {
+        let split = self.split.get();
+        let interval = split.interval() / MICROS;
+        let payments = booked.grant.payments().iter().zip(booked.written);
+        payments.into_iter().any(|(payment, written)| {
+            let b = payment.bucket();
+            let Some(held) = self.held.get(b as usize) else {
+                return false;
+            };
+            let capacity = u64::from(split.burst_of(b)) * interval;
+            written.saturating_sub(capacity) < held.load(Ordering::Acquire)
+        })
     }
 
     /// The decision at `lead` µs from now (a booking, when not 0, which
@@ -393,6 +441,10 @@ where
 
     fn give_back(&self, _core: &Core, booked: Booked) {
         Shared::give_back(&self.shared, booked);
+    }
+
+    fn held_over(&self, _core: &Core, booked: &Booked) -> bool {
+        self.shared.held_over(booked)
     }
 
     fn catch_up(&self, _core: &Core) -> impl Future<Output = ()> + Send + 'static {

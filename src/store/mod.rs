@@ -195,18 +195,15 @@ pub(crate) mod sealed {
         fn give_back(&self, core: &Core, booked: Booked);
 
         /// Whether a hold-off since `booked` was drawn covers its slot, so
-        /// that the wait must book again rather than keep it. Over Redis a
-        /// hold-off moves the core's version instead (and the wait books
-        /// again whatever its slot).
-        fn held_over(&self, _core: &Core, _booked: &Booked) -> bool {
-            false
-        }
+        /// that the wait must book again rather than keep it (over Redis,
+        /// as far as this process has heard: see `catch_up`).
+        fn held_over(&self, core: &Core, booked: &Booked) -> bool;
 
         /// Brings the core's split up to date with the quota in force where
         /// the buckets are kept, so that a wait can tell whether the quota
         /// changed since it booked: nothing to do in process, where every
         /// change goes through the core; over Redis, another process may
-        /// have changed it.
+        /// have changed it, or held buckets off.
         fn catch_up(&self, _core: &Core) -> impl Future<Output = ()> + Send + 'static {
             std::future::ready(())
         }

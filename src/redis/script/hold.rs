@@ -23,13 +23,15 @@ fn the_hold_off_script_holds_every_bucket_as_the_pure_function() {
         let script = Script::new(HOLDOFF_LUA);
         let keys: Vec<String> = (0..4).map(|i| format!("{{hold}}:b{i}")).collect();
         let quota_key = "{hold}:quota";
+        let held_key = "{hold}:held";
+        let mut recorded = std::collections::HashMap::new();
         let _: () = connection
             .set(quota_key, "3 5 1000000000 5 4")
             .await
             .unwrap();
         let mut rng = XorShift(0x4010_0FF5);
         let (mut moved, mut kept) = (0, 0);
-        let mut version = 3;
+        let version = 3;
         for step in 0..1500 {
             let held = 1 + rng.below(4) as usize;
             let now =
@@ -56,24 +58,29 @@ fn the_hold_off_script_holds_every_bucket_as_the_pure_function() {
                 kept += usize::from(after == tat && tat > now);
                 want.push(after);
                 capacities.push(capacity);
+            }
+            // Every other step records the instant in the hold-offs key, as
+            // the one-slot layout does; the rest hold without it, as the
+            // spread layout does.
+            let record = step % 2 == 0;
+            for key in &keys[..held] {
                 invocation.key(key);
             }
-            // Every other step bumps the version, as the one-slot layout
-            // does; the rest hold without it, as the spread layout does.
-            let bump = step % 2 == 0;
+            invocation.key(quota_key);
+            if record {
+                invocation.key(held_key);
+            }
             invocation
-                .key(quota_key)
                 .arg(version)
                 .arg(lead)
-                .arg(interval);
+                .arg(interval)
+                .arg(if record { "1" } else { "" });
             for capacity in capacities {
                 invocation.arg(capacity);
             }
-            invocation.arg(if bump { "5 1000000000 5 4" } else { "" });
             invocation.arg(now);
             let reply: Vec<u64> = invocation.invoke_async(&mut connection).await.unwrap();
-            version += u64::from(bump);
-            assert_eq!(reply, [1, version], "step {step}");
+            assert_eq!(reply, [1, version, now + lead], "step {step}");
             for (j, key) in keys[..held].iter().enumerate() {
                 let got = read(&mut connection, key).await;
                 // A missing key left missing is a full bucket: at or before now.
@@ -82,6 +89,13 @@ fn the_hold_off_script_holds_every_bucket_as_the_pure_function() {
                 } else {
                     assert_eq!(got, want[j], "step {step}, bucket {j}");
                 }
+                // The latest instant each bucket was held until, recorded.
+                if record {
+                    let latest = recorded.entry(key.clone()).or_insert(0);
+                    *latest = (*latest).max(now + lead);
+                }
+                let got: Option<u64> = connection.hget(held_key, key).await.unwrap();
+                assert_eq!(got, recorded.get(key).copied(), "step {step}, bucket {j}");
             }
         }
         assert!(moved > 1000 && kept > 200, "{moved} moved, {kept} kept");
@@ -94,8 +108,8 @@ fn the_hold_off_script_holds_every_bucket_as_the_pure_function() {
             .arg(version - 1)
             .arg(1000)
             .arg(1)
-            .arg(10);
-        invocation.arg("").arg(100);
+            .arg("");
+        invocation.arg(10).arg(100);
         let reply: Vec<u64> = invocation.invoke_async(&mut connection).await.unwrap();
         assert_eq!(reply, [0, version]);
         assert_eq!(read(&mut connection, &keys[0]).await, 5);
@@ -109,13 +123,27 @@ fn the_hold_off_script_holds_every_bucket_as_the_pure_function() {
             .key(quota_key)
             .arg(version)
             .arg(1000)
-            .arg(1);
-        invocation.arg(10).arg(10).arg("").arg(100);
+            .arg(1)
+            .arg("");
+        invocation.arg(10).arg(10).arg(100);
         let error = invocation
             .invoke_async::<Vec<u64>>(&mut connection)
             .await
             .unwrap_err();
         assert!(error.to_string().contains("NOTABUCKET"), "{error}");
+        assert_eq!(read(&mut connection, &keys[0]).await, 5);
+        // So does a hold-offs key of another type, before any bucket moves.
+        let stray = "{hold}:stray";
+        let _: () = connection.set(stray, "text").await.unwrap();
+        let mut invocation = script.prepare_invoke();
+        invocation.key(&keys[0]).key(quota_key).key(stray);
+        invocation.arg(version).arg(1000).arg(1).arg("1");
+        invocation.arg(10).arg(100);
+        let error = invocation
+            .invoke_async::<Vec<u64>>(&mut connection)
+            .await
+            .unwrap_err();
+        assert!(error.to_string().contains("NOTAHOLD"), "{error}");
         assert_eq!(read(&mut connection, &keys[0]).await, 5);
     });
 }
