@@ -139,11 +139,9 @@ impl LiveSplit {
         let mut current = self.quota.lock().unwrap_or_else(PoisonError::into_inner);
         let old = self.get();
         let (quota, split) = next(*current, old)?;
-        // A change to the same split is one of unknown cause (over Redis,
-        // another process's hold-off moves the version alone): not a
-        // loosening.
-        let loosened = split != old
-            && split.buckets == old.buckets
+        // A change to the same split (over Redis, another process setting
+        // the quota in force again) tightens nothing either.
+        let loosened = split.buckets == old.buckets
             && split.interval() <= old.interval()
             && (0..old.buckets).all(|b| split.burst_of(b) >= old.burst_of(b));
         if !loosened {

@@ -124,6 +124,11 @@ where
     /// decide with, here and in the local fallback; denials remembered under
     /// the old ones are forgotten.
     pub(super) fn adopt(&self, version: u64, quota: Quota, split: Split) {
+        // Waits that woke together each read the new version before any of
+        // them adopted it: adopted once, so that it counts as one change.
+        if version == self.version.load(Ordering::Relaxed) {
+            return;
+        }
         let adopted = self.split.change(
             |_, _| Ok::<_, std::convert::Infallible>((quota, split)),
             |_, _, _| self.version.store(version, Ordering::Relaxed),
