@@ -310,16 +310,19 @@ impl<S: Store, P: Clock, R: Retries> Upstream<S, P, R> {
         let Some(adaptive) = &self.adaptive else {
             return Ok(());
         };
-        if let Some(signal) = heard.signal {
-            adaptive
-                .observe(&self.limiter, signal)
-                .await
-                .map_err(store)?;
-        }
+        // The advertised limit first: the answer that carries it was served
+        // (or throttled) under it, so the controller must not probe past
+        // it (a probe, then the cut back to it, each a change).
         if let Some((limit, window)) = heard.policy {
             let advertised = Signal::Advertised { limit, window };
             adaptive
                 .observe(&self.limiter, advertised)
+                .await
+                .map_err(store)?;
+        }
+        if let Some(signal) = heard.signal {
+            adaptive
+                .observe(&self.limiter, signal)
                 .await
                 .map_err(store)?;
         }
