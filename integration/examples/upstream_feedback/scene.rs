@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use shuffle_limiter::Clock;
 use shuffle_limiter::store::Store;
-use shuffle_limiter::upstream::{Answer, Retries, Upstream};
+use shuffle_limiter::upstream::{Answer, CallError, Retries, Upstream};
 use tokio::time::Instant;
 
 /// `tenant-0` … `tenant-19`; `tenant-0` is the noisy one.
@@ -253,8 +253,18 @@ where
                         break;
                     };
                     *made.calls.lock().unwrap().entry(id.clone()).or_default() += 1;
-                    if result.is_err() {
-                        made.errors.fetch_add(1, Ordering::Relaxed);
+                    match result {
+                        Ok(_) => {}
+                        // Not within the wait allowed: ask again when the
+                        // limiter says, as a client that bounds its waits.
+                        Err(CallError::Denied(denied)) => {
+                            made.errors.fetch_add(1, Ordering::Relaxed);
+                            let retry = Instant::now() + denied.retry_after();
+                            tokio::time::sleep_until(retry.min(until)).await;
+                        }
+                        Err(_) => {
+                            made.errors.fetch_add(1, Ordering::Relaxed);
+                        }
                     }
                 }
             });
