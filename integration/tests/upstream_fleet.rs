@@ -4,7 +4,7 @@
 //! `redis-server`, each calling with twenty tenants (`x-tenant`), `tenant-0`
 //! the noisy one, through `Upstream` with an `Adaptive` controller. From
 //! 10 s after each change to the next, the policer's own counts must show
-//! no more than 1 % of 429s and most of its limit used; the noisy tenant
+//! no more than 1 % of 429s and at least 90 % of its limit used; the noisy tenant
 //! stays within its shard.
 
 use std::future::IntoFuture;
@@ -70,9 +70,9 @@ fn two_processes_over_redis_follow_a_moving_limit() {
     eprintln!("{windows:?}");
     for w in &windows {
         assert!(w.throttled_share <= 0.01, "{w:?}");
-        // Run at 0.95 of the advertised limit; measured 0.93–0.95 in one
-        // process on a quiet machine (BENCHMARKS.md), a little less loaded.
-        assert!(w.utilization() >= 0.85, "{w:?}");
+        // Issue 27's bar. Run at 0.95 of the advertised limit; measured
+        // 0.96–1.07 in three runs on a loaded 2-core machine (BENCHMARKS.md).
+        assert!(w.utilization() >= 0.90, "{w:?}");
     }
     let total: u64 = policer.served.values().sum();
     let noisy = policer.served[&tenant(0)];

@@ -85,7 +85,11 @@ async fn main() -> Result<(), Box<dyn Error>> {
             use shuffle_limiter::redis::{FailurePolicy, RedisOptions};
             let options = RedisOptions::new(FailurePolicy::FailClosed);
             let limiter = Arc::new(builder.build_redis(&redis, options).await?);
-            let upstream = Upstream::new(limiter).scope(Scope::Shared);
+            // A fleet's callers queue together: bounded, a wait books no
+            // further ahead than this, so a change of the limit reaches
+            // them within it (BENCHMARKS.md, the scene over Redis).
+            let upstream =
+                (Upstream::new(limiter).scope(Scope::Shared)).max_wait(Duration::from_secs(2));
             if fixed {
                 scene::drive(Arc::new(upstream), sender, until).await
             } else {
