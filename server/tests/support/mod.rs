@@ -151,3 +151,22 @@ pub(crate) async fn metric(server: &Running, prefix: &str) -> Option<f64> {
         .and_then(|l| l.rsplit(' ').next())
         .and_then(|v| v.parse().ok())
 }
+
+/// Asks once for each tenant value `tenant-{i}`, `i` in `from..to`, from 8
+/// clients at once, each answer OK.
+pub(crate) async fn distinct(server: &Running, from: usize, to: usize) {
+    let mut tasks = Vec::new();
+    for s in 0..8 {
+        let mut client = client(server).await;
+        tasks.push(tokio::spawn(async move {
+            for i in (from + s..to).step_by(8) {
+                let value = format!("tenant-{i}");
+                let answer = ask(&mut client, request("d", &[("tenant", &value)], 1)).await;
+                assert_eq!(code(&answer), Code::Ok);
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+}
