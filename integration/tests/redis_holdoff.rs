@@ -42,8 +42,9 @@ async fn paced(
         .buckets(buckets)
         .per_tenant(buckets)
         .name(name)
-        .build_redis(&server.url(), options);
-    std::sync::Arc::new(limiter.await.unwrap())
+        .build_redis(&server.url(), options)
+        .await;
+    std::sync::Arc::new(limiter.unwrap())
 }
 
 /// The denial of `tenant` now, which must come from Redis (or from what
