@@ -1,8 +1,9 @@
 //! `tower::UpstreamLayer` around an HTTP service (an axum `Router` standing
 //! in for the upstream's client; the bodies are `String`s, which a retry
 //! can send again), under tokio's paused time: the tenant
-//! comes from a header, a throttle holds that tenant off, and a request
-//! without a tenant is refused before anything is sent.
+//! comes from a header, a throttle holds that tenant off, a request
+//! without a tenant is refused before anything is sent, and an in-flight
+//! limit inside the layer refusing a hung tenant's calls holds off no one.
 
 use std::future::poll_fn;
 use std::sync::Arc;
@@ -12,7 +13,8 @@ use std::time::Duration;
 use axum::Router;
 use axum::http::{HeaderName, Request, StatusCode};
 use axum::routing::get;
-use shuffle_limiter::tower::{TenantKey, UpstreamError, UpstreamLayer};
+use shuffle_limiter::inflight::InFlight;
+use shuffle_limiter::tower::{InFlightLayer, TenantKey, UpstreamError, UpstreamLayer};
 use shuffle_limiter::upstream::{Scope, Upstream};
 use shuffle_limiter::{Quota, ShardedLimiter, TokioClock};
 use tokio::time::Instant;
@@ -99,6 +101,71 @@ async fn the_layer_holds_off_the_throttled_tenant_and_lets_others_pass() {
     let missing = send(&mut service, None).await.unwrap_err();
     assert!(matches!(missing, UpstreamError::MissingTenant), "{missing}");
     assert_eq!(calls.load(Ordering::Relaxed), before);
+}
+
+/// A client stack for calls that can hang: the upstream layer (one limit
+/// for all tenants, `Scope::Shared`) around an in-flight limit around the
+/// client. The in-flight limit's 503 with `Retry-After` is its own, not
+/// the upstream's: it must neither hold off every tenant's buckets nor
+/// keep the grant.
+#[tokio::test(start_paused = true)]
+async fn an_inflight_limit_inside_the_layer_refusing_a_hung_tenant_holds_off_no_one() {
+    let limiter = Arc::new(
+        ShardedLimiter::builder()
+            .quota(Quota::per_second(80).with_burst(80))
+            .buckets(8)
+            .per_tenant(2)
+            .clock(TokioClock::new())
+            .build()
+            .unwrap(),
+    );
+    // Two permits a pool, no queue: a tenant holds at most 4 calls.
+    let inflight = InFlight::builder()
+        .concurrency(16)
+        .pools(8)
+        .per_tenant(2)
+        .max_queue(0)
+        .build()
+        .unwrap();
+    let hung = inflight.shard("tenant-0");
+    let apart = (1..)
+        .map(|t| format!("tenant-{t}"))
+        .find(|t| inflight.shard(t.as_str()).overlap(&hung) == 0)
+        .unwrap();
+    // tenant-0's calls hang for a minute; the others answer at once.
+    let client = Router::new().route(
+        "/",
+        get(|request: Request<axum::body::Body>| async move {
+            if request.headers()["x-tenant"] == "tenant-0" {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+            }
+            StatusCode::OK
+        }),
+    );
+    let key = || TenantKey::header(HeaderName::from_static("x-tenant"));
+    let inner = InFlightLayer::new(Arc::new(inflight), key()).layer(client);
+    let upstream = Upstream::new(Arc::clone(&limiter)).scope(Scope::Shared);
+    let service = UpstreamLayer::new(upstream, key()).layer(inner);
+    // Four of tenant-0's calls hang holding its pools; the fifth is
+    // refused by the in-flight limit, with 503 and Retry-After.
+    for _ in 0..4 {
+        let mut service = service.clone();
+        tokio::spawn(async move { send(&mut service, Some("tenant-0")).await });
+    }
+    tokio::task::yield_now().await;
+    let available = limiter.remaining("tenant-0");
+    let refused = send(&mut service.clone(), Some("tenant-0")).await.unwrap();
+    assert_eq!(refused, StatusCode::SERVICE_UNAVAILABLE);
+    // Its grant went back, and no bucket is held off: a tenant apart is
+    // served at once, and so is one on tenant-0's own buckets.
+    assert_eq!(limiter.remaining("tenant-0"), available);
+    let start = Instant::now();
+    assert_eq!(
+        send(&mut service.clone(), Some(&apart)).await.unwrap(),
+        StatusCode::OK
+    );
+    assert!(limiter.check("tenant-0").is_ok());
+    assert_eq!(start.elapsed(), Duration::ZERO);
 }
 
 trait IntoParts {

@@ -24,6 +24,11 @@ impl<T: Answer, E> Answer for Result<T, E> {
     fn header(&self, name: &str) -> Option<&[u8]> {
         self.as_ref().ok()?.header(name)
     }
+
+    // An error of the inner service may have reached the upstream.
+    fn sent(&self) -> bool {
+        self.as_ref().map_or(true, Answer::sent)
+    }
 }
 
 /// Wraps a client [`Service`] (hyper-util's `Client`, or any

@@ -13,7 +13,7 @@ use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 use pin_project_lite::pin_project;
 
 use super::layer::Config;
-use super::respond::{Reason, Rejection, Respond};
+use super::respond::{self, Reason, Rejection, Respond};
 use super::service::ceil_secs;
 use super::{RATELIMIT, RATELIMIT_POLICY};
 use crate::store::Store;
@@ -176,7 +176,7 @@ where
                                 }
                             };
                             let rejection = Rejection::new(reason, status, headers);
-                            return Poll::Ready(Ok(config.respond.respond(rejection)));
+                            return Poll::Ready(Ok(respond::answer(&*config.respond, rejection)));
                         }
                     }
                 }

@@ -12,7 +12,7 @@ use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 
 use super::inflight_future::InFlightFuture;
 use super::key::{Found, MissingTenant, TenantKey};
-use super::respond::{EmptyBody, Reason, Rejection, Respond};
+use super::respond::{self, EmptyBody, Reason, Rejection, Respond};
 use super::service::ceil_secs;
 use crate::inflight::{AcquireOwned, InFlight, OwnedPermit, RejectReason, Rejected};
 
@@ -59,8 +59,7 @@ impl<R> Config<R> {
             retry_after,
         };
         let status = StatusCode::SERVICE_UNAVAILABLE;
-        self.respond
-            .respond(Rejection::new(reason, status, headers))
+        respond::answer(&*self.respond, Rejection::new(reason, status, headers))
     }
 }
 
@@ -257,7 +256,7 @@ where
         let config = &self.config;
         let answer = |reason, status, headers| {
             let rejection = Rejection::new(reason, status, headers);
-            InFlightFuture::answer(config.respond.respond(rejection))
+            InFlightFuture::answer(respond::answer(&*config.respond, rejection))
         };
         let start = match config.key.find(&parts, |tenant| config.start(tenant)) {
             Found::Tenant(start) => start,

@@ -8,6 +8,7 @@ use http::{HeaderMap, Response, StatusCode};
 
 use super::ip::NoPeerAddress;
 use crate::inflight::RejectReason;
+use crate::upstream::NotSent;
 
 /// Why the layer answers a request itself instead of calling the service.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -187,6 +188,15 @@ impl fmt::Display for Rejection {
 pub trait Respond<B>: Send + Sync + 'static {
     /// The response to send instead of calling the service.
     fn respond(&self, rejection: Rejection) -> Response<B>;
+}
+
+/// `respond`'s answer to `rejection`, marked [`NotSent`]: a layer of this
+/// crate made it in place of the call (an [`UpstreamLayer`](super::UpstreamLayer)
+/// above does not listen to it).
+pub(super) fn answer<B, R: Respond<B> + ?Sized>(respond: &R, rejection: Rejection) -> Response<B> {
+    let mut response = respond.respond(rejection);
+    response.extensions_mut().insert(NotSent);
+    response
 }
 
 impl<B, F> Respond<B> for F

@@ -12,7 +12,7 @@ use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 use super::future::ResponseFuture;
 use super::key::Found;
 use super::layer::Config;
-use super::respond::{Reason, Rejection, Respond};
+use super::respond::{self, Reason, Rejection, Respond};
 use crate::store::{InProcess, Store};
 use crate::{Request as Asked, Shard};
 
@@ -119,11 +119,8 @@ where
             }
         };
         let answer = |reason, status, headers| {
-            ResponseFuture::answer(
-                config
-                    .respond
-                    .respond(Rejection::new(reason, status, headers)),
-            )
+            let rejection = Rejection::new(reason, status, headers);
+            ResponseFuture::answer(respond::answer(&*config.respond, rejection))
         };
         let (shard, pending) = match config.key.find(&parts, decide) {
             Found::Tenant(decided) => decided,

@@ -7,6 +7,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+#[cfg(feature = "tower")]
+use super::NotSent;
 use super::{Adaptive, HoldOff, Retries, RetryBudget, Signal, policy, reset_in, retry_after};
 use crate::clock::{Clock, MonotonicClock};
 use crate::store::Store;
@@ -22,6 +24,12 @@ pub trait Answer {
     fn status(&self) -> u16;
     /// The value of header `name` (lower case), if present.
     fn header(&self, name: &str) -> Option<&[u8]>;
+    /// Whether the call reached the upstream: `false` for an answer made
+    /// in its place (an `http::Response` carrying [`NotSent`]), which
+    /// [`Upstream`] does not listen to. `true` unless implemented.
+    fn sent(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(feature = "tower")]
@@ -32,6 +40,10 @@ impl<B> Answer for http::Response<B> {
 
     fn header(&self, name: &str) -> Option<&[u8]> {
         self.headers().get(name).map(http::HeaderValue::as_bytes)
+    }
+
+    fn sent(&self) -> bool {
+        self.extensions().get::<NotSent>().is_none()
     }
 }
 
@@ -242,6 +254,12 @@ impl<S: Store, P: Clock, R: Retries> Upstream<S, P, R> {
             };
             let grant = wait.await.map_err(CallError::Denied)?;
             let answer = send(&grant).await;
+            if !answer.sent() {
+                // Refused before it left (a layer below answered): the
+                // tokens go back, and there is nothing to listen to.
+                self.limiter.refund(grant).await.map_err(CallError::Store)?;
+                return Ok(answer);
+            }
             // Read before any await: the answer need not be `Sync`.
             let heard = self.hear(&answer);
             self.listen(&request, &heard).await?;

@@ -87,6 +87,16 @@ pub use self::retry::{Retries, RetryBudget};
 pub(crate) use self::retry::{floor_due, roomiest};
 use crate::Request;
 
+/// A response extension that says the response was made in place of the
+/// call, by a layer of this crate ([`tower`](crate::tower)'s rate limit's
+/// 429, its in-flight limit's 503): the upstream never saw the request.
+/// [`Upstream`] reads it through [`Answer::sent`]: on such an answer it
+/// gives the grant back and neither holds off, adapts nor retries, so that
+/// an in-flight limit inside an upstream layer refusing one tenant's calls
+/// does not hold off every tenant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct NotSent;
+
 /// The longest hold-off: an hour. An upstream that asks for more (a
 /// `Retry-After` of days, or a date years ahead) is held off for an hour,
 /// then asked again: one bad header must not stop a service for days.
