@@ -33,17 +33,20 @@ where
     Ok(response.status())
 }
 
+/// 80 calls a second over N = 8, k = 2, on tokio's clock.
+fn limiter() -> Arc<ShardedLimiter<TokioClock>> {
+    let limiter = ShardedLimiter::builder()
+        .quota(Quota::per_second(80).with_burst(80))
+        .buckets(8)
+        .per_tenant(2)
+        .clock(TokioClock::new())
+        .build();
+    Arc::new(limiter.unwrap())
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_layer_holds_off_the_throttled_tenant_and_lets_others_pass() {
-    let limiter = Arc::new(
-        ShardedLimiter::builder()
-            .quota(Quota::per_second(80).with_burst(80))
-            .buckets(8)
-            .per_tenant(2)
-            .clock(TokioClock::new())
-            .build()
-            .unwrap(),
-    );
+    let limiter = limiter();
     // The upstream throttles acme's first call for 5 s.
     let calls = Arc::new(AtomicU32::new(0));
     let seen = Arc::clone(&calls);
@@ -110,15 +113,7 @@ async fn the_layer_holds_off_the_throttled_tenant_and_lets_others_pass() {
 /// keep the grant.
 #[tokio::test(start_paused = true)]
 async fn an_inflight_limit_inside_the_layer_refusing_a_hung_tenant_holds_off_no_one() {
-    let limiter = Arc::new(
-        ShardedLimiter::builder()
-            .quota(Quota::per_second(80).with_burst(80))
-            .buckets(8)
-            .per_tenant(2)
-            .clock(TokioClock::new())
-            .build()
-            .unwrap(),
-    );
+    let limiter = limiter();
     // Two permits a pool, no queue: a tenant holds at most 4 calls.
     let inflight = InFlight::builder()
         .concurrency(16)

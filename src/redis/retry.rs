@@ -14,9 +14,10 @@ use crossbeam_utils::CachePadded;
 
 use super::error::Error;
 use super::layout::Layout;
+use super::script::MICROS;
 use super::store::RedisStore;
 use crate::store::sealed::Local;
-use crate::upstream::{RETRY, Retries, deposited, retry_sealed};
+use crate::upstream::{RETRY, Retries, Terms, deposited, retry_sealed};
 use crate::{Grant, Limiter, Shard};
 
 pub(super) const DEPOSIT_LUA: &str = concat!(
@@ -91,12 +92,7 @@ pub const FLUSH_EVERY: Duration = Duration::from_millis(100);
 /// ```
 pub struct RedisRetryBudget<Conn = ConnectionManager> {
     inner: Arc<Inner<Conn>>,
-    /// Thousandths of a retry a token deposits.
-    ratio: u64,
-    /// Microseconds between two floor retries of a bucket; 0 for none.
-    every: u64,
-    /// The most thousandths a bucket holds.
-    cap: u64,
+    terms: Terms,
 }
 
 /// What the background flushes share with the budget.
@@ -117,9 +113,7 @@ struct Inner<Conn> {
 impl<Conn> fmt::Debug for RedisRetryBudget<Conn> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisRetryBudget")
-            .field("ratio", &self.ratio)
-            .field("every_micros", &self.every)
-            .field("cap", &self.cap)
+            .field("terms", &self.terms)
             .finish_non_exhaustive()
     }
 }
@@ -160,9 +154,7 @@ where
                 pending,
                 scheduled: AtomicBool::new(false),
             }),
-            ratio: 200,
-            every: 1_000_000,
-            cap: 10 * RETRY,
+            terms: Terms::default(),
         }
     }
 
@@ -170,23 +162,20 @@ where
     /// that range; thousandths are kept). Every process should use the
     /// same.
     pub fn ratio(mut self, ratio: f64) -> Self {
-        self.ratio = (ratio.clamp(0.0, 1.0) * RETRY as f64) as u64;
+        self.terms = self.terms.ratio(ratio);
         self
     }
 
     /// Retries per second every bucket earns whatever the calls (0: none),
     /// for the whole fleet.
     pub fn floor_per_second(mut self, retries: u32) -> Self {
-        self.every = match retries {
-            0 => 0,
-            r => 1_000_000 / u64::from(r),
-        };
+        self.terms = self.terms.floor_per_second(retries);
         self
     }
 
     /// The most retries a bucket banks (at least 1), for the whole fleet.
     pub fn most(mut self, retries: u32) -> Self {
-        self.cap = u64::from(retries.max(1)) * RETRY;
+        self.terms = self.terms.most(retries);
         self
     }
 
@@ -202,9 +191,9 @@ where
             let Some(pending) = self.inner.pending.get(payment.bucket() as usize) else {
                 continue;
             };
-            let earned = self.ratio * u64::from(payment.tokens());
+            let earned = self.terms.ratio * u64::from(payment.tokens());
             if earned > 0 {
-                add(pending, earned, self.cap);
+                add(pending, earned, self.terms.cap);
                 any = true;
             }
         }
@@ -222,7 +211,7 @@ where
             self.inner.scheduled.store(false, Ordering::Release);
             return; // sent with the next withdraw or flush
         };
-        let (inner, cap) = (Arc::clone(&self.inner), self.cap);
+        let (inner, cap) = (Arc::clone(&self.inner), self.terms.cap);
         runtime.spawn(async move {
             tokio::time::sleep(FLUSH_EVERY).await;
             // Deposits from now on schedule the next flush.
@@ -238,7 +227,7 @@ where
     /// A round trip's: the connection, the deadline, or a retry key that
     /// holds something else ([`Error::NotARetryBudget`]).
     pub async fn flush(&self) -> Result<(), Error> {
-        self.inner.flush(self.cap).await
+        self.inner.flush(self.terms.cap).await
     }
 
     /// Takes one retry for `shard` (a tenant's, from
@@ -292,7 +281,9 @@ where
         for &b in buckets {
             invocation.key(inner.keys[b as usize].as_str());
         }
-        invocation.arg(self.cap).arg(self.every).arg(mode);
+        // The script counts microseconds (⌊⌊10⁹/r⌋/1000⌋ = ⌊10⁶/r⌋).
+        let every = self.terms.every / MICROS;
+        invocation.arg(self.terms.cap).arg(every).arg(mode);
         for &t in &taken {
             invocation.arg(t);
         }
@@ -305,7 +296,7 @@ where
             Err(error) => {
                 // Not sent: kept for the next round trip.
                 for (&b, &t) in buckets.iter().zip(&taken) {
-                    add(&inner.pending[b as usize], t, self.cap);
+                    add(&inner.pending[b as usize], t, self.terms.cap);
                 }
                 return Err(error);
             }
@@ -347,7 +338,7 @@ where
                     None => 0,
                     Some(text) => parse(&text).ok_or_else(|| not_a_budget(key, &text))?.0,
                 };
-                banked += held.min(self.cap) / RETRY;
+                banked += held.min(self.terms.cap) / RETRY;
             }
             Ok(banked)
         };

@@ -81,7 +81,7 @@ pub use self::call::{Answer, CallError, Scope, Upstream};
 pub use self::headers::{policy, reset_in, retry_after};
 // The budget's steps, for the Redis budget and its differential test.
 #[cfg(feature = "redis")]
-pub(crate) use self::retry::{RETRY, deposited, sealed as retry_sealed};
+pub(crate) use self::retry::{RETRY, Terms, deposited, sealed as retry_sealed};
 pub use self::retry::{Retries, RetryBudget};
 #[cfg(all(test, feature = "redis"))]
 pub(crate) use self::retry::{floor_due, roomiest};

@@ -13,6 +13,52 @@ use crate::{Grant, Limiter, Shard};
 /// One retry, in the units deposits are counted in (thousandths).
 pub(crate) const RETRY: u64 = 1000;
 
+/// A retry budget's terms, the in-process one's and the Redis one's alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Terms {
+    /// Thousandths of a retry a token deposits.
+    pub(crate) ratio: u64,
+    /// Nanoseconds between two floor retries of a bucket; 0 for none.
+    pub(crate) every: u64,
+    /// The most thousandths a bucket holds.
+    pub(crate) cap: u64,
+}
+
+impl Default for Terms {
+    /// 0.2 of a retry per token, a floor of 1 retry per second per bucket,
+    /// at most 10 retries banked per bucket.
+    fn default() -> Terms {
+        Terms {
+            ratio: 200,
+            every: 1_000_000_000,
+            cap: 10 * RETRY,
+        }
+    }
+}
+
+impl Terms {
+    /// `ratio` of a retry per token, cut to 0–1, thousandths kept.
+    pub(crate) fn ratio(self, ratio: f64) -> Terms {
+        let ratio = (ratio.clamp(0.0, 1.0) * RETRY as f64) as u64;
+        Terms { ratio, ..self }
+    }
+
+    /// `retries` floor retries per second per bucket (0: none).
+    pub(crate) fn floor_per_second(self, retries: u32) -> Terms {
+        let every = match retries {
+            0 => 0,
+            r => 1_000_000_000 / u64::from(r),
+        };
+        Terms { every, ..self }
+    }
+
+    /// At most `retries` banked per bucket (at least 1).
+    pub(crate) fn most(self, retries: u32) -> Terms {
+        let cap = u64::from(retries.max(1)) * RETRY;
+        Terms { cap, ..self }
+    }
+}
+
 // The budget's steps as pure functions, shared by the atomics below and by
 // the Redis scripts' mirror (`src/redis/retry.rs`, whose differential test
 // holds the Lua to them).
@@ -122,12 +168,7 @@ pub struct RetryBudget<C = MonotonicClock> {
     deposits: Box<[CachePadded<AtomicU64>]>,
     /// Per bucket, the floor's arrival time (GCRA, one retry per `floor`).
     floor: Box<[CachePadded<AtomicU64>]>,
-    /// Thousandths of a retry a token deposits.
-    ratio: u64,
-    /// Nanoseconds between two floor retries of a bucket; 0 for none.
-    every: u64,
-    /// The most thousandths a bucket holds.
-    cap: u64,
+    terms: Terms,
     clock: C,
 }
 
@@ -145,9 +186,7 @@ impl RetryBudget {
         RetryBudget {
             deposits: atomics(),
             floor: atomics(),
-            ratio: 200,
-            every: 1_000_000_000,
-            cap: 10 * RETRY,
+            terms: Terms::default(),
             clock: MonotonicClock::default(),
         }
     }
@@ -160,9 +199,7 @@ impl<C: Clock> RetryBudget<C> {
         RetryBudget {
             deposits: self.deposits,
             floor: self.floor,
-            ratio: self.ratio,
-            every: self.every,
-            cap: self.cap,
+            terms: self.terms,
             clock,
         }
     }
@@ -170,22 +207,19 @@ impl<C: Clock> RetryBudget<C> {
     /// The share of a retry each token paid deposits, from 0 to 1 (cut to
     /// that range; thousandths are kept).
     pub fn ratio(mut self, ratio: f64) -> Self {
-        self.ratio = (ratio.clamp(0.0, 1.0) * RETRY as f64) as u64;
+        self.terms = self.terms.ratio(ratio);
         self
     }
 
     /// Retries per second every bucket earns whatever the calls (0: none).
     pub fn floor_per_second(mut self, retries: u32) -> Self {
-        self.every = match retries {
-            0 => 0,
-            r => 1_000_000_000 / u64::from(r),
-        };
+        self.terms = self.terms.floor_per_second(retries);
         self
     }
 
     /// The most retries a bucket banks (at least 1).
     pub fn most(mut self, retries: u32) -> Self {
-        self.cap = u64::from(retries.max(1)) * RETRY;
+        self.terms = self.terms.most(retries);
         self
     }
 
@@ -195,9 +229,9 @@ impl<C: Clock> RetryBudget<C> {
             let Some(deposits) = self.deposits.get(payment.bucket() as usize) else {
                 continue;
             };
-            let earned = self.ratio * u64::from(payment.tokens());
+            let earned = self.terms.ratio * u64::from(payment.tokens());
             let _ = deposits.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
-                Some(deposited(held, earned, self.cap)).filter(|&after| after != held)
+                Some(deposited(held, earned, self.terms.cap)).filter(|&after| after != held)
             });
         }
     }
@@ -220,7 +254,7 @@ impl<C: Clock> RetryBudget<C> {
                 return true;
             }
         }
-        self.every > 0 && shard.buckets().iter().any(|&b| self.floor_retry(b))
+        self.terms.every > 0 && shard.buckets().iter().any(|&b| self.floor_retry(b))
     }
 
     /// One retry from `bucket`'s floor, if it has one now.
@@ -232,7 +266,7 @@ impl<C: Clock> RetryBudget<C> {
         // one's time has come.
         let now = self.clock.now_nanos();
         tat.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |due| {
-            floor_due(due, now, self.every)
+            floor_due(due, now, self.terms.every)
         })
         .is_ok()
     }
