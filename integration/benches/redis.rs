@@ -38,20 +38,7 @@ use shuffle_limiter::{Quota, ShardedLimiter};
 
 /// The usual one-key limiter: GCRA on one string key, in microseconds of
 /// the server's clock.
-const ONE_KEY_GCRA: &str = r#"
-local interval = tonumber(ARGV[1])
-local capacity = tonumber(ARGV[2]) * interval
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
-local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
-local new_tat = math.max(tat, now) + interval
-if new_tat - capacity > now then
-  return { 0, new_tat - capacity - now }
-end
-redis.call('SET', KEYS[1], string.format('%d', new_tat), 'PX',
-  string.format('%d', math.ceil((new_tat - now) / 1000) + 1000))
-return { 1, 0 }
-"#;
+const ONE_KEY_GCRA: &str = include_str!("../../tests/support/one_key_gcra.lua");
 
 /// The limiter's script, for calling it without the limiter.
 /// The draw as the limiter loads it: the shared prelude, then the draw.

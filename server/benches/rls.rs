@@ -5,7 +5,9 @@
 //!
 //! `cargo bench -p shuffle-limiter-server --bench rls` (`-- SECS` for the
 //! seconds per measurement, default 3). With `RLS_BENCH_REDIS=redis://...`
-//! also the server over that Redis, beside the library's own Redis checks
+//! also the server over that Redis, beside the usual one-key GCRA script
+//! (`tests/support/one_key_gcra.lua`, the Redis benchmarks' baseline) and
+//! the library's own Redis checks
 //! (the same script, no gRPC) at the same concurrency.
 
 use std::time::{Duration, Instant};
@@ -194,42 +196,53 @@ async fn over_redis(path: &std::path::Path, url: &str, secs: f64) {
     );
     measure(channel.clone(), 4, 0.5).await;
     println!(
-        "over Redis: streams | server decisions/s | p50 | p99 | library checks/s | p50 | p99 | ratio/s"
+        "over Redis: streams | server decisions/s | p50 | p99 | one-key script/s | p50 | p99 | \
+         library checks/s | p50 | p99 | server vs one-key | server vs library"
     );
+    let connection = redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
     for streams in [1, 16, 64] {
         let a = measure(channel.clone(), streams, secs).await;
+        let k = one_key(&connection, streams, secs).await;
         let b = direct(&limiter, streams, secs).await;
         println!(
-            "{streams} | {:.0} | {:?} | {:?} | {:.0} | {:?} | {:?} | {:.2}",
+            "{streams} | {:.0} | {:?} | {:?} | {:.0} | {:?} | {:?} | {:.0} | {:?} | {:?} | {:.2} | {:.2}",
             a.per_sec,
             a.p50,
             a.p99,
+            k.per_sec,
+            k.p50,
+            k.p99,
             b.per_sec,
             b.p50,
             b.p99,
+            a.per_sec / k.per_sec,
             a.per_sec / b.per_sec,
         );
     }
     server.shutdown().await;
 }
 
-async fn direct(
-    limiter: &std::sync::Arc<shuffle_limiter::redis::RedisLimiter>,
-    tasks: usize,
-    secs: f64,
-) -> Figures {
-    use shuffle_limiter::Limit;
+/// `call(i)` looped from `tasks` tasks for `secs` seconds (`i` counting
+/// on from a different start in each), timed one by one.
+async fn timed<F, Fut>(tasks: usize, secs: f64, call: F) -> Figures
+where
+    F: Fn(usize) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
     let end = Instant::now() + Duration::from_secs_f64(secs);
     let mut handles = Vec::new();
     for s in 0..tasks {
-        let limiter = std::sync::Arc::clone(limiter);
+        let call = call.clone();
         handles.push(tokio::spawn(async move {
             let mut latencies = Vec::new();
             let mut i = s * 7919;
             while Instant::now() < end {
-                let tenant = format!("tenant-{}", i % 1000);
                 let start = Instant::now();
-                Limit::check(&*limiter, tenant.as_str()).await.unwrap();
+                call(i).await;
                 latencies.push(start.elapsed());
                 i += 1;
             }
@@ -242,6 +255,50 @@ async fn direct(
         all.extend(handle.await.unwrap());
     }
     figures(all, started.elapsed().as_secs_f64())
+}
+
+/// The one-key GCRA script, a key per tenant value (1000 of them), every
+/// call a grant.
+async fn one_key(
+    connection: &redis::aio::MultiplexedConnection,
+    tasks: usize,
+    secs: f64,
+) -> Figures {
+    const ONE_KEY_GCRA: &str = include_str!("../../tests/support/one_key_gcra.lua");
+    let script = std::sync::Arc::new(redis::Script::new(ONE_KEY_GCRA));
+    let connection = connection.clone();
+    timed(tasks, secs, move |i| {
+        let (script, mut connection) = (script.clone(), connection.clone());
+        async move {
+            let reply: Vec<i64> = script
+                .key(format!("{{rls-one-key}}:t{}", i % 1000))
+                .arg(1u64)
+                .arg(1_000_000u64)
+                .invoke_async(&mut connection)
+                .await
+                .unwrap();
+            assert_eq!(reply[0], 1);
+        }
+    })
+    .await
+}
+
+/// The library's own Redis checks, no gRPC.
+async fn direct(
+    limiter: &std::sync::Arc<shuffle_limiter::redis::RedisLimiter>,
+    tasks: usize,
+    secs: f64,
+) -> Figures {
+    use shuffle_limiter::Limit;
+    let limiter = std::sync::Arc::clone(limiter);
+    timed(tasks, secs, move |i| {
+        let limiter = std::sync::Arc::clone(&limiter);
+        async move {
+            let tenant = format!("tenant-{}", i % 1000);
+            Limit::check(&*limiter, tenant.as_str()).await.unwrap();
+        }
+    })
+    .await
 }
 
 fn figures(mut all: Vec<Duration>, took: f64) -> Figures {
