@@ -309,7 +309,7 @@ async fn a_flaky_account_over_two_processes_spends_only_its_own_shards_retries()
                         sent.fetch_add(1, Ordering::Relaxed);
                     }
                     let n = attempt.fetch_add(1, Ordering::Relaxed);
-                    let status = if fails && (round + n as usize) % 2 == 0 {
+                    let status = if fails && (round + n as usize).is_multiple_of(2) {
                         500
                     } else {
                         200
