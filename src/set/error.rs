@@ -45,6 +45,8 @@ pub(super) enum SetErrorKind {
     RedisChange(RedisError),
     #[cfg(feature = "redis")]
     Redis(RedisBuildError),
+    #[cfg(feature = "redis")]
+    Lease(LeaseBuildError),
     /// The in-flight limit's settings cannot work.
     InFlight {
         field: &'static str,
@@ -79,6 +81,11 @@ impl SetError {
     }
 
     #[cfg(feature = "redis")]
+    pub(super) fn lease(limiter: &str, error: crate::inflight::LeaseBuildError) -> SetError {
+        SetError::new(limiter, SetErrorKind::Lease(LeaseBuildError(error)))
+    }
+
+    #[cfg(feature = "redis")]
     pub(super) fn redis_change(limiter: &str, error: crate::redis::Error) -> SetError {
         SetError::new(limiter, SetErrorKind::RedisChange(RedisError(error)))
     }
@@ -109,6 +116,8 @@ impl SetError {
             },
             #[cfg(feature = "redis")]
             SetErrorKind::Redis(e) => redis_field(&e.0),
+            #[cfg(feature = "redis")]
+            SetErrorKind::Lease(e) => lease_field(&e.0),
         }
     }
 
@@ -127,6 +136,17 @@ impl SetError {
     pub fn inflight_error(&self) -> Option<&crate::inflight::BuildError> {
         match &self.kind {
             SetErrorKind::InFlight { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+
+    /// The error of building an in-flight limit in Redis (`lease_ttl`):
+    /// its lease options, or a server that refused its scripts or did not
+    /// answer.
+    #[cfg(feature = "redis")]
+    pub fn lease_error(&self) -> Option<&crate::inflight::LeaseBuildError> {
+        match &self.kind {
+            SetErrorKind::Lease(e) => Some(&e.0),
             _ => None,
         }
     }
@@ -193,6 +213,36 @@ fn redis_field(e: &crate::redis::BuildError) -> Option<&'static str> {
     }
 }
 
+/// The config key behind an error of an in-flight limit's `build_redis`.
+#[cfg(feature = "redis")]
+fn lease_field(e: &crate::inflight::LeaseBuildError) -> Option<&'static str> {
+    use crate::inflight::LeaseBuildError::*;
+    match e {
+        ZeroTtl | TtlTooLong { .. } | RenewTooSlow { .. } => Some("lease_ttl"),
+        ZeroReplicas | FallbackTooSmall { .. } => Some("replicas"),
+        ZeroDuration { option } => Some(option),
+        InvalidKeyPrefix { .. } => Some("key_prefix"),
+        InvalidName { .. } => None,
+        _ => Some("redis"),
+    }
+}
+
+/// The lease build error in a [`SetError`], equal to another when it reads
+/// the same.
+#[cfg(feature = "redis")]
+#[derive(Debug, Clone)]
+pub(super) struct LeaseBuildError(crate::inflight::LeaseBuildError);
+
+#[cfg(feature = "redis")]
+impl PartialEq for LeaseBuildError {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.to_string() == other.0.to_string()
+    }
+}
+
+#[cfg(feature = "redis")]
+impl Eq for LeaseBuildError {}
+
 /// The Redis build error in a [`SetError`]; equal to another when it reads
 /// the same, as the `redis` crate's errors have no equality of their own.
 #[cfg(feature = "redis")]
@@ -253,6 +303,8 @@ impl fmt::Display for SetError {
             #[cfg(feature = "redis")]
             SetErrorKind::Redis(e) => write!(f, ": {}", e.0),
             #[cfg(feature = "redis")]
+            SetErrorKind::Lease(e) => write!(f, ": {}", e.0),
+            #[cfg(feature = "redis")]
             SetErrorKind::RedisChange(e) => write!(f, ": {}", e.0),
         }
     }
@@ -265,6 +317,8 @@ impl std::error::Error for SetError {
             SetErrorKind::InFlight { error, .. } => Some(error),
             #[cfg(feature = "redis")]
             SetErrorKind::Redis(e) => Some(&e.0),
+            #[cfg(feature = "redis")]
+            SetErrorKind::Lease(e) => Some(&e.0),
             #[cfg(feature = "redis")]
             SetErrorKind::RedisChange(e) => Some(&e.0),
             _ => None,
