@@ -42,11 +42,11 @@ pub(super) enum SetErrorKind {
     NoConfig,
     /// A reload could not change a Redis limiter's quota.
     #[cfg(feature = "redis")]
-    RedisChange(RedisError),
+    RedisChange(ByText<crate::redis::Error>),
     #[cfg(feature = "redis")]
-    Redis(RedisBuildError),
+    Redis(ByText<crate::redis::BuildError>),
     #[cfg(feature = "redis")]
-    Lease(LeaseBuildError),
+    Lease(ByText<crate::inflight::LeaseBuildError>),
     /// The in-flight limit's settings cannot work.
     InFlight {
         field: &'static str,
@@ -77,17 +77,17 @@ impl SetError {
 
     #[cfg(feature = "redis")]
     pub(super) fn redis(limiter: &str, error: crate::redis::BuildError) -> SetError {
-        SetError::new(limiter, SetErrorKind::Redis(RedisBuildError(error)))
+        SetError::new(limiter, SetErrorKind::Redis(ByText(error)))
     }
 
     #[cfg(feature = "redis")]
     pub(super) fn lease(limiter: &str, error: crate::inflight::LeaseBuildError) -> SetError {
-        SetError::new(limiter, SetErrorKind::Lease(LeaseBuildError(error)))
+        SetError::new(limiter, SetErrorKind::Lease(ByText(error)))
     }
 
     #[cfg(feature = "redis")]
     pub(super) fn redis_change(limiter: &str, error: crate::redis::Error) -> SetError {
-        SetError::new(limiter, SetErrorKind::RedisChange(RedisError(error)))
+        SetError::new(limiter, SetErrorKind::RedisChange(ByText(error)))
     }
 }
 
@@ -126,7 +126,7 @@ impl SetError {
         match &self.kind {
             SetErrorKind::Config(e) => Some(e),
             #[cfg(feature = "redis")]
-            SetErrorKind::Redis(RedisBuildError(crate::redis::BuildError::Config(e))) => Some(e),
+            SetErrorKind::Redis(ByText(crate::redis::BuildError::Config(e))) => Some(e),
             _ => None,
         }
     }
@@ -227,52 +227,22 @@ fn lease_field(e: &crate::inflight::LeaseBuildError) -> Option<&'static str> {
     }
 }
 
-/// The lease build error in a [`SetError`], equal to another when it reads
-/// the same.
+/// An error of Redis in a [`SetError`] (building a limiter, a lease, or a
+/// change), equal to another when it reads the same, as the `redis`
+/// crate's errors have no equality of their own.
 #[cfg(feature = "redis")]
 #[derive(Debug, Clone)]
-pub(super) struct LeaseBuildError(crate::inflight::LeaseBuildError);
+pub(super) struct ByText<E>(E);
 
 #[cfg(feature = "redis")]
-impl PartialEq for LeaseBuildError {
+impl<E: fmt::Display> PartialEq for ByText<E> {
     fn eq(&self, other: &Self) -> bool {
         self.0.to_string() == other.0.to_string()
     }
 }
 
 #[cfg(feature = "redis")]
-impl Eq for LeaseBuildError {}
-
-/// The Redis build error in a [`SetError`]; equal to another when it reads
-/// the same, as the `redis` crate's errors have no equality of their own.
-#[cfg(feature = "redis")]
-#[derive(Debug, Clone)]
-pub(super) struct RedisBuildError(crate::redis::BuildError);
-
-#[cfg(feature = "redis")]
-impl PartialEq for RedisBuildError {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.to_string() == other.0.to_string()
-    }
-}
-
-#[cfg(feature = "redis")]
-impl Eq for RedisBuildError {}
-
-/// A Redis error in a [`SetError`], equal to another when it reads the same.
-#[cfg(feature = "redis")]
-#[derive(Debug, Clone)]
-pub(super) struct RedisError(crate::redis::Error);
-
-#[cfg(feature = "redis")]
-impl PartialEq for RedisError {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.to_string() == other.0.to_string()
-    }
-}
-
-#[cfg(feature = "redis")]
-impl Eq for RedisError {}
+impl<E: fmt::Display> Eq for ByText<E> {}
 
 impl fmt::Display for SetError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
