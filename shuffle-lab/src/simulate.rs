@@ -177,6 +177,11 @@ fn check(a: &SimulateArgs) -> Result<Checked, Failure> {
             "error: simulate measures --noisy and --per-user without borrowing: drop --borrow-from (size shows them side by side)",
         ));
     }
+    if lending.is_some() && a.hung.concurrency.is_some() {
+        return Err(usage(
+            "error: simulate runs the hung-tenant scene (--concurrency) without borrowing: drop --borrow-from, or run the two apart",
+        ));
+    }
     let resize =
         resize::churn_for_simulate(&b, lending.as_ref(), a.resize_to, t, MAX_SIMULATION_WORK)?;
     let hung = hung::check(&b, &a.hung)?;

@@ -134,6 +134,11 @@ fn bad_scene_arguments_say_what_to_change() {
         many.contains("lower --hung-calls to at most 100000"),
         "{many}"
     );
+    let lending = refused(&[SCENE, &["--borrow-from", "2"]].concat());
+    assert!(
+        lending.contains("without borrowing: drop --borrow-from"),
+        "{lending}"
+    );
     // Without --concurrency there is no scene.
     let plain = json(&SCENE[..9]);
     assert!(plain.get("hung").is_none());
