@@ -17,7 +17,9 @@ use crate::inflight::{self, BuildError, InFlight};
 /// The limit takes its k (`per_tenant`), j (`per_user`), `salt` and
 /// `tenant_cache` from the limiter's table, so that with as many pools
 /// as buckets a tenant's pools are its buckets. It lives in this process,
-/// whichever store the rate limiter uses.
+/// whichever store the rate limiter uses, unless a Redis limiter's table
+/// sets a [`lease_ttl`](InFlightConfig::lease_ttl): then its pools live in
+/// Redis beside the buckets.
 ///
 /// `max_wait` (such as `max_wait = "250ms"`) needs the `wait` feature.
 ///
