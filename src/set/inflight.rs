@@ -303,3 +303,29 @@ pub(super) async fn connect(
             other => SetError::lease(name, other),
         })
 }
+
+/// The in-flight limit in Redis of the Redis limiter `entry`, if its
+/// settings have a `lease_ttl`, over the limiter's connection.
+#[cfg(feature = "redis")]
+pub(super) async fn connect_entry<C: crate::clock::Clock>(
+    name: &str,
+    settings: &LimiterConfig,
+    entry: &super::member::Entry<C>,
+) -> Result<Option<crate::inflight::RedisInFlight>, SetError> {
+    match entry {
+        super::member::Entry::Redis(limiter) => connect(name, settings, limiter.connection()).await,
+        super::member::Entry::Local(_) => Ok(None),
+    }
+}
+
+/// The in-flight limit of every limiter of `config` that has one in this
+/// process.
+pub(super) fn build_all(config: &super::SetConfig) -> Result<super::InFlights, SetError> {
+    let mut inflights = super::InFlights::default();
+    for (name, settings) in &config.limiters {
+        if let Some(limit) = build(name, settings)? {
+            inflights.insert(name.as_str().into(), limit);
+        }
+    }
+    Ok(inflights)
+}

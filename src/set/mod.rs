@@ -174,7 +174,10 @@ type RedisInFlights =
     HashMap<Box<str>, crate::inflight::RedisInFlight, foldhash::fast::RandomState>;
 /// Without the `redis` feature there are none.
 #[cfg(not(feature = "redis"))]
-type RedisInFlights = ();
+#[derive(Default)]
+struct RedisInFlights {
+    _none: (),
+}
 
 /// Named limiters, each with its own budget, looked up by name without a
 /// lock; see the [module documentation](self).
@@ -267,7 +270,7 @@ impl<C: Clock> LimiterSet<C> {
         }
         Ok(LimiterSet {
             limiters: Arc::new(map),
-            inflights: Arc::new(build_inflights(config)?),
+            inflights: Arc::new(inflight::build_all(config)?),
             redis_inflights: Arc::default(),
             configs: Arc::new(config.limiters.clone()),
         })
@@ -284,7 +287,7 @@ impl<C: Clock> LimiterSet<C> {
     where
         C: Clone,
     {
-        let inflights = build_inflights(config)?;
+        let inflights = inflight::build_all(config)?;
         let mut map = Map::default();
         for (name, settings) in &config.limiters {
             if !settings.is_redis() {
@@ -295,7 +298,7 @@ impl<C: Clock> LimiterSet<C> {
         let mut redis_inflights = RedisInFlights::default();
         for (name, settings) in config.limiters.iter().filter(|(_, s)| s.is_redis()) {
             let limiter = build_any(name, settings, clock.clone()).await?;
-            if let Some(limit) = connect_inflight(name, settings, &limiter).await? {
+            if let Some(limit) = inflight::connect_entry(name, settings, &limiter).await? {
                 redis_inflights.insert(name.as_str().into(), limit);
             }
             map.insert(name.as_str().into(), limiter);
@@ -361,32 +364,6 @@ async fn build_any<C: Clock>(
         .await
         .map_err(|e| SetError::redis(name, e))?;
     Ok(Entry::Redis(Arc::new(limiter)))
-}
-
-/// The in-flight limit in Redis of the Redis limiter `entry`, if its
-/// settings have a `lease_ttl`, over the limiter's connection.
-#[cfg(feature = "redis")]
-async fn connect_inflight<C: Clock>(
-    name: &str,
-    settings: &LimiterConfig,
-    entry: &Entry<C>,
-) -> Result<Option<crate::inflight::RedisInFlight>, SetError> {
-    match entry {
-        Entry::Redis(limiter) => inflight::connect(name, settings, limiter.connection()).await,
-        Entry::Local(_) => Ok(None),
-    }
-}
-
-/// The in-flight limit of every limiter of `config` that has one in this
-/// process.
-fn build_inflights(config: &SetConfig) -> Result<InFlights, SetError> {
-    let mut inflights = InFlights::default();
-    for (name, settings) in &config.limiters {
-        if let Some(limit) = inflight::build(name, settings)? {
-            inflights.insert(name.as_str().into(), limit);
-        }
-    }
-    Ok(inflights)
 }
 
 fn build_local<C: Clock>(

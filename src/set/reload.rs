@@ -331,7 +331,7 @@ impl<C: Clock + Clone> LimiterSet<C> {
         for (name, step) in &steps {
             if let Step::Add(new) = step {
                 let entry = build_any(name, new, clock.clone()).await?;
-                if let Some(limit) = super::connect_inflight(name, new, &entry).await? {
+                if let Some(limit) = super::inflight::connect_entry(name, new, &entry).await? {
                     added_redis.insert((*name).into(), limit);
                 }
                 added.insert((*name).into(), entry);

@@ -341,6 +341,8 @@ enum Start {
 }
 
 impl<R> Config<R> {
+    // Without `redis` the pools are only ever local.
+    #[cfg_attr(not(feature = "redis"), allow(clippy::infallible_destructuring_match))]
     fn start(&self, tenant: &[u8]) -> Start {
         let inflight = match &self.pools {
             Pools::Local(inflight) => inflight,
