@@ -1,6 +1,8 @@
 //! The in-flight limit shared by threads: random acquires, weights,
 //! releases and cancellations never put more than C permits out, nor more
-//! than a pool's share from one pool, and every permit comes back once.
+//! than a pool's share from one pool, nor (with borrowing) more than its
+//! share less its reserve lent from one pool, and every permit comes back
+//! once.
 
 use std::future::Future;
 use std::pin::pin;
@@ -135,6 +137,8 @@ struct Books {
     inflight: Arc<InFlight>,
     out: AtomicU32,
     per_pool: Vec<AtomicU32>,
+    /// Seats of each pool held by tenants that borrowed them.
+    lent: Vec<AtomicU32>,
     broken: AtomicBool,
 }
 
@@ -145,16 +149,25 @@ impl Books {
         let mut ok = out <= self.inflight.concurrency();
         for (pool, seats) in permit.held() {
             let held = self.per_pool[pool as usize].fetch_add(seats, Ordering::SeqCst) + seats;
-            ok &= held <= self.inflight.permits(pool) && shard.contains(pool);
+            ok &= held <= self.inflight.permits(pool);
+            if !shard.contains(pool) {
+                let lent = self.lent[pool as usize].fetch_add(seats, Ordering::SeqCst) + seats;
+                let lendable = self.inflight.permits(pool) - self.inflight.reserve(pool);
+                ok &= shard.spill().contains(&pool) && lent <= lendable;
+            }
         }
         if !ok {
             self.broken.store(true, Ordering::SeqCst);
         }
     }
 
-    fn gives_back(&self, permit: impl Held) {
+    fn gives_back(&self, tenant: &str, permit: impl Held) {
+        let shard = self.inflight.shard(tenant);
         for (pool, seats) in permit.held() {
             self.per_pool[pool as usize].fetch_sub(seats, Ordering::SeqCst);
+            if !shard.contains(pool) {
+                self.lent[pool as usize].fetch_sub(seats, Ordering::SeqCst);
+            }
         }
         self.out.fetch_sub(permit.seats(), Ordering::SeqCst);
         drop(permit);
@@ -165,7 +178,7 @@ impl Books {
         for _ in 0..hold {
             std::thread::yield_now();
         }
-        self.gives_back(permit);
+        self.gives_back(tenant, permit);
     }
 
     fn run(&self, op: &Op) {
@@ -256,16 +269,21 @@ impl Books {
 
 /// Runs each thread's ops on its own thread; fails if any thread is not
 /// done within a generous deadline (a lost wake-up) or the books broke.
-fn run(ops: Vec<Vec<Op>>, max_queue: u32) -> Result<(), TestCaseError> {
+/// `spill` 2 lends the tenant's other two pools above a reserve of one
+/// permit each.
+fn run(ops: Vec<Vec<Op>>, max_queue: u32, spill: u32) -> Result<(), TestCaseError> {
     let inflight = InFlight::builder()
         .concurrency(8)
         .pools(4) // 2 permits each
         .per_tenant(2)
+        .borrow_from(spill)
+        .lender_reserve(0.5)
         .max_queue(max_queue)
         .build()
         .unwrap();
     let books = Arc::new(Books {
         per_pool: (0..4).map(|_| AtomicU32::new(0)).collect(),
+        lent: (0..4).map(|_| AtomicU32::new(0)).collect(),
         inflight: Arc::new(inflight),
         out: AtomicU32::new(0),
         broken: AtomicBool::new(false),
@@ -287,7 +305,7 @@ fn run(ops: Vec<Vec<Op>>, max_queue: u32) -> Result<(), TestCaseError> {
     }
     prop_assert!(
         !books.broken.load(Ordering::SeqCst),
-        "more out than allowed, or from another shard"
+        "more out than allowed, from another shard, or lent below a reserve"
     );
     prop_assert_eq!(books.inflight.available(), 8, "every permit came back once");
     prop_assert!(
@@ -305,14 +323,15 @@ proptest! {
     fn threads_never_take_more_than_the_limit_and_give_every_permit_back_once(
         ops in prop::collection::vec(prop::collection::vec(op(), 1..40), 2..5),
         max_queue in prop_oneof![Just(0u32), Just(1), Just(50)],
+        spill in prop_oneof![Just(0u32), Just(2)],
     ) {
-        run(ops, max_queue)?;
+        run(ops, max_queue, spill)?;
     }
 }
 
 #[test]
 fn many_waiters_on_one_hot_tenant_are_all_served_and_nothing_leaks() {
-    let ops = (0..4)
+    let ops: Vec<Vec<Op>> = (0..4)
         .map(|t| {
             (0..300)
                 .map(|i| match i % 3 {
@@ -338,7 +357,8 @@ fn many_waiters_on_one_hot_tenant_are_all_served_and_nothing_leaks() {
                 .collect()
         })
         .collect();
-    run(ops, 50).unwrap();
+    run(ops.clone(), 50, 0).unwrap();
+    run(ops, 50, 2).unwrap();
 }
 
 #[test]

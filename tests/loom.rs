@@ -301,6 +301,51 @@ mod inflight {
     }
 
     #[test]
+    fn a_borrower_racing_an_owner_never_takes_the_reserve() {
+        super::model(|| {
+            // Two pools of 2, one per tenant, each the other's spill pool,
+            // lent above a reserve of 1. Tenant `a`'s own pool is full; it
+            // borrows from `b`'s pool while `b` takes its own.
+            let inflight = Arc::new(
+                InFlight::builder()
+                    .concurrency(4)
+                    .pools(2)
+                    .per_tenant(1)
+                    .borrow_from(1)
+                    .lender_reserve(0.5)
+                    .tenant_cache(0)
+                    .build()
+                    .unwrap(),
+            );
+            let on = |pool: u32| {
+                (0..)
+                    .map(|t| format!("t{t}"))
+                    .find(|t| inflight.shard(t).contains(pool))
+                    .unwrap()
+            };
+            let (a, b) = (on(0), on(1));
+            let full: Vec<_> = (0..2)
+                .map(|_| inflight.try_acquire(a.as_str()).unwrap())
+                .collect();
+            let other = inflight.clone();
+            let t = thread::spawn(move || {
+                let first = other.try_acquire(a.as_str()).ok();
+                let second = other.try_acquire(a.as_str()).ok();
+                assert!(first.iter().chain(&second).all(|p| p.borrowed()));
+                u32::from(first.is_some()) + u32::from(second.is_some())
+            });
+            let owner: Vec<_> = (0..2)
+                .filter_map(|_| inflight.try_acquire(b.as_str()).ok())
+                .collect();
+            let lent = t.join().unwrap();
+            assert!(lent <= 1, "{lent} lent of a pool of 2 with a reserve of 1");
+            assert!(!owner.is_empty(), "its owner keeps the reserve");
+            drop((full, owner));
+            assert_eq!(inflight.available(), 4);
+        });
+    }
+
+    #[test]
     fn a_weighted_waiter_and_a_single_one_share_two_pools_without_excess() {
         super::model_bounded(2, || {
             // Two pools of one permit, both the tenant's: a waiter for both

@@ -243,7 +243,7 @@ fn keys_that_do_not_fit_together_say_what_to_add_or_remove() {
         e.contains(
             "limiters.w.redis_url: unknown key: use rate, burst, buckets, max_buckets, per_tenant, \
              per_user, tiers, tenant_tiers, borrow_from, lender_reserve, salt or tenant_cache; \
-             an in-flight limit takes concurrency, pools, max_queue, max_wait; \
+             an in-flight limit takes concurrency, pools, max_queue, max_wait, lease_ttl; \
              a Redis limiter also takes redis, failure_policy, replicas, deadline, retry_every, connect_timeout, \
              cache_denials, key_prefix"
         ),

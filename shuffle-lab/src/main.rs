@@ -8,7 +8,8 @@
 //! shuffle-lab sweep    --per-tenant 2 --buckets 4..4096 [--json]
 //! shuffle-lab simulate --buckets 16 --per-tenant 2 --tenants 20000 --seed 1 [--salt X]
 //!                      [--borrow-from 2 [--lender-reserve 0.5] | --noisy 2 | --per-user 1]
-//!                      [--resize-to 17] [--redis-url URL] [--json]
+//!                      [--resize-to 17] [--concurrency 40 [--hung-calls 40]]
+//!                      [--redis-url URL] [--json]
 //! shuffle-lab plot     --buckets 16 [--per-tenant-max 8] --svg tradeoff.svg [--json]
 //! shuffle-lab page     [--out lab.html | --serve [127.0.0.1:8000]]
 //! ```
@@ -27,6 +28,7 @@
 mod borrow;
 mod borrow_live;
 mod common;
+mod hung;
 mod nested;
 mod nested_live;
 mod page;
@@ -141,6 +143,8 @@ struct SimulateArgs {
     /// becomes N2 (buckets added or removed at the end), beside the exact share.
     #[arg(long, value_name = "N2")]
     resize_to: Option<u32>,
+    #[command(flatten)]
+    hung: HungArgs,
     /// One JSON object instead of tables.
     #[arg(long)]
     json: bool,
@@ -157,6 +161,20 @@ struct BorrowArgs {
     /// 0 ≤ r < 1 (default 0.5); needs --borrow-from.
     #[arg(long, value_name = "R", allow_negative_numbers = true)]
     lender_reserve: Option<f64>,
+}
+
+/// The hung-tenant scene, on an in-flight limit split into the buckets as pools.
+#[derive(Debug, Args)]
+struct HungArgs {
+    /// C: also runs the hung-tenant scene on an in-flight limit of C permits
+    /// split into --buckets pools, --per-tenant each: tenant-0's calls hang
+    /// 10 s, the others keep 4 calls of 10 ms going, for 20 s on a virtual
+    /// clock (at most 200 tenants), beside blast's prediction.
+    #[arg(long, value_name = "C")]
+    concurrency: Option<u32>,
+    /// H: the calls tenant-0 keeps going (default C); needs --concurrency.
+    #[arg(long, value_name = "H")]
+    hung_calls: Option<u32>,
 }
 
 /// Several noisy tenants at once, and users nested in tenants.

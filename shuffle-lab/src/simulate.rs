@@ -4,13 +4,14 @@
 use std::time::Duration;
 
 use serde::Serialize;
-use shuffle_limiter::blast::{BlastRadius, BorrowingRadius, ResizeChurn};
+use shuffle_limiter::blast::{BlastRadius, BorrowingRadius, HungTenant, ResizeChurn};
 use shuffle_limiter::{MAX_BUCKETS, MAX_PER_TENANT, ManualClock, Quota, Request, ShardedLimiter};
 
 use crate::SimulateArgs;
 use crate::borrow::{self, State};
 use crate::borrow_live::{self, Measured, SimulateSection};
 use crate::common::{self, Failure, ONE_SIZE, Outcome, usage};
+use crate::hung::{self, HungMeasured};
 use crate::nested;
 use crate::nested_live::{self, NestedMeasured, NoisyMeasured};
 use crate::redis_live::{self, RedisLive};
@@ -100,6 +101,9 @@ pub(crate) struct SimulateReport {
     /// With `--resize-to`: whose shard changes, counted beside the exact share.
     #[serde(skip_serializing_if = "Option::is_none")]
     resize: Option<ResizeMeasured>,
+    /// With `--concurrency`: the hung-tenant scene on an in-flight limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hung: Option<HungMeasured>,
 }
 
 /// The live flood on a manual clock.
@@ -127,7 +131,12 @@ pub(crate) fn tenant_rate() -> u64 {
 
 /// The math `simulate` compares with: the blast radius, the borrowing model
 /// and the resize, as asked for.
-type Checked = (BlastRadius, Option<BorrowingRadius>, Option<ResizeChurn>);
+type Checked = (
+    BlastRadius,
+    Option<BorrowingRadius>,
+    Option<ResizeChurn>,
+    Option<HungTenant>,
+);
 
 /// Checks the arguments against what a real limiter and this tool accept,
 /// and computes the math to compare with.
@@ -168,9 +177,15 @@ fn check(a: &SimulateArgs) -> Result<Checked, Failure> {
             "error: simulate measures --noisy and --per-user without borrowing: drop --borrow-from (size shows them side by side)",
         ));
     }
+    if lending.is_some() && a.hung.concurrency.is_some() {
+        return Err(usage(
+            "error: simulate runs the hung-tenant scene (--concurrency) without borrowing: drop --borrow-from, or run the two apart",
+        ));
+    }
     let resize =
         resize::churn_for_simulate(&b, lending.as_ref(), a.resize_to, t, MAX_SIMULATION_WORK)?;
-    Ok((b, lending, resize))
+    let hung = hung::check(&b, &a.hung)?;
+    Ok((b, lending, resize, hung))
 }
 
 /// The limiter `simulate` runs, on a manual clock of its own.
@@ -198,7 +213,7 @@ pub(crate) fn limiter(
 
 /// Computes the report for `shuffle-lab simulate`.
 pub(crate) fn run(a: &SimulateArgs) -> Result<SimulateReport, Failure> {
-    let (b, lending, churn) = check(a)?;
+    let (b, lending, churn, hung_tenant) = check(a)?;
     let (n, k, t) = (a.buckets, a.per_tenant, a.tenants);
     let mut salt = a.salt.as_bytes().to_vec();
     salt.extend_from_slice(&a.seed.to_le_bytes());
@@ -352,6 +367,10 @@ pub(crate) fn run(a: &SimulateArgs) -> Result<SimulateReport, Failure> {
         Some(r) => Some(resize::measure(r, &salt, t)?),
         None => None,
     };
+    let hung = match &hung_tenant {
+        Some(h) => Some(hung::measure(&b, h, &salt, t)?),
+        None => None,
+    };
     let predicted = match &lending {
         Some(l) => l.tenants(live_tenants).into(),
         None => b.tenants(live_tenants).shuffle_sharded.into(),
@@ -405,6 +424,7 @@ pub(crate) fn run(a: &SimulateArgs) -> Result<SimulateReport, Failure> {
         noisy,
         nested,
         resize,
+        hung,
     })
 }
 

@@ -55,6 +55,16 @@ pub enum BlastError {
         /// The spill buckets per tenant.
         spill: u32,
     },
+    /// The concurrency (`C`) of an in-flight limit was zero.
+    NoConcurrency,
+    /// The concurrency (`C`) was below the number of pools (`N`): every
+    /// pool needs a permit.
+    ConcurrencyBelowBuckets {
+        /// The number of pools.
+        buckets: u32,
+        /// The concurrency that was given.
+        concurrency: u32,
+    },
 }
 
 impl fmt::Display for BlastError {
@@ -129,6 +139,20 @@ impl fmt::Display for BlastError {
                  or lower spill",
                 u64::from(per_tenant) + u64::from(spill),
                 u64::from(per_tenant) + u64::from(spill)
+            ),
+            BlastError::NoConcurrency => write!(
+                f,
+                "concurrency is 0: an in-flight limit needs at least 1 permit, set \
+                 concurrency to 1 or more"
+            ),
+            BlastError::ConcurrencyBelowBuckets {
+                buckets,
+                concurrency,
+            } => write!(
+                f,
+                "concurrency ({concurrency}) is below the {buckets} pools it is split into: \
+                 every pool needs a permit, set concurrency to at least {buckets} or lower \
+                 the pools to at most {concurrency}"
             ),
         }
     }

@@ -30,6 +30,10 @@
 //! tenant (each on `j` of the tenant's `k` buckets) and to other tenants;
 //! [`BlastRadius::resize_to`] gives a [`ResizeChurn`], the share of tenants
 //! whose shard changes when `N` changes, buckets added or removed at the end.
+//! For in-flight limits, [`BlastRadius::hung`] gives a [`HungTenant`]: who a
+//! tenant whose calls hang starves when a concurrency limit is split into
+//! `N` pools, `k` per tenant (1 in `C(N, k)` of the others, when it fills
+//! its pools), and the capacity the others keep.
 //!
 //! This module depends on nothing else in the crate.
 //!
@@ -55,6 +59,7 @@ mod borrow;
 mod count;
 mod error;
 mod fraction;
+mod hung;
 mod nested;
 mod noisy;
 mod resize;
@@ -63,6 +68,7 @@ pub use borrow::BorrowingRadius;
 pub use count::Count;
 pub use error::BlastError;
 pub use fraction::Fraction;
+pub use hung::HungTenant;
 pub use nested::NestedRadius;
 pub use noisy::NoisyTenants;
 pub use resize::ResizeChurn;

@@ -116,7 +116,7 @@ impl<L: Deref<Target = InFlight>> Wait<L> {
             State::Done => panic!("an in-flight Acquire was polled after it completed"),
             State::Refused(rejected) => return self.refuse(rejected.reason),
             State::Start(shard, seats) => {
-                if let Some(taken) = inflight.try_take(shard.buckets(), seats) {
+                if let Some(taken) = inflight.try_take(&shard, seats) {
                     return self.done(taken);
                 }
                 let pools = &inflight.pools;

@@ -1,7 +1,7 @@
 //! The builder of an in-flight limit: its settings, checked once.
 
 use crate::assign::{Assignment, ShardCache};
-use crate::{DEFAULT_BUCKETS, DEFAULT_PER_TENANT, DEFAULT_TENANT_CACHE};
+use crate::{DEFAULT_BUCKETS, DEFAULT_LENDER_RESERVE, DEFAULT_PER_TENANT, DEFAULT_TENANT_CACHE};
 
 use super::InFlight;
 use super::error::BuildError;
@@ -37,6 +37,8 @@ pub struct Builder {
     pools: Option<u32>,
     per_tenant: Option<u32>,
     per_user: Option<u32>,
+    pub(super) spill: u32,
+    reserve: f64,
     salt: Vec<u8>,
     max_queue: u32,
     #[cfg(feature = "wait")]
@@ -51,6 +53,8 @@ impl Builder {
             pools: None,
             per_tenant: None,
             per_user: None,
+            spill: 0,
+            reserve: DEFAULT_LENDER_RESERVE,
             salt: Vec::new(),
             max_queue: DEFAULT_MAX_QUEUE,
             #[cfg(feature = "wait")]
@@ -83,6 +87,56 @@ impl Builder {
     /// ([`Builder::per_user`](crate::Builder::per_user)).
     pub fn per_user(mut self, per_user: u32) -> Self {
         self.per_user = Some(per_user);
+        self
+    }
+
+    /// d: how many *spill pools* each tenant may borrow a permit from when
+    /// its own k have none free: the d pools ranked right after its own,
+    /// the rate limiter's spill buckets
+    /// ([`Builder::borrow_from`](crate::Builder::borrow_from)); 0 (no
+    /// borrowing) unless set, k + d at most N and at most 8.
+    ///
+    /// A borrower takes a spill pool's permit only while more than its
+    /// [reserve](Self::lender_reserve) is free, and only if nobody queues
+    /// for that pool; the pool's owners take it down to zero. So the
+    /// permits borrowed from a pool are never more than its share less its
+    /// reserve, and its owners always keep the reserve. A request's seats
+    /// come from its own pools whenever they have them free, and only then
+    /// partly or wholly from its spill pools (roomiest first); a caller
+    /// that waits, waits for its own pools. Borrowing never adds a permit:
+    /// never more than C are out. A user's request
+    /// ([`per_user`](Self::per_user)) borrows from its tenant's spill pools.
+    ///
+    /// ```
+    /// use shuffle_limiter::inflight::InFlight;
+    ///
+    /// let inflight = InFlight::builder()
+    ///     .concurrency(16)
+    ///     .pools(8)           // 2 permits each
+    ///     .per_tenant(2)
+    ///     .borrow_from(2)
+    ///     .lender_reserve(0.5) // 1 of each spill pool's 2 kept for its owners
+    ///     .build()?;
+    /// let held: Vec<_> = std::iter::from_fn(|| inflight.try_acquire("t").ok()).collect();
+    /// // 4 permits of its own pools, then 1 above the reserve of each spill pool.
+    /// assert_eq!(held.len(), 6);
+    /// assert_eq!(held.iter().filter(|p| p.borrowed()).count(), 2);
+    /// let spill = inflight.shard("t").spill().to_vec();
+    /// assert!(spill.iter().all(|&pool| inflight.free(pool) == inflight.reserve(pool)));
+    /// # Ok::<(), shuffle_limiter::inflight::BuildError>(())
+    /// ```
+    pub fn borrow_from(mut self, spill: u32) -> Self {
+        self.spill = spill;
+        self
+    }
+
+    /// r: the share of each pool's permits, 0 ≤ r < 1, that borrowers
+    /// leave to its owners, rounded up to whole permits
+    /// ([`DEFAULT_LENDER_RESERVE`], a half, unless set), as the rate
+    /// limiter's [`lender_reserve`](crate::Builder::lender_reserve). Has
+    /// no effect without [`borrow_from`](Self::borrow_from).
+    pub fn lender_reserve(mut self, reserve: f64) -> Self {
+        self.reserve = reserve;
         self
     }
 
@@ -152,10 +206,14 @@ impl Builder {
             .per_tenant
             .unwrap_or(DEFAULT_PER_TENANT.min(pools.max(1)));
         BuildError::check(concurrency, pools, per_tenant, self.per_user, self.cache)?;
+        BuildError::check_borrowing(pools, per_tenant, self.spill, self.reserve)?;
         let assignment = Assignment::new(pools, per_tenant, &self.salt)
-            .expect("pool and shard counts were checked above");
+            .and_then(|a| a.with_spill(self.spill))
+            .expect("pool, shard and spill counts were checked above");
+        let reserve = if self.spill > 0 { self.reserve } else { 0.0 };
         Ok(InFlight {
-            pools: Pools::split(concurrency, pools),
+            pools: Pools::split(concurrency, pools).with_reserve(reserve),
+            reserve,
             room: crate::sync::Mutex::new(Room::new(pools, self.max_queue)),
             cache: ShardCache::new(self.cache, &assignment),
             per_user: self.per_user.unwrap_or(per_tenant),

@@ -153,6 +153,24 @@ pub enum BuildError {
         /// Pools per tenant (k).
         per_tenant: u32,
     },
+    /// The own and spill pools of a tenant are more than there are pools,
+    /// or than a shard ranks.
+    SpillExceedsPools {
+        /// Pools per tenant (k).
+        per_tenant: u32,
+        /// Spill pools asked for (d).
+        spill: u32,
+        /// The most pools one tenant may rank: N, and at most 8.
+        max: u32,
+    },
+    /// The lender's reserve is not a share in `0 ≤ r < 1`.
+    LenderReserve {
+        /// The value given, as text.
+        reserve: String,
+    },
+    /// Borrowing from spill pools is asked of a limit over Redis, whose
+    /// leases take from a tenant's own pools only.
+    SpillOverRedis,
     /// The tenant cache asked for is larger than supported.
     CacheTooLarge {
         /// Entries asked for.
@@ -209,6 +227,33 @@ impl BuildError {
     }
 }
 
+impl BuildError {
+    /// The error for these borrowing settings, if any.
+    pub(crate) fn check_borrowing(
+        pools: u32,
+        per_tenant: u32,
+        spill: u32,
+        reserve: f64,
+    ) -> Result<(), BuildError> {
+        let max = pools.min(MAX_PER_TENANT);
+        if spill == 0 {
+            Ok(())
+        } else if u64::from(per_tenant) + u64::from(spill) > u64::from(max) {
+            Err(BuildError::SpillExceedsPools {
+                per_tenant,
+                spill,
+                max,
+            })
+        } else if !(0.0..1.0).contains(&reserve) {
+            Err(BuildError::LenderReserve {
+                reserve: reserve.to_string(),
+            })
+        } else {
+            Ok(())
+        }
+    }
+}
+
 impl fmt::Display for BuildError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
@@ -250,6 +295,26 @@ impl fmt::Display for BuildError {
                 f,
                 "per_user({per_user}) must be one of a tenant's {per_tenant} pools or more, \
                  up to all of them: use per_user from 1 to {per_tenant} (or raise per_tenant)"
+            ),
+            BuildError::SpillExceedsPools {
+                per_tenant,
+                spill,
+                max,
+            } => write!(
+                f,
+                "borrow_from({spill}) with per_tenant({per_tenant}) ranks {} pools per tenant, \
+                 more than the {max} it may: use borrow_from of at most {}, or more pools",
+                u64::from(per_tenant) + u64::from(spill),
+                max.saturating_sub(per_tenant)
+            ),
+            BuildError::LenderReserve { ref reserve } => write!(
+                f,
+                "lender_reserve({reserve}) is not a share of a pool's permits: use a value \
+                 from 0 (lend every permit) up to but not including 1, such as 0.5"
+            ),
+            BuildError::SpillOverRedis => f.write_str(
+                "borrow_from(..) is not supported over Redis: leases take from a tenant's own \
+                 pools only; drop borrow_from, or raise per_tenant",
             ),
             BuildError::CacheTooLarge { entries, max } => write!(
                 f,

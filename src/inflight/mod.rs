@@ -83,6 +83,20 @@
 //! same pools as a flooding one shares their permits in proportion to
 //! what each asks (no fair queuing between the tenants of a pool).
 //!
+//! # Borrowing and users
+//! With [`Builder::borrow_from`] (d) each tenant may also borrow a permit
+//! from d *spill pools*, the pools ranked right after its own (the rate
+//! limiter's spill buckets), when its own have none free, and only above
+//! each spill pool's reserve ([`Builder::lender_reserve`], ⌈r · share⌉
+//! permits kept for the pool's owners, [`InFlight::reserve`]) and only if
+//! nobody queues for it. The permits lent from a pool are so never more
+//! than its share less its reserve; [`Permit::borrowed`] says whether a
+//! permit borrowed. Borrowing lends what is free now: a waiter waits for
+//! its own pools, and a request's seats must fit in its own pools'
+//! permits. With [`Builder::per_user`] (j), a request for one user of a
+//! tenant takes from j of the tenant's k pools, its *subset* by the rate
+//! limiter's assignment, and borrows from the tenant's spill pools.
+//!
 //! Memory is fixed whatever the number of tenants: N pools of one cache
 //! line each, a tenant cache sized at build, and at most N · `max_queue`
 //! waiters.
@@ -130,6 +144,8 @@ pub struct InFlight {
     cache: ShardCache,
     assignment: Assignment,
     per_user: u32,
+    /// r, the lender's reserve (0 without borrowing).
+    reserve: f64,
     concurrency: u32,
     max_queue: u32,
     #[cfg(feature = "wait")]
@@ -153,7 +169,7 @@ impl InFlight {
     #[inline]
     pub fn try_acquire<'r>(&self, request: impl Into<Request<'r>>) -> Result<Permit<'_>, Rejected> {
         let (shard, seats) = self.resolve(&request.into())?;
-        match self.try_take(shard.buckets(), seats) {
+        match self.try_take(&shard, seats) {
             Some(taken) => Ok(Permit {
                 inflight: self,
                 taken,
@@ -219,7 +235,7 @@ impl InFlight {
         request: impl Into<Request<'r>>,
     ) -> Result<OwnedPermit, Rejected> {
         let (shard, seats) = self.resolve(&request.into())?;
-        match self.try_take(shard.buckets(), seats) {
+        match self.try_take(&shard, seats) {
             Some(taken) => Ok(OwnedPermit {
                 inflight: Arc::clone(self),
                 taken,
@@ -237,7 +253,8 @@ impl InFlight {
     }
 
     /// The pools `request` takes from: its tenant's k, or its user's j of
-    /// them, by the specified assignment.
+    /// them, by the specified assignment; with borrowing, its tenant's d
+    /// spill pools too ([`Shard::spill`]).
     pub fn shard<'r>(&self, request: impl Into<Request<'r>>) -> Shard {
         self.shard_of(&request.into())
     }
@@ -255,6 +272,28 @@ impl InFlight {
     /// k: the pools per tenant.
     pub fn per_tenant(&self) -> u32 {
         self.assignment.per_tenant()
+    }
+
+    /// d: the spill pools each tenant may borrow from
+    /// ([`Builder::borrow_from`]); 0 without borrowing.
+    pub fn spill(&self) -> u32 {
+        self.assignment.spill()
+    }
+
+    /// r: the share of each pool borrowers leave to its owners
+    /// ([`Builder::lender_reserve`]); 0 without borrowing.
+    pub fn lender_reserve(&self) -> f64 {
+        self.reserve
+    }
+
+    /// The permits of `pool` a borrower leaves free for its owners:
+    /// ⌈r · its share⌉ (0 without borrowing).
+    ///
+    /// # Panics
+    /// If `pool` is not below N.
+    pub fn reserve(&self, pool: u32) -> u32 {
+        assert!(pool < self.pools(), "pool {pool} of {}", self.pools());
+        self.pools.reserve(pool)
     }
 
     /// The most callers one pool's queue holds.
@@ -339,13 +378,25 @@ impl InFlight {
     }
 
     /// Takes `seats` of `shard`'s pools without the queues' lock, if the
-    /// pools nobody queues for have them.
+    /// pools nobody queues for have them: its own, and then, with
+    /// borrowing, its spill pools above their reserve.
     #[inline]
-    fn try_take(&self, shard: &[u32], seats: u32) -> Option<Taken> {
+    fn try_take(&self, shard: &Shard, seats: u32) -> Option<Taken> {
+        let (own, spill) = (shard.buckets(), shard.spill());
         if seats == 1 {
-            return self.pools.take_one(shard).map(Taken::one);
+            if let Some(pool) = self.pools.take_one(own) {
+                return Some(Taken::one(pool));
+            }
+            return match spill {
+                [] => None,
+                _ => self.pools.borrow_one(spill).map(Taken::borrowed_one),
+            };
         }
-        match self.pools.take(shard, seats) {
+        let taken = match spill {
+            [] => self.pools.take(own, seats),
+            _ => self.pools.take_borrowing(own, spill, seats),
+        };
+        match taken {
             Ok(taken) => Some(taken),
             Err(partial) => {
                 self.release(&partial);
@@ -406,5 +457,7 @@ impl fmt::Debug for InFlight {
     }
 }
 
+#[cfg(all(test, not(shuffle_limiter_loom)))]
+mod borrow_tests;
 #[cfg(all(test, not(shuffle_limiter_loom)))]
 mod tests;

@@ -43,6 +43,12 @@ impl Permit<'_> {
     pub fn pools(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
         self.taken.iter()
     }
+
+    /// Whether some of its seats were borrowed from the tenant's spill
+    /// pools ([`Builder::borrow_from`](super::Builder::borrow_from)).
+    pub fn borrowed(&self) -> bool {
+        self.taken.borrowed
+    }
 }
 
 impl Drop for Permit<'_> {
@@ -95,6 +101,11 @@ impl OwnedPermit {
     /// Each pool it holds seats of, with how many, as [`Permit::pools`].
     pub fn pools(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
         self.taken.iter()
+    }
+
+    /// Whether some of its seats were borrowed, as [`Permit::borrowed`].
+    pub fn borrowed(&self) -> bool {
+        self.taken.borrowed
     }
 
     /// The limit it holds seats of.

@@ -29,6 +29,9 @@ pub(crate) struct Pools {
     base: u32,
     /// This many pools, the lowest-numbered, hold one more.
     larger: u32,
+    /// The permits a borrower leaves free in a pool of `base`, and in one
+    /// of `base + 1`: ⌈r · share⌉ for the lender's reserve r.
+    reserve: [u32; 2],
 }
 
 impl Pools {
@@ -42,7 +45,22 @@ impl Pools {
                 .collect(),
             base,
             larger,
+            reserve: [0, 0],
         }
+    }
+
+    /// The same pools, lending above a reserve of `reserve` (0 ≤ r < 1) of
+    /// each pool's share, rounded up to whole permits.
+    pub(crate) fn with_reserve(mut self, reserve: f64) -> Pools {
+        let keep = |share: u32| ((reserve * f64::from(share)).ceil() as u32).min(share);
+        self.reserve = [keep(self.base), keep(self.base + 1)];
+        self
+    }
+
+    /// The permits of `pool` a borrower leaves to its owners.
+    #[inline]
+    pub(crate) fn reserve(&self, pool: u32) -> u32 {
+        self.reserve[usize::from(pool < self.larger)]
     }
 
     /// N.
@@ -71,13 +89,32 @@ impl Pools {
     /// limiter breaks them. `None` when none of them has a free permit.
     #[inline]
     pub(crate) fn take_one(&self, shard: &[u32]) -> Option<u32> {
+        self.take_one_above(shard, |_| 0)
+    }
+
+    /// Borrows one permit from the spill pool of `spill` with the most
+    /// free permits above its reserve, among those nobody queues for.
+    #[inline]
+    pub(crate) fn borrow_one(&self, spill: &[u32]) -> Option<u32> {
+        self.take_one_above(spill, |pool| self.reserve(pool))
+    }
+
+    /// [`take_one`](Self::take_one), leaving `floor(pool)` permits free in
+    /// each pool: the compare-and-swap is on the very word whose room was
+    /// read, so a pool never goes below its floor.
+    #[inline]
+    fn take_one_above(&self, shard: &[u32], floor: impl Fn(u32) -> u32) -> Option<u32> {
         loop {
             let mut words = [0u64; MAX];
             // `tied` has bit j set for each position with the most so far.
             let (mut best, mut most, mut tied) = (0, 0, 0u32);
             for (j, (word, &pool)) in words.iter_mut().zip(shard).enumerate() {
                 *word = self.word(pool).load(Ordering::Acquire);
-                let free = if *word & QUEUED == 0 { *word } else { 0 };
+                let free = if *word & QUEUED == 0 {
+                    word.saturating_sub(u64::from(floor(pool)))
+                } else {
+                    0
+                };
                 if free > most {
                     (best, most, tied) = (j, free, 1 << j);
                 } else if free == most {
@@ -135,16 +172,72 @@ impl Pools {
         Ok(taken)
     }
 
+    /// Takes `seats` permits, all or nothing, from the pools of `own`
+    /// first and then from those of `spill` above their reserve, each
+    /// group the roomiest first, skipping the pools callers queue for.
+    /// When they do not hold that many, `Err` with what it took, for the
+    /// caller to give back.
+    pub(crate) fn take_borrowing(
+        &self,
+        own: &[u32],
+        spill: &[u32],
+        seats: u32,
+    ) -> Result<Taken, Taken> {
+        let room = |pool: u32, floor: u32| {
+            let word = self.word(pool).load(Ordering::Acquire);
+            if word & QUEUED != 0 {
+                0
+            } else {
+                (word as u32).saturating_sub(floor)
+            }
+        };
+        // (room, pool, floor, borrowed), own pools first.
+        let mut order = [(0u32, 0u32, 0u32, false); MAX];
+        let mut len = 0;
+        let mut sum = 0u64;
+        for (group, pools) in [own, spill].into_iter().enumerate() {
+            let start = len;
+            for &pool in pools {
+                let floor = if group == 0 { 0 } else { self.reserve(pool) };
+                let free = room(pool, floor);
+                sum += u64::from(free);
+                order[len] = (free, pool, floor, group == 1);
+                len += 1;
+            }
+            order[start..len].sort_unstable_by_key(|o| std::cmp::Reverse(o.0));
+        }
+        let mut taken = Taken::default();
+        if sum < u64::from(seats) {
+            return Err(taken);
+        }
+        let mut need = seats;
+        for &(_, pool, floor, borrowed) in &order[..len] {
+            if need == 0 {
+                break;
+            }
+            let got = self.take_up_to_above(pool, need, floor);
+            taken.borrowed |= borrowed && got > 0;
+            taken.add(pool, got);
+            need -= got;
+        }
+        if need > 0 { Err(taken) } else { Ok(taken) }
+    }
+
     /// Takes up to `most` of `pool`'s free permits if nobody queues for
     /// it; how many it took.
     fn take_up_to(&self, pool: u32, most: u32) -> u32 {
+        self.take_up_to_above(pool, most, 0)
+    }
+
+    /// [`take_up_to`](Self::take_up_to), leaving `floor` permits free.
+    fn take_up_to_above(&self, pool: u32, most: u32, floor: u32) -> u32 {
         let word = self.word(pool);
         let mut seen = word.load(Ordering::Acquire);
         loop {
-            if seen & QUEUED != 0 || seen == 0 {
+            if seen & QUEUED != 0 || seen <= u64::from(floor) {
                 return 0;
             }
-            let got = (seen as u32).min(most);
+            let got = (seen as u32 - floor).min(most);
             match word.compare_exchange_weak(
                 seen,
                 seen - u64::from(got),
@@ -210,6 +303,8 @@ fn first_tied(tied: u32, start: usize) -> usize {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Taken {
     len: u8,
+    /// Whether some of its seats were borrowed from spill pools.
+    pub(crate) borrowed: bool,
     pools: [u32; MAX],
     seats: [u32; MAX],
 }
@@ -224,6 +319,15 @@ impl Taken {
         };
         (taken.pools[0], taken.seats[0]) = (pool, 1);
         taken
+    }
+
+    /// One seat borrowed from the spill pool `pool`.
+    #[inline]
+    pub(crate) fn borrowed_one(pool: u32) -> Taken {
+        Taken {
+            borrowed: true,
+            ..Taken::one(pool)
+        }
     }
 
     /// The pool of its one seat, if it holds one seat.

@@ -42,9 +42,11 @@ pub(super) enum SetErrorKind {
     NoConfig,
     /// A reload could not change a Redis limiter's quota.
     #[cfg(feature = "redis")]
-    RedisChange(RedisError),
+    RedisChange(ByText<crate::redis::Error>),
     #[cfg(feature = "redis")]
-    Redis(RedisBuildError),
+    Redis(ByText<crate::redis::BuildError>),
+    #[cfg(feature = "redis")]
+    Lease(ByText<crate::inflight::LeaseBuildError>),
     /// The in-flight limit's settings cannot work.
     InFlight {
         field: &'static str,
@@ -75,12 +77,17 @@ impl SetError {
 
     #[cfg(feature = "redis")]
     pub(super) fn redis(limiter: &str, error: crate::redis::BuildError) -> SetError {
-        SetError::new(limiter, SetErrorKind::Redis(RedisBuildError(error)))
+        SetError::new(limiter, SetErrorKind::Redis(ByText(error)))
+    }
+
+    #[cfg(feature = "redis")]
+    pub(super) fn lease(limiter: &str, error: crate::inflight::LeaseBuildError) -> SetError {
+        SetError::new(limiter, SetErrorKind::Lease(ByText(error)))
     }
 
     #[cfg(feature = "redis")]
     pub(super) fn redis_change(limiter: &str, error: crate::redis::Error) -> SetError {
-        SetError::new(limiter, SetErrorKind::RedisChange(RedisError(error)))
+        SetError::new(limiter, SetErrorKind::RedisChange(ByText(error)))
     }
 }
 
@@ -109,6 +116,8 @@ impl SetError {
             },
             #[cfg(feature = "redis")]
             SetErrorKind::Redis(e) => redis_field(&e.0),
+            #[cfg(feature = "redis")]
+            SetErrorKind::Lease(e) => lease_field(&e.0),
         }
     }
 
@@ -117,7 +126,7 @@ impl SetError {
         match &self.kind {
             SetErrorKind::Config(e) => Some(e),
             #[cfg(feature = "redis")]
-            SetErrorKind::Redis(RedisBuildError(crate::redis::BuildError::Config(e))) => Some(e),
+            SetErrorKind::Redis(ByText(crate::redis::BuildError::Config(e))) => Some(e),
             _ => None,
         }
     }
@@ -127,6 +136,17 @@ impl SetError {
     pub fn inflight_error(&self) -> Option<&crate::inflight::BuildError> {
         match &self.kind {
             SetErrorKind::InFlight { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+
+    /// The error of building an in-flight limit in Redis (`lease_ttl`):
+    /// its lease options, or a server that refused its scripts or did not
+    /// answer.
+    #[cfg(feature = "redis")]
+    pub fn lease_error(&self) -> Option<&crate::inflight::LeaseBuildError> {
+        match &self.kind {
+            SetErrorKind::Lease(e) => Some(&e.0),
             _ => None,
         }
     }
@@ -193,36 +213,36 @@ fn redis_field(e: &crate::redis::BuildError) -> Option<&'static str> {
     }
 }
 
-/// The Redis build error in a [`SetError`]; equal to another when it reads
-/// the same, as the `redis` crate's errors have no equality of their own.
+/// The config key behind an error of an in-flight limit's `build_redis`.
+#[cfg(feature = "redis")]
+fn lease_field(e: &crate::inflight::LeaseBuildError) -> Option<&'static str> {
+    use crate::inflight::LeaseBuildError::*;
+    match e {
+        ZeroTtl | TtlTooLong { .. } | RenewTooSlow { .. } => Some("lease_ttl"),
+        ZeroReplicas | FallbackTooSmall { .. } => Some("replicas"),
+        ZeroDuration { option } => Some(option),
+        InvalidKeyPrefix { .. } => Some("key_prefix"),
+        InvalidName { .. } => None,
+        _ => Some("redis"),
+    }
+}
+
+/// An error of Redis in a [`SetError`] (building a limiter, a lease, or a
+/// change), equal to another when it reads the same, as the `redis`
+/// crate's errors have no equality of their own.
 #[cfg(feature = "redis")]
 #[derive(Debug, Clone)]
-pub(super) struct RedisBuildError(crate::redis::BuildError);
+pub(super) struct ByText<E>(E);
 
 #[cfg(feature = "redis")]
-impl PartialEq for RedisBuildError {
+impl<E: fmt::Display> PartialEq for ByText<E> {
     fn eq(&self, other: &Self) -> bool {
         self.0.to_string() == other.0.to_string()
     }
 }
 
 #[cfg(feature = "redis")]
-impl Eq for RedisBuildError {}
-
-/// A Redis error in a [`SetError`], equal to another when it reads the same.
-#[cfg(feature = "redis")]
-#[derive(Debug, Clone)]
-pub(super) struct RedisError(crate::redis::Error);
-
-#[cfg(feature = "redis")]
-impl PartialEq for RedisError {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.to_string() == other.0.to_string()
-    }
-}
-
-#[cfg(feature = "redis")]
-impl Eq for RedisError {}
+impl<E: fmt::Display> Eq for ByText<E> {}
 
 impl fmt::Display for SetError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -253,6 +273,8 @@ impl fmt::Display for SetError {
             #[cfg(feature = "redis")]
             SetErrorKind::Redis(e) => write!(f, ": {}", e.0),
             #[cfg(feature = "redis")]
+            SetErrorKind::Lease(e) => write!(f, ": {}", e.0),
+            #[cfg(feature = "redis")]
             SetErrorKind::RedisChange(e) => write!(f, ": {}", e.0),
         }
     }
@@ -265,6 +287,8 @@ impl std::error::Error for SetError {
             SetErrorKind::InFlight { error, .. } => Some(error),
             #[cfg(feature = "redis")]
             SetErrorKind::Redis(e) => Some(&e.0),
+            #[cfg(feature = "redis")]
+            SetErrorKind::Lease(e) => Some(&e.0),
             #[cfg(feature = "redis")]
             SetErrorKind::RedisChange(e) => Some(&e.0),
             _ => None,

@@ -17,7 +17,9 @@ use crate::inflight::{self, BuildError, InFlight};
 /// The limit takes its k (`per_tenant`), j (`per_user`), `salt` and
 /// `tenant_cache` from the limiter's table, so that with as many pools
 /// as buckets a tenant's pools are its buckets. It lives in this process,
-/// whichever store the rate limiter uses.
+/// whichever store the rate limiter uses, unless a Redis limiter's table
+/// sets a [`lease_ttl`](InFlightConfig::lease_ttl): then its pools live in
+/// Redis beside the buckets.
 ///
 /// `max_wait` (such as `max_wait = "250ms"`) needs the `wait` feature.
 ///
@@ -52,6 +54,12 @@ pub struct InFlightConfig {
     pub max_queue: Option<u32>,
     /// The longest an acquire waits (feature `wait`); no bound when unset.
     pub max_wait: Option<Duration>,
+    /// The TTL of each permit's lease, for a limit whose pools live in
+    /// Redis (`lease_ttl = "30s"`, only beside `redis = "..."`; feature
+    /// `redis`): the pools are then shared by every process that connects
+    /// the same config, and [`LimiterSet::redis_inflight`](super::LimiterSet::redis_inflight)
+    /// finds them. Unset: the limit lives in this process.
+    pub lease_ttl: Option<Duration>,
 }
 
 impl InFlightConfig {
@@ -62,7 +70,13 @@ impl InFlightConfig {
             pools: None,
             max_queue: None,
             max_wait: None,
+            lease_ttl: None,
         }
+    }
+
+    /// Whether the pools live in Redis (a `lease_ttl` is set).
+    pub fn in_redis(&self) -> bool {
+        self.lease_ttl.is_some()
     }
 }
 
@@ -108,6 +122,13 @@ pub(super) fn build(
     let Some(builder) = settings.inflight_builder() else {
         return Ok(None);
     };
+    if settings
+        .inflight
+        .as_ref()
+        .is_some_and(InFlightConfig::in_redis)
+    {
+        return Ok(None);
+    }
     #[cfg(not(feature = "wait"))]
     if settings
         .inflight
@@ -142,7 +163,8 @@ fn field_of(error: &BuildError, pools_set: bool) -> &'static str {
 }
 
 /// The in-flight keys of a table.
-pub(super) const INFLIGHT_KEYS: [&str; 4] = ["concurrency", "pools", "max_queue", "max_wait"];
+pub(super) const INFLIGHT_KEYS: [&str; 5] =
+    ["concurrency", "pools", "max_queue", "max_wait", "lease_ttl"];
 
 /// The in-flight keys as read, checked against each other at the table's
 /// end.
@@ -152,6 +174,7 @@ pub(super) struct InFlightKeys {
     pools: Option<u32>,
     max_queue: Option<u32>,
     max_wait: Option<DurationText>,
+    lease_ttl: Option<DurationText>,
 }
 
 impl InFlightKeys {
@@ -167,6 +190,7 @@ impl InFlightKeys {
             "pools" => field(map, &mut self.pools, limiter, key)?,
             "max_queue" => field(map, &mut self.max_queue, limiter, key)?,
             "max_wait" => field(map, &mut self.max_wait, limiter, key)?,
+            "lease_ttl" => field(map, &mut self.lease_ttl, limiter, key)?,
             _ => return Ok(false),
         }
         Ok(true)
@@ -183,6 +207,7 @@ impl InFlightKeys {
                 ("pools", self.pools.is_some()),
                 ("max_queue", self.max_queue.is_some()),
                 ("max_wait", self.max_wait.is_some()),
+                ("lease_ttl", self.lease_ttl.is_some()),
             ];
             return match set.into_iter().find(|(_, set)| *set) {
                 Some((key, _)) => Err(E::custom(format_args!(
@@ -200,11 +225,20 @@ impl InFlightKeys {
                 super::error::NEEDS_WAIT
             )));
         }
+        let lease_ttl = self.lease_ttl.map(|d| d.0);
+        if lease_ttl.is_some() && !config.is_redis() {
+            return Err(E::custom(format_args!(
+                "limiters.{limiter}.lease_ttl: only an in-flight limit in Redis takes a \
+                 lease_ttl: add redis = \"redis://host:6379\" to [limiters.{limiter}] (feature \
+                 `redis`), or remove lease_ttl to keep the limit in this process"
+            )));
+        }
         config.inflight = Some(InFlightConfig {
             concurrency,
             pools: self.pools,
             max_queue: self.max_queue,
             max_wait: self.max_wait.map(|d| d.0),
+            lease_ttl,
         });
         Ok(())
     }
@@ -219,10 +253,79 @@ pub(super) fn changed(old: Option<&InFlightConfig>, new: Option<&InFlightConfig>
                 "pools"
             } else if old.max_queue != new.max_queue {
                 "max_queue"
+            } else if old.lease_ttl != new.lease_ttl {
+                "lease_ttl"
             } else {
                 "max_wait"
             }
         }
         _ => "concurrency",
     }
+}
+
+/// Connects the in-flight limit of `settings` whose pools live in Redis,
+/// if it has one, over the connection of its rate limiter.
+#[cfg(feature = "redis")]
+pub(super) async fn connect(
+    name: &str,
+    settings: &LimiterConfig,
+    connection: &::redis::aio::ConnectionManager,
+) -> Result<Option<inflight::RedisInFlight>, SetError> {
+    let (Some(redis), Some(limit)) = (&settings.redis, &settings.inflight) else {
+        return Ok(None);
+    };
+    let (Some(ttl), Some(builder)) = (limit.lease_ttl, settings.inflight_builder()) else {
+        return Ok(None);
+    };
+    let mut options = inflight::LeaseOptions::new(name, ttl).failure_policy(redis.failure_policy);
+    if let Some(deadline) = redis.deadline {
+        options = options.deadline(deadline);
+    }
+    if let Some(retry_every) = redis.retry_every {
+        options = options.retry_every(retry_every);
+    }
+    if let Some(prefix) = &redis.key_prefix {
+        options = options.key_prefix(prefix.as_str());
+    }
+    if let Some(max_wait) = limit.max_wait {
+        options = options.max_wait(max_wait);
+    }
+    let pools_set = limit.pools.is_some();
+    builder
+        .build_redis(connection.clone(), options)
+        .await
+        .map(Some)
+        .map_err(|error| match error {
+            inflight::LeaseBuildError::Config(error) => {
+                let field = field_of(&error, pools_set);
+                SetError::new(name, SetErrorKind::InFlight { field, error })
+            }
+            other => SetError::lease(name, other),
+        })
+}
+
+/// The in-flight limit in Redis of the Redis limiter `entry`, if its
+/// settings have a `lease_ttl`, over the limiter's connection.
+#[cfg(feature = "redis")]
+pub(super) async fn connect_entry<C: crate::clock::Clock>(
+    name: &str,
+    settings: &LimiterConfig,
+    entry: &super::member::Entry<C>,
+) -> Result<Option<crate::inflight::RedisInFlight>, SetError> {
+    match entry {
+        super::member::Entry::Redis(limiter) => connect(name, settings, limiter.connection()).await,
+        super::member::Entry::Local(_) => Ok(None),
+    }
+}
+
+/// The in-flight limit of every limiter of `config` that has one in this
+/// process.
+pub(super) fn build_all(config: &super::SetConfig) -> Result<super::InFlights, SetError> {
+    let mut inflights = super::InFlights::default();
+    for (name, settings) in &config.limiters {
+        if let Some(limit) = build(name, settings)? {
+            inflights.insert(name.as_str().into(), limit);
+        }
+    }
+    Ok(inflights)
 }

@@ -27,6 +27,7 @@
 //! | `pools` | with `concurrency` | N of the in-flight limit, pools the concurrency is split into (default 8, or C if smaller); its k, j, salt and cache are the limiter's |
 //! | `max_queue` | with `concurrency` | the most callers one pool's queue holds (default 50) |
 //! | `max_wait` | with `concurrency` | the longest an acquire waits, such as `"250ms"` (feature `wait`; default no bound) |
+//! | `lease_ttl` | with `concurrency` and `redis` | the in-flight pools live in Redis, shared by every process that connects the config, each permit a lease of this TTL, such as `"30s"` (feature `redis`; [`redis_inflight`](LimiterSet::redis_inflight) finds it; default: in this process) |
 //!
 //! Every error names the place to fix, as `limiters.NAME.FIELD: ...`; an
 //! unknown key is an error too, so that a typo does not silently fall back
@@ -167,6 +168,17 @@ type Map<C> = HashMap<Box<str>, Entry<C>, foldhash::fast::RandomState>;
 /// The in-flight limits, by their limiter's name.
 type InFlights = HashMap<Box<str>, Arc<InFlight>, foldhash::fast::RandomState>;
 
+/// The in-flight limits whose pools live in Redis, by their limiter's name.
+#[cfg(feature = "redis")]
+type RedisInFlights =
+    HashMap<Box<str>, crate::inflight::RedisInFlight, foldhash::fast::RandomState>;
+/// Without the `redis` feature there are none.
+#[cfg(not(feature = "redis"))]
+#[derive(Default)]
+struct RedisInFlights {
+    _none: (),
+}
+
 /// Named limiters, each with its own budget, looked up by name without a
 /// lock; see the [module documentation](self).
 ///
@@ -175,6 +187,8 @@ pub struct LimiterSet<C = MonotonicClock> {
     limiters: Arc<Map<C>>,
     /// The in-flight limits of the limiters that have one.
     inflights: Arc<InFlights>,
+    /// Those whose pools live in Redis.
+    redis_inflights: Arc<RedisInFlights>,
     /// The settings each limiter was built from (none for a set built from
     /// limiters in code), for [`reload`](LimiterSet::reload).
     configs: Arc<Configs>,
@@ -185,6 +199,7 @@ impl<C> Clone for LimiterSet<C> {
         LimiterSet {
             limiters: Arc::clone(&self.limiters),
             inflights: Arc::clone(&self.inflights),
+            redis_inflights: Arc::clone(&self.redis_inflights),
             configs: Arc::clone(&self.configs),
         }
     }
@@ -255,7 +270,8 @@ impl<C: Clock> LimiterSet<C> {
         }
         Ok(LimiterSet {
             limiters: Arc::new(map),
-            inflights: Arc::new(build_inflights(config)?),
+            inflights: Arc::new(inflight::build_all(config)?),
+            redis_inflights: Arc::default(),
             configs: Arc::new(config.limiters.clone()),
         })
     }
@@ -271,7 +287,7 @@ impl<C: Clock> LimiterSet<C> {
     where
         C: Clone,
     {
-        let inflights = build_inflights(config)?;
+        let inflights = inflight::build_all(config)?;
         let mut map = Map::default();
         for (name, settings) in &config.limiters {
             if !settings.is_redis() {
@@ -279,13 +295,18 @@ impl<C: Clock> LimiterSet<C> {
                 map.insert(name.as_str().into(), limiter);
             }
         }
+        let mut redis_inflights = RedisInFlights::default();
         for (name, settings) in config.limiters.iter().filter(|(_, s)| s.is_redis()) {
             let limiter = build_any(name, settings, clock.clone()).await?;
+            if let Some(limit) = inflight::connect_entry(name, settings, &limiter).await? {
+                redis_inflights.insert(name.as_str().into(), limit);
+            }
             map.insert(name.as_str().into(), limiter);
         }
         Ok(LimiterSet {
             limiters: Arc::new(map),
             inflights: Arc::new(inflights),
+            redis_inflights: Arc::new(redis_inflights),
             configs: Arc::new(config.limiters.clone()),
         })
     }
@@ -320,6 +341,7 @@ impl<C: Clock> LimiterSet<C> {
         Ok(LimiterSet {
             limiters: Arc::new(map),
             inflights: Arc::default(),
+            redis_inflights: Arc::default(),
             configs: Arc::default(),
         })
     }
@@ -342,17 +364,6 @@ async fn build_any<C: Clock>(
         .await
         .map_err(|e| SetError::redis(name, e))?;
     Ok(Entry::Redis(Arc::new(limiter)))
-}
-
-/// The in-flight limit of every limiter of `config` that has one.
-fn build_inflights(config: &SetConfig) -> Result<InFlights, SetError> {
-    let mut inflights = InFlights::default();
-    for (name, settings) in &config.limiters {
-        if let Some(limit) = inflight::build(name, settings)? {
-            inflights.insert(name.as_str().into(), limit);
-        }
-    }
-    Ok(inflights)
 }
 
 fn build_local<C: Clock>(
@@ -436,6 +447,17 @@ impl<C> LimiterSet<C> {
     #[inline]
     pub fn inflight(&self, name: &str) -> Option<&Arc<InFlight>> {
         self.inflights.get(name)
+    }
+
+    /// The in-flight limit of the limiter `name` whose pools live in Redis
+    /// (a `concurrency` and a `lease_ttl` beside `redis = "..."`, built by
+    /// [`connect`](LimiterSet::connect)), sharing the rate limiter's
+    /// connection; clone it (cheap) into tasks. Its permits are leases
+    /// ([`RedisInFlight`](crate::inflight::RedisInFlight)).
+    #[cfg(feature = "redis")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+    pub fn redis_inflight(&self, name: &str) -> Option<&crate::inflight::RedisInFlight> {
+        self.redis_inflights.get(name)
     }
 
     /// The limiter named `name`, in process or in Redis.

@@ -10,7 +10,9 @@ use super::build_any;
 use super::error::SetErrorKind;
 #[cfg(feature = "redis")]
 use super::member::Entry;
-use super::{InFlights, LimiterConfig, LimiterSet, Map, SetConfig, SetError, build_local};
+use super::{
+    InFlights, LimiterConfig, LimiterSet, Map, RedisInFlights, SetConfig, SetError, build_local,
+};
 use crate::ShardedLimiter;
 use crate::clock::Clock;
 use crate::error::ConfigError;
@@ -165,9 +167,13 @@ impl<C: Clock + Clone> LimiterSet<C> {
         steps: &[(&str, Step<'_>)],
         mut added: Map<C>,
         mut added_inflights: InFlights,
+        #[cfg_attr(not(feature = "redis"), allow(unused_mut, unused_variables))]
+        mut added_redis: RedisInFlights,
     ) -> Reload<C> {
         let mut map = Map::default();
         let mut inflights = InFlights::default();
+        #[cfg_attr(not(feature = "redis"), allow(unused_mut))]
+        let mut redis_inflights = RedisInFlights::default();
         let mut changed = Vec::new();
         for (name, step) in steps {
             let entry = match step {
@@ -182,6 +188,13 @@ impl<C: Clock + Clone> LimiterSet<C> {
             };
             if let Some(inflight) = inflight {
                 inflights.insert((*name).into(), inflight);
+            }
+            #[cfg(feature = "redis")]
+            if let Some(limit) = match step {
+                Step::Add(_) => added_redis.remove(*name),
+                Step::Keep | Step::Change(_) => self.redis_inflights.get(*name).cloned(),
+            } {
+                redis_inflights.insert((*name).into(), limit);
             }
             if matches!(step, Step::Change(_)) {
                 changed.push((*name).to_owned());
@@ -202,6 +215,7 @@ impl<C: Clock + Clone> LimiterSet<C> {
             set: LimiterSet {
                 limiters: Arc::new(map),
                 inflights: Arc::new(inflights),
+                redis_inflights: Arc::new(redis_inflights),
                 configs: Arc::new(config.limiters.clone()),
             },
             changed,
@@ -282,7 +296,13 @@ impl<C: Clock + Clone> LimiterSet<C> {
                 change_local(limiter, name, new)?;
             }
         }
-        Ok(self.assemble(config, &steps, added, added_inflights))
+        Ok(self.assemble(
+            config,
+            &steps,
+            added,
+            added_inflights,
+            RedisInFlights::default(),
+        ))
     }
 
     /// As [`reload`](Self::reload), for a set with Redis limiters: those
@@ -307,9 +327,13 @@ impl<C: Clock + Clone> LimiterSet<C> {
         let steps = self.plan(config)?;
         let added_inflights = self.added_inflights(&steps)?;
         let mut added = Map::default();
+        let mut added_redis = RedisInFlights::default();
         for (name, step) in &steps {
             if let Step::Add(new) = step {
                 let entry = build_any(name, new, clock.clone()).await?;
+                if let Some(limit) = super::inflight::connect_entry(name, new, &entry).await? {
+                    added_redis.insert((*name).into(), limit);
+                }
                 added.insert((*name).into(), entry);
             }
         }
@@ -329,7 +353,7 @@ impl<C: Clock + Clone> LimiterSet<C> {
                 change_local(limiter, name, new)?;
             }
         }
-        Ok(self.assemble(config, &steps, added, added_inflights))
+        Ok(self.assemble(config, &steps, added, added_inflights, added_redis))
     }
 }
 

@@ -36,10 +36,11 @@ impl Serialize for LimiterConfig {
             map.serialize_entry("concurrency", &inflight.concurrency)?;
             entry(&mut map, "pools", &inflight.pools)?;
             entry(&mut map, "max_queue", &inflight.max_queue)?;
-            let span = inflight
-                .max_wait
-                .map(|d| humantime::format_duration(d).to_string());
-            entry(&mut map, "max_wait", &span)?;
+            let span = |d: Option<std::time::Duration>| {
+                d.map(|d| humantime::format_duration(d).to_string())
+            };
+            entry(&mut map, "max_wait", &span(inflight.max_wait))?;
+            entry(&mut map, "lease_ttl", &span(inflight.lease_ttl))?;
         }
         #[cfg(feature = "redis")]
         if let Some(redis) = &self.redis {

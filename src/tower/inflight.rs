@@ -2,6 +2,8 @@
 //! until the inner service has answered it.
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -15,10 +17,69 @@ use super::key::{Found, MissingTenant, TenantKey};
 use super::respond::{self, EmptyBody, Reason, Rejection, Respond};
 use super::service::ceil_secs;
 use crate::inflight::{AcquireOwned, InFlight, OwnedPermit, RejectReason, Rejected};
+#[cfg(feature = "redis")]
+use crate::inflight::{Lease, LeaseError, RedisInFlight};
+
+/// Where the permits come from: a limit in this process, or leases of one
+/// in Redis.
+#[derive(Clone)]
+pub(super) enum Pools {
+    Local(Arc<InFlight>),
+    #[cfg(feature = "redis")]
+    Redis(RedisInFlight),
+}
+
+impl fmt::Debug for Pools {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Pools::Local(inflight) => inflight.fmt(f),
+            #[cfg(feature = "redis")]
+            Pools::Redis(inflight) => inflight.fmt(f),
+        }
+    }
+}
+
+/// A permit held for a request: of the limit in this process, or a lease.
+pub(super) enum Held {
+    Local(#[allow(dead_code)] OwnedPermit),
+    #[cfg(feature = "redis")]
+    Lease(#[allow(dead_code)] Lease),
+}
+
+/// Why a request got no permit.
+pub(super) enum Refused {
+    Rejected(Rejected),
+    /// Redis could not decide, and its failure policy does not grant.
+    #[cfg(feature = "redis")]
+    Unavailable,
+}
+
+/// A wait for a permit.
+pub(super) enum Acquiring {
+    Local(AcquireOwned),
+    #[cfg(feature = "redis")]
+    Redis(Pin<Box<dyn Future<Output = Result<Lease, LeaseError>> + Send>>),
+}
+
+impl Acquiring {
+    pub(super) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Result<Held, Refused>> {
+        match self {
+            Acquiring::Local(acquire) => Pin::new(acquire)
+                .poll(cx)
+                .map(|r| r.map(Held::Local).map_err(Refused::Rejected)),
+            #[cfg(feature = "redis")]
+            Acquiring::Redis(acquire) => acquire.as_mut().poll(cx).map(|r| match r {
+                Ok(lease) => Ok(Held::Lease(lease)),
+                Err(LeaseError::Rejected(rejected)) => Err(Refused::Rejected(rejected)),
+                Err(_) => Err(Refused::Unavailable),
+            }),
+        }
+    }
+}
 
 /// The settings every clone of the service shares.
 pub(super) struct Config<R> {
-    pub(super) inflight: Arc<InFlight>,
+    pub(super) pools: Pools,
     key: TenantKey,
     missing: MissingTenant,
     #[cfg(feature = "wait")]
@@ -31,7 +92,7 @@ impl<R> Config<R> {
     /// The same settings with another hook.
     fn with_respond<R2>(&self, respond: Arc<R2>) -> Config<R2> {
         Config {
-            inflight: Arc::clone(&self.inflight),
+            pools: self.pools.clone(),
             key: self.key.clone(),
             missing: self.missing.clone(),
             #[cfg(feature = "wait")]
@@ -41,9 +102,9 @@ impl<R> Config<R> {
         }
     }
 
-    /// The answer to a request its tenant's pools refused: 503 with
-    /// `Retry-After`, through the hook.
-    pub(super) fn refused<B>(&self, rejected: Rejected) -> Response<B>
+    /// The answer to a request its tenant's pools refused, or that Redis
+    /// could not decide: 503 with `Retry-After`, through the hook.
+    pub(super) fn refused<B>(&self, refused: Refused) -> Response<B>
     where
         R: Respond<B>,
     {
@@ -54,9 +115,13 @@ impl<R> Config<R> {
             RETRY_AFTER,
             HeaderValue::from(ceil_secs(retry_after).max(1)),
         );
-        let reason = Reason::InFlightFull {
-            reason: rejected.reason(),
-            retry_after,
+        let reason = match refused {
+            Refused::Rejected(rejected) => Reason::InFlightFull {
+                reason: rejected.reason(),
+                retry_after,
+            },
+            #[cfg(feature = "redis")]
+            Refused::Unavailable => Reason::StoreUnavailable { retry_after },
         };
         let status = StatusCode::SERVICE_UNAVAILABLE;
         respond::answer(&*self.respond, Rejection::new(reason, status, headers))
@@ -85,7 +150,7 @@ impl<R> fmt::Debug for InFlightLayer<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let c = &self.config;
         let mut s = f.debug_struct("InFlightLayer");
-        s.field("inflight", &c.inflight)
+        s.field("pools", &c.pools)
             .field("key", &c.key)
             .field("missing", &c.missing);
         #[cfg(feature = "wait")]
@@ -113,13 +178,54 @@ impl InFlightLayer {
     ///     inflight.clone(),
     ///     TenantKey::header(HeaderName::from_static("x-tenant")),
     /// );
-    /// assert!(Arc::ptr_eq(layer.inflight(), &inflight));
+    /// assert!(Arc::ptr_eq(layer.inflight().unwrap(), &inflight));
     /// # Ok::<(), shuffle_limiter::inflight::BuildError>(())
     /// ```
     pub fn new(inflight: Arc<InFlight>, key: TenantKey) -> Self {
+        Self::over(Pools::Local(inflight), key)
+    }
+
+    /// A layer taking, for each request, a lease of the in-flight limit in
+    /// Redis `inflight` (feature `redis`), shared by every process of a
+    /// fleet, and holding it until the inner service's response is ready.
+    /// A request waits as [`RedisInFlight::acquire`] waits (its
+    /// `LeaseOptions::max_wait`), or [`max_wait`](InFlightLayer::max_wait)
+    /// if given; a refusal is answered 503 with [`Reason::InFlightFull`],
+    /// and a Redis that cannot decide (when the failure policy does not
+    /// grant) 503 with [`Reason::StoreUnavailable`], both with
+    /// `Retry-After`.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use axum::http::HeaderName;
+    /// use shuffle_limiter::inflight::{InFlight, LeaseOptions};
+    /// use shuffle_limiter::tower::{InFlightLayer, TenantKey};
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let client = redis::Client::open("redis://127.0.0.1:6379")?;
+    /// let connection = redis::aio::ConnectionManager::new(client).await?;
+    /// let inflight = InFlight::builder()
+    ///     .concurrency(40)
+    ///     .build_redis(connection, LeaseOptions::new("partner", Duration::from_secs(30)))
+    ///     .await?;
+    /// let layer = InFlightLayer::redis(
+    ///     inflight,
+    ///     TenantKey::header(HeaderName::from_static("x-tenant")),
+    /// );
+    /// assert!(layer.inflight().is_none() && layer.redis_inflight().is_some());
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "redis")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+    pub fn redis(inflight: RedisInFlight, key: TenantKey) -> Self {
+        Self::over(Pools::Redis(inflight), key)
+    }
+
+    fn over(pools: Pools, key: TenantKey) -> Self {
         InFlightLayer {
             config: Arc::new(Config {
-                inflight,
+                pools,
                 key,
                 missing: MissingTenant::default(),
                 #[cfg(feature = "wait")]
@@ -132,9 +238,24 @@ impl InFlightLayer {
 }
 
 impl<R> InFlightLayer<R> {
-    /// The shared in-flight limit.
-    pub fn inflight(&self) -> &Arc<InFlight> {
-        &self.config.inflight
+    /// The shared in-flight limit, for a layer over one in this process.
+    pub fn inflight(&self) -> Option<&Arc<InFlight>> {
+        match &self.config.pools {
+            Pools::Local(inflight) => Some(inflight),
+            #[cfg(feature = "redis")]
+            Pools::Redis(_) => None,
+        }
+    }
+
+    /// The in-flight limit in Redis, for a layer made by
+    /// [`redis`](InFlightLayer::redis).
+    #[cfg(feature = "redis")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+    pub fn redis_inflight(&self) -> Option<&RedisInFlight> {
+        match &self.config.pools {
+            Pools::Redis(inflight) => Some(inflight),
+            Pools::Local(_) => None,
+        }
     }
 
     /// Waits at most `max_wait` (on tokio's timer) for a permit, then
@@ -206,32 +327,50 @@ impl<I: fmt::Debug, R> fmt::Debug for InFlightLimit<I, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("InFlightLimit")
             .field("inner", &self.inner)
-            .field("inflight", &self.config.inflight)
+            .field("pools", &self.config.pools)
             .finish_non_exhaustive()
     }
 }
 
 /// What a tenant's pools said at call time.
 enum Start {
-    Held(OwnedPermit),
-    Wait(AcquireOwned),
-    Refused(Rejected),
+    Held(Held),
+    Wait(Acquiring),
+    Refused(Refused),
 }
 
 impl<R> Config<R> {
+    // Without `redis` the pools are only ever local.
+    #[cfg_attr(not(feature = "redis"), allow(clippy::infallible_destructuring_match))]
     fn start(&self, tenant: &[u8]) -> Start {
-        match self.inflight.try_acquire_owned(tenant) {
-            Ok(permit) => Start::Held(permit),
+        let inflight = match &self.pools {
+            Pools::Local(inflight) => inflight,
+            #[cfg(feature = "redis")]
+            Pools::Redis(inflight) => {
+                // Over Redis every acquire is a round trip: always a wait.
+                #[cfg(feature = "wait")]
+                let max_wait = self.max_wait;
+                #[cfg(not(feature = "wait"))]
+                let max_wait: Option<Duration> = None;
+                let acquire = match max_wait {
+                    Some(max_wait) => Box::pin(inflight.acquire_within(tenant, max_wait)) as _,
+                    None => Box::pin(inflight.acquire(tenant)) as _,
+                };
+                return Start::Wait(Acquiring::Redis(acquire));
+            }
+        };
+        match inflight.try_acquire_owned(tenant) {
+            Ok(permit) => Start::Held(Held::Local(permit)),
             Err(busy) if busy.reason() == RejectReason::Busy => {
-                let acquire = self.inflight.acquire_owned(tenant);
+                let acquire = inflight.acquire_owned(tenant);
                 #[cfg(feature = "wait")]
                 let acquire = match self.max_wait {
                     Some(max_wait) => acquire.within(max_wait),
                     None => acquire,
                 };
-                Start::Wait(acquire)
+                Start::Wait(Acquiring::Local(acquire))
             }
-            Err(refused) => Start::Refused(refused),
+            Err(refused) => Start::Refused(Refused::Rejected(refused)),
         }
     }
 }

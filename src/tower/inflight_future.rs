@@ -11,9 +11,8 @@ use ::tower::Service;
 use http::{Request, Response};
 use pin_project_lite::pin_project;
 
-use super::inflight::Config;
+use super::inflight::{Acquiring, Config, Held};
 use super::respond::Respond;
-use crate::inflight::{AcquireOwned, OwnedPermit};
 
 pin_project! {
     /// The response future of [`InFlightLimit`](super::InFlightLimit): the
@@ -36,14 +35,14 @@ pin_project! {
         I: Service<Request<ReqBody>>,
     {
         Waiting {
-            acquire: AcquireOwned,
+            acquire: Acquiring,
             waiting: Option<(I, Request<ReqBody>)>,
             config: Arc<Config<R>>,
         },
         Called {
             #[pin]
             future: I::Future,
-            permit: Option<OwnedPermit>,
+            permit: Option<Held>,
         },
         Answered {
             response: Option<Response<ResBody>>,
@@ -56,7 +55,7 @@ where
     I: Service<Request<ReqBody>>,
 {
     pub(super) fn waiting(
-        acquire: AcquireOwned,
+        acquire: Acquiring,
         inner: I,
         request: Request<ReqBody>,
         config: Arc<Config<R>>,
@@ -70,7 +69,7 @@ where
         }
     }
 
-    pub(super) fn called(future: I::Future, permit: Option<OwnedPermit>) -> Self {
+    pub(super) fn called(future: I::Future, permit: Option<Held>) -> Self {
         InFlightFuture {
             state: State::Called { future, permit },
         }
@@ -101,7 +100,7 @@ where
                     waiting,
                     config,
                 } => {
-                    let acquired = ready!(Pin::new(acquire).poll(cx));
+                    let acquired = ready!(acquire.poll(cx));
                     let (mut inner, request) = waiting
                         .take()
                         .expect("InFlightFuture polled after it completed");
@@ -110,7 +109,7 @@ where
                             future: inner.call(request),
                             permit: Some(permit),
                         },
-                        Err(rejected) => return Poll::Ready(Ok(config.refused(rejected))),
+                        Err(refused) => return Poll::Ready(Ok(config.refused(refused))),
                     }
                 }
                 StateProj::Called { future, permit } => {

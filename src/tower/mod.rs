@@ -41,6 +41,11 @@
 //! [`InFlightLayer::retry_after`]) and an empty body, or what the
 //! [`Respond`] hook builds for [`Reason::InFlightFull`]. As for
 //! [`RateLimitLayer`], `poll_ready` only forwards to the inner service.
+//! With the `redis` feature, [`InFlightLayer::redis`] takes leases of an
+//! in-flight limit in Redis instead (a `RedisInFlight`, shared by a fleet):
+//! every request then waits for its lease's round trip, and a Redis that
+//! cannot decide, when the failure policy does not grant, is answered 503
+//! with [`Reason::StoreUnavailable`].
 //!
 //! The permit is given back when the response *head* is ready: a streaming
 //! body (server-sent events, a large download) is not covered while it

@@ -130,6 +130,10 @@ impl fmt::Display for SimulateReport {
             writeln!(f)?;
             write!(f, "{r}")?;
         }
+        if let Some(h) = &self.hung {
+            writeln!(f)?;
+            write!(f, "{h}")?;
+        }
         Ok(())
     }
 }

@@ -320,7 +320,7 @@ where
     /// pool key holding other data (not an outage), as for rates.
     fn by_policy(&self, shard: &Shard, seats: u32, error: Error) -> Result<Tried, LeaseError> {
         if let Some(local) = &self.fallback {
-            return Ok(match local.try_take(shard.buckets(), seats) {
+            return Ok(match local.try_take(shard, seats) {
                 Some(taken) => Tried::Leased(Lease {
                     seats,
                     pools: taken.iter().collect(),
