@@ -44,22 +44,32 @@ fn adaptive() -> Adaptive<TokioClock> {
         .clock(TokioClock::new())
 }
 
+/// Sends a tenant's call to `policer`, answered after `LATENCY`.
+fn sender(
+    policer: &Arc<Mutex<Policer>>,
+    start: Instant,
+) -> impl Fn(String) -> std::pin::Pin<Box<dyn std::future::Future<Output = scene::Reply> + Send>>
++ Clone
++ Send
++ Sync
++ 'static {
+    let policer = Arc::clone(policer);
+    move |id: String| {
+        let policer = Arc::clone(&policer);
+        Box::pin(async move {
+            tokio::time::sleep(LATENCY).await;
+            policer.lock().unwrap().answer(start.elapsed(), &id)
+        })
+    }
+}
+
 /// Runs the scene: the three windows, and the policer for more.
 async fn run(adapt: bool, advertise: bool) -> (Vec<Window>, Arc<Mutex<Policer>>) {
     let limiter = limiter();
     let upstream = Upstream::new(Arc::clone(&limiter)).scope(Scope::Shared);
     let policer = Arc::new(Mutex::new(Policer::new(RUN, advertise)));
     let start = Instant::now();
-    let send = {
-        let policer = Arc::clone(&policer);
-        move |id: String| {
-            let policer = Arc::clone(&policer);
-            async move {
-                tokio::time::sleep(LATENCY).await;
-                policer.lock().unwrap().answer(start.elapsed(), &id)
-            }
-        }
-    };
+    let send = sender(&policer, start);
     let until = start + RUN;
     if adapt {
         let upstream = Arc::new(upstream.adapt(adaptive()));
@@ -163,16 +173,7 @@ async fn a_flaky_account_spends_only_its_own_shards_retries() {
     let run = Duration::from_secs(240);
     let policer = Arc::new(Mutex::new(Policer::new(run, true).flaky(&flaky)));
     let start = Instant::now();
-    let send = {
-        let policer = Arc::clone(&policer);
-        move |id: String| {
-            let policer = Arc::clone(&policer);
-            async move {
-                tokio::time::sleep(LATENCY).await;
-                policer.lock().unwrap().answer(start.elapsed(), &id)
-            }
-        }
-    };
+    let send = sender(&policer, start);
     let (sent, made) = scene::drive(Arc::clone(&upstream), send, start + run).await;
     let calls = made.calls.lock().unwrap()[&flaky];
     let retries = sent.of(&flaky) - calls;

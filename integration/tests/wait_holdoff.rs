@@ -9,17 +9,21 @@ use shuffle_limiter::upstream::HoldOff;
 use shuffle_limiter::{Quota, ShardedLimiter, TokioClock};
 use tokio::time::{Instant, sleep};
 
+/// A limiter of `buckets` buckets, every tenant on all of them, on
+/// tokio's clock.
+fn limiter(quota: Quota, buckets: u32) -> Arc<ShardedLimiter<TokioClock>> {
+    let limiter = ShardedLimiter::builder()
+        .quota(quota)
+        .buckets(buckets)
+        .per_tenant(buckets)
+        .clock(TokioClock::new())
+        .build();
+    Arc::new(limiter.unwrap())
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_slot_booked_before_a_hold_off_waits_for_its_end() {
-    let limiter = Arc::new(
-        ShardedLimiter::builder()
-            .quota(Quota::per_second(2).with_burst(2))
-            .buckets(2)
-            .per_tenant(2)
-            .clock(TokioClock::new())
-            .build()
-            .unwrap(),
-    );
+    let limiter = limiter(Quota::per_second(2).with_burst(2), 2);
     let start = Instant::now();
     assert!(limiter.check("t").is_ok() && limiter.check("t").is_ok());
     // Both buckets are empty: the waits book slots within the next second.
@@ -53,15 +57,7 @@ async fn a_slot_booked_before_a_hold_off_waits_for_its_end() {
 /// (after the queue), so the queue loses the held time and no more.
 #[tokio::test(start_paused = true)]
 async fn slots_at_or_after_the_instant_are_kept() {
-    let limiter = Arc::new(
-        ShardedLimiter::builder()
-            .quota(Quota::per_second(1).with_burst(1))
-            .buckets(1)
-            .per_tenant(1)
-            .clock(TokioClock::new())
-            .build()
-            .unwrap(),
-    );
+    let limiter = limiter(Quota::per_second(1).with_burst(1), 1);
     let start = Instant::now();
     assert!(limiter.check("t").is_ok());
     let mut waits = Vec::new();
@@ -96,15 +92,7 @@ async fn slots_at_or_after_the_instant_are_kept() {
 async fn a_raise_keeps_the_queue_and_a_cut_books_it_again() {
     let mut runs = Vec::new();
     for to in [4, 1] {
-        let limiter = Arc::new(
-            ShardedLimiter::builder()
-                .quota(Quota::per_second(2).with_burst(1))
-                .buckets(1)
-                .per_tenant(1)
-                .clock(TokioClock::new())
-                .build()
-                .unwrap(),
-        );
+        let limiter = limiter(Quota::per_second(2).with_burst(1), 1);
         let start = Instant::now();
         assert!(limiter.check("t").is_ok());
         let mut waits = Vec::new();

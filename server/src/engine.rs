@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use shuffle_limiter::redis::RedisLimiter;
-use shuffle_limiter::{Denied, Grant, Limit, Quota, Request, Shard, ShardedLimiter};
+use shuffle_limiter::{Denied, Grant, Limit, Limiter, Quota, Request, Shard, ShardedLimiter};
 
 /// Where the buckets live.
 pub(crate) enum Engine {
@@ -42,27 +42,10 @@ impl Engine {
     /// What the tenant's own buckets hold when full, and the seconds they
     /// take to refill from empty (`q` and `w` of `RateLimit-Policy`).
     pub(crate) fn share(&self, shard: &Shard) -> (u64, u64) {
-        let (bursts, interval): (Vec<u32>, Duration) = match self {
-            Engine::Local(l) => (
-                shard
-                    .buckets()
-                    .iter()
-                    .filter_map(|&b| l.bucket_burst(b))
-                    .collect(),
-                l.bucket_interval(),
-            ),
-            Engine::Redis(l) => (
-                shard
-                    .buckets()
-                    .iter()
-                    .filter_map(|&b| l.bucket_burst(b))
-                    .collect(),
-                l.bucket_interval(),
-            ),
-        };
-        let quota = bursts.iter().map(|&b| u64::from(b)).sum();
-        let refill = interval.saturating_mul(bursts.iter().copied().max().unwrap_or(1));
-        (quota, ceil_secs(refill).max(1))
+        match self {
+            Engine::Local(l) => share_of(l, shard),
+            Engine::Redis(l) => share_of(l, shard),
+        }
     }
 
     pub(crate) fn quota_and_buckets(&self) -> (Quota, u32, u32) {
@@ -82,6 +65,15 @@ impl Engine {
                 .map_err(|e| e.to_string()),
         }
     }
+}
+
+/// [`Engine::share`] for either store, without allocating (it runs on
+/// every decision).
+fn share_of<S>(limiter: &Limiter<S>, shard: &Shard) -> (u64, u64) {
+    let bursts = || (shard.buckets().iter()).filter_map(|&b| limiter.bucket_burst(b));
+    let quota = bursts().map(u64::from).sum();
+    let refill = (limiter.bucket_interval()).saturating_mul(bursts().max().unwrap_or(1));
+    (quota, ceil_secs(refill).max(1))
 }
 
 /// Whole seconds, rounded up.

@@ -264,6 +264,16 @@ impl Build<'_> {
         let policy = sf_string(name.as_deref().unwrap_or(path));
         let counters = self.metrics.counters(domain, path);
         let current_limit = proto_limit(name.as_deref().unwrap_or(""), quota);
+        let rule = |engine| Rule {
+            path: full.to_owned(),
+            engine,
+            shadow: d.shadow_mode,
+            policy,
+            current_limit,
+            counters,
+            limiter: limiter.clone(),
+            redis,
+        };
         if let Some(old) = self.old.get(full)
             && old.redis == redis
             && same_but_live(&old.limiter, limiter)
@@ -276,17 +286,7 @@ impl Build<'_> {
                 .clock(shuffle_limiter::ManualClock::new());
             let n = check.build().map_err(|e| format!("{full}: {e}"))?.buckets();
             if n <= max {
-                let engine = Arc::clone(&old.engine);
-                let rule = Arc::new(Rule {
-                    path: full.to_owned(),
-                    engine,
-                    shadow: d.shadow_mode,
-                    policy,
-                    current_limit,
-                    counters,
-                    limiter: limiter.clone(),
-                    redis,
-                });
+                let rule = Arc::new(rule(Arc::clone(&old.engine)));
                 if (old_quota, old_n) != (quota, n) {
                     self.changes.push((Arc::clone(&rule), quota, n));
                 }
@@ -308,16 +308,7 @@ impl Build<'_> {
                 )
             }
         });
-        Ok(Arc::new(Rule {
-            path: full.to_owned(),
-            engine,
-            shadow: d.shadow_mode,
-            policy,
-            current_limit,
-            counters,
-            limiter: limiter.clone(),
-            redis,
-        }))
+        Ok(Arc::new(rule(engine)))
     }
 }
 
