@@ -57,7 +57,8 @@ return { 1, 0 }
 /// The draw as the limiter loads it: the shared prelude, then the draw.
 const K_BUCKET_DRAW: &str = concat!(
     include_str!("../../src/redis/prelude.lua"),
-    include_str!("../../src/redis/draw.lua")
+    include_str!("../../src/redis/draw.lua"),
+    include_str!("../../src/redis/draw_one.lua")
 );
 
 const OURS: &str = "RedisLimiter::decide, one slot";
@@ -69,7 +70,6 @@ const CLUSTER_SPREAD: &str = "cluster: decide, spread";
 const CLUSTER_BASELINE: &str = "cluster: one-key GCRA (baseline)";
 const TASKS: usize = 64;
 const TENANTS: usize = 1000;
-const LATENCY_SAMPLES: usize = 10_000;
 
 /// The limiter's decisions made by the failure policy so far.
 static BY_POLICY: AtomicU64 = AtomicU64::new(0);
@@ -162,43 +162,71 @@ fn main() {
             },
         ];
 
+        let tasks = task_counts();
         println!(
-            "{:<40} {:>12} {:>8} {:>8} {:>13}",
-            "decision", "decisions/s", "p50 µs", "p99 µs", "EVALSHA/dec."
+            "{:<40} {:>5} {:>12} {:>8} {:>8} {:>13} {:>10}",
+            "decision", "tasks", "decisions/s", "p50 µs", "p99 µs", "EVALSHA/dec.", "server µs"
         );
-        let mut rows: Vec<Vec<Row>> = setups.iter().map(|_| Vec::new()).collect();
+        // One row per setup and number of tasks; the cluster's at the
+        // largest only (a Cluster on two shared cores buys isolation, not
+        // throughput).
+        let mut cells: Vec<(usize, usize)> = Vec::new();
+        for &t in &tasks {
+            for (s, setup) in setups.iter().enumerate() {
+                if setup.label.starts_with("cluster") && t != *tasks.last().unwrap() {
+                    continue;
+                }
+                if only(setup.label) {
+                    cells.push((s, t));
+                }
+            }
+        }
+        let mut rows: Vec<Vec<Row>> = cells.iter().map(|_| Vec::new()).collect();
         // Rounds alternate the rows, so that none gets the quieter machine.
         for round in 1..=rounds {
-            for (setup, rows) in setups.iter().zip(&mut rows) {
+            for (&(s, t), rows) in cells.iter().zip(&mut rows) {
+                let setup = &setups[s];
                 let mut admins = setup.admins.clone();
-                let row = measure(&mut admins, seconds, setup.decide.clone()).await;
-                row.print(setup.label, round);
+                let row = measure(&mut admins, seconds, t, setup.decide.clone()).await;
+                row.print(setup.label, t, round);
                 rows.push(row);
             }
         }
-        println!("over {rounds} rounds: median decisions/s; p50 and p99, median (range):");
+        println!(
+            "over {rounds} rounds: median decisions/s (range), ratio of medians to the \
+             baseline at the same tasks; p50, p99 and server µs per EVALSHA, median (range):"
+        );
         let medians: Vec<f64> = rows
             .iter()
             .map(|rows| median(rows.iter().map(|r| r.per_second).collect()))
             .collect();
-        for (i, (setup, rows)) in setups.iter().zip(&rows).enumerate() {
-            // Each against the baseline of its own setting.
-            let baseline = if i < 4 { medians[3] } else { medians[6] };
+        for (&(s, t), (rows, &median_rate)) in cells.iter().zip(rows.iter().zip(&medians)) {
+            let label = setups[s].label;
+            // Each against the baseline of its own setting and tasks.
+            let baseline_label = if label.starts_with("cluster") {
+                CLUSTER_BASELINE
+            } else {
+                BASELINE
+            };
+            let baseline = cells
+                .iter()
+                .position(|&(b, bt)| setups[b].label == baseline_label && bt == t)
+                .map_or(f64::NAN, |b| medians[b]);
             // The median and the range over the rounds.
-            let spread = |f: fn(&Row) -> f64| {
+            let spread = |f: fn(&Row) -> f64, digits: usize| {
                 let values: Vec<f64> = rows.iter().map(f).collect();
                 let (low, high) = values
                     .iter()
                     .fold((f64::MAX, 0.0f64), |(l, h), &v| (l.min(v), h.max(v)));
-                format!("{:.0} ({low:.0}–{high:.0})", median(values))
+                format!("{:.digits$} ({low:.digits$}–{high:.digits$})", median(values))
             };
             println!(
-                "  {:<38} {:>10.0}  ({:.3} of its baseline)  p50 {} µs  p99 {} µs",
-                setup.label,
-                medians[i],
-                medians[i] / baseline,
-                spread(|r| r.p50),
-                spread(|r| r.p99),
+                "  {label:<38} {t:>3} tasks {}/s ({:.3} of its baseline)  p50 {} µs  p99 {} µs  server {} µs",
+                spread(|r| r.per_second, 0),
+                median_rate / baseline,
+                spread(|r| r.p50, 0),
+                spread(|r| r.p99, 0),
+                spread(|r| r.server_micros, 2),
             );
         }
     });
@@ -320,45 +348,48 @@ fn script_only(
     })
 }
 
-/// Throughput of 64 tasks, latency of one caller, and EVALSHA calls per
-/// decision counted by the server.
-async fn measure(admins: &mut [MultiplexedConnection], seconds: u64, decide: Decide) -> Row {
+/// Throughput of `tasks` concurrent tasks, the latency of their
+/// decisions, and the EVALSHA calls and server time per call counted by the
+/// servers.
+async fn measure(
+    admins: &mut [MultiplexedConnection],
+    seconds: u64,
+    tasks: usize,
+    decide: Decide,
+) -> Row {
     // Warm up: the script is loaded and the connection busy.
     for i in 0..2_000 {
         decide(i).await;
     }
-    let calls_before = evalsha_calls(admins).await;
+    let before = evalsha_stats(admins).await;
     let policy_before = BY_POLICY.load(Ordering::Relaxed);
     let started = Instant::now();
     let stop = started + Duration::from_secs(seconds);
-    let tasks: Vec<_> = (0..TASKS)
+    let stride = tasks;
+    let tasks: Vec<_> = (0..tasks)
         .map(|task| {
             let decide = decide.clone();
             tokio::spawn(async move {
-                let mut decisions = 0u64;
+                let mut latencies = Vec::with_capacity(1 << 16);
                 let mut i = task;
                 while Instant::now() < stop {
+                    let t = Instant::now();
                     decide(i).await;
-                    decisions += 1;
-                    i += TASKS;
+                    latencies.push(t.elapsed());
+                    i += stride;
                 }
-                decisions
+                latencies
             })
         })
         .collect();
-    let mut decisions = 0;
+    let mut latencies = Vec::new();
     for task in tasks {
-        decisions += task.await.unwrap();
+        latencies.extend(task.await.unwrap());
     }
     let elapsed = started.elapsed().as_secs_f64();
-    let calls = evalsha_calls(admins).await - calls_before;
-
-    let mut latencies = Vec::with_capacity(LATENCY_SAMPLES);
-    for i in 0..LATENCY_SAMPLES {
-        let t = Instant::now();
-        decide(i).await;
-        latencies.push(t.elapsed());
-    }
+    let after = evalsha_stats(admins).await;
+    let (calls, usec) = (after.0 - before.0, after.1 - before.1);
+    let decisions = latencies.len();
     latencies.sort();
     let micros =
         |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize].as_secs_f64() * 1e6;
@@ -367,6 +398,7 @@ async fn measure(admins: &mut [MultiplexedConnection], seconds: u64, decide: Dec
         p50: micros(0.50),
         p99: micros(0.99),
         evalsha_per_decision: calls as f64 / decisions as f64,
+        server_micros: usec as f64 / calls.max(1) as f64,
         by_policy: BY_POLICY.load(Ordering::Relaxed) - policy_before,
     }
 }
@@ -377,20 +409,22 @@ struct Row {
     p50: f64,
     p99: f64,
     evalsha_per_decision: f64,
+    /// Server time per `EVALSHA`, by `INFO commandstats`.
+    server_micros: f64,
     /// Decisions of the limiter that missed the deadline, in the run and
     /// the latency samples.
     by_policy: u64,
 }
 
 impl Row {
-    fn print(&self, label: &str, round: u64) {
+    fn print(&self, label: &str, tasks: usize, round: u64) {
         let policy = match self.by_policy {
             0 => String::new(),
             n => format!(", {n} late: by the policy"),
         };
         println!(
-            "{label:<40} {:>12.0} {:>8.1} {:>8.1} {:>13.3}   (round {round}{policy})",
-            self.per_second, self.p50, self.p99, self.evalsha_per_decision
+            "{label:<40} {tasks:>5} {:>12.0} {:>8.1} {:>8.1} {:>13.3} {:>10.2}   (round {round}{policy})",
+            self.per_second, self.p50, self.p99, self.evalsha_per_decision, self.server_micros
         );
     }
 }
@@ -400,21 +434,52 @@ fn median(mut values: Vec<f64>) -> f64 {
     values[values.len() / 2]
 }
 
-/// `EVALSHA` calls the servers have counted so far.
-async fn evalsha_calls(admins: &mut [MultiplexedConnection]) -> u64 {
-    let mut calls = 0;
+/// `EVALSHA` calls the servers have counted so far, and the microseconds
+/// they spent in them.
+async fn evalsha_stats(admins: &mut [MultiplexedConnection]) -> (u64, u64) {
+    let (mut calls, mut usec) = (0, 0);
     for admin in admins {
         let info: String = redis::cmd("INFO")
             .arg("commandstats")
             .query_async(admin)
             .await
             .unwrap();
-        calls += info
+        let Some(line) = info
             .lines()
-            .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
-            .and_then(|rest| rest.split(',').next())
-            .and_then(|n| n.parse::<u64>().ok())
-            .unwrap_or(0);
+            .find_map(|l| l.strip_prefix("cmdstat_evalsha:"))
+        else {
+            continue;
+        };
+        let field = |name: &str| {
+            line.split(',')
+                .find_map(|f| f.strip_prefix(name))
+                .and_then(|n| n.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        calls += field("calls=");
+        usec += field("usec=");
     }
-    calls
+    (calls, usec)
+}
+
+/// The numbers of concurrent tasks measured: `BENCH_TASKS`, such as
+/// `1,16,64` (the default).
+fn task_counts() -> Vec<usize> {
+    let list = std::env::var("BENCH_TASKS").unwrap_or_else(|_| "1,16,64".to_owned());
+    let mut tasks: Vec<usize> = list
+        .split(',')
+        .filter_map(|t| t.trim().parse().ok())
+        .collect();
+    tasks.sort_unstable();
+    tasks.dedup();
+    tasks.retain(|&t| t > 0);
+    if tasks.is_empty() { vec![TASKS] } else { tasks }
+}
+
+/// Whether the row `label` is measured: `BENCH_ONLY` lists substrings of
+/// the labels, separated by commas (all rows when unset).
+fn only(label: &str) -> bool {
+    std::env::var("BENCH_ONLY").map_or(true, |list| {
+        list.split(',').any(|p| label.contains(p.trim()))
+    })
 }

@@ -189,6 +189,7 @@ use crate::store::sealed::{Apply as _, Local};
 use crate::{Denied, Grant, Handle, Limiter, Request, ShardedLimiter};
 
 // Also the in-flight leases' (`src/inflight/lease/`).
+mod batch;
 pub(crate) mod breaker;
 mod build;
 mod charge;
@@ -213,7 +214,8 @@ pub(crate) use script::redis_server;
 pub use error::{BuildError, Error};
 pub use layout::Layout;
 pub use options::{
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_DEADLINE, DEFAULT_RETRY_EVERY, FailurePolicy, RedisOptions,
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_DEADLINE, DEFAULT_RETRY_EVERY, FailurePolicy, MAX_BATCH,
+    RedisOptions,
 };
 pub use retry::{FLUSH_EVERY, RedisRetryBudget};
 pub use store::{Decision, RedisStats, RedisStore, Source};
