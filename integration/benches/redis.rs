@@ -63,6 +63,7 @@ const K_BUCKET_DRAW: &str = concat!(
 
 const OURS: &str = "RedisLimiter::decide, one slot";
 const SPREAD: &str = "RedisLimiter::decide, spread";
+const BATCHED: &str = "decide, batched";
 const SCRIPT_ONLY: &str = "its script alone (EVALSHA)";
 const BASELINE: &str = "one-key GCRA script (baseline)";
 const CLUSTER_OURS: &str = "cluster: decide, one slot";
@@ -106,6 +107,18 @@ fn main() {
         let single = || async { vec![server.connection().await] };
         let one_slot = Arc::new(on_server(&server, "bench", Layout::OneSlot).await);
         let spread = Arc::new(on_server(&server, "bench-spread", Layout::Spread).await);
+        let (most, window) = batching();
+        println!("{BATCHED}: up to {most} decisions a batch, a window of {window:?}");
+        let batched = Arc::new(
+            ShardedLimiter::builder()
+                .quota(Quota::per_second(1_000_000_000))
+                .buckets(8)
+                .per_tenant(2)
+                .name("bench-batched")
+                .build_redis(&server.url(), options(Layout::OneSlot).batch(most, window))
+                .await
+                .unwrap(),
+        );
         let script_only = script_only(&one_slot, &tenants, connection.clone());
         let clustered = cluster.connect().await;
         let mut nodes = Vec::new();
@@ -131,6 +144,11 @@ fn main() {
             Setup {
                 label: SPREAD,
                 decide: decide(spread, &tenants),
+                admins: single().await,
+            },
+            Setup {
+                label: BATCHED,
+                decide: decide(batched, &tenants),
                 admins: single().await,
             },
             Setup {
@@ -230,6 +248,17 @@ fn main() {
             );
         }
     });
+}
+
+/// The batched row's batches: `BENCH_BATCH` as `most,window µs` (default
+/// `64,100`).
+fn batching() -> (u32, Duration) {
+    let setting = std::env::var("BENCH_BATCH").unwrap_or_else(|_| "64,100".to_owned());
+    let (most, window) = setting
+        .split_once(',')
+        .expect("BENCH_BATCH=most,window_micros");
+    let window = Duration::from_micros(window.trim().parse().unwrap());
+    (most.trim().parse().unwrap(), window)
 }
 
 /// Deadline 1 s: the bench measures decisions, not the failure policy.

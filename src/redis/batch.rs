@@ -3,9 +3,12 @@
 //! of `draw_batch.lua`, which applies them in arrival order, each with the
 //! draw of `draw.lua` exactly as one call of it alone would.
 //!
-//! A decision's caller waits on its own reply, under its own deadline; the
-//! batch leaves once `max` decisions wait or `window` after the first,
-//! whichever comes first, and the next one gathers while it is out. A batch
+//! A decision's caller waits on its own reply, under its own deadline. A
+//! batch leaves as soon as no other batch is out, or once `max` decisions
+//! wait, or `window` after the first of them, whichever comes first: an idle
+//! limiter sends a lone decision at once, a busy one gathers the next batch
+//! while one is out (so no timer decides how long the common case waits:
+//! tokio's timer counts whole milliseconds). A batch
 //! takes the decisions waiting from each tenant in turn, so a flood from one
 //! tenant does not keep another's decision out of the next batch (while
 //! fewer than `max` tenants wait). A decision whose caller is gone before
@@ -36,11 +39,20 @@ const BATCH_LUA: &str = concat!(
 );
 
 /// Where a limiter's decisions wait for their batch; dropping it ends the
-/// task that sends them, once the batches out are answered.
+/// task that gathers them, once the decisions waiting have left.
 #[derive(Debug)]
 pub(super) struct Batcher {
-    sender: mpsc::UnboundedSender<Job>,
+    sender: mpsc::UnboundedSender<Event>,
     hasher: RandomState,
+}
+
+/// What the task gathering batches hears.
+#[derive(Debug)]
+enum Event {
+    /// A decision to send.
+    Job(Job),
+    /// A batch is back.
+    Back,
 }
 
 /// A decision waiting for its batch.
@@ -48,6 +60,8 @@ pub(super) struct Batcher {
 struct Job {
     /// Whose it is, for taking tenants in turn.
     tenant: u64,
+    /// When it came.
+    at: Instant,
     request: Request,
     reply: oneshot::Sender<Result<Answer, Error>>,
 }
@@ -84,7 +98,7 @@ impl Batcher {
             window,
             deadline,
         };
-        tokio::spawn(sending.run(receiver));
+        tokio::spawn(sending.run(sender.clone(), receiver));
         Batcher {
             sender,
             hasher: RandomState::new(),
@@ -101,10 +115,11 @@ impl Batcher {
         let (reply, answer) = oneshot::channel();
         let job = Job {
             tenant: self.tenant(id, shard),
+            at: Instant::now(),
             request,
             reply,
         };
-        self.sender.send(job).map_err(|_| gone())?;
+        self.sender.send(Event::Job(job)).map_err(|_| gone())?;
         answer.await.unwrap_or_else(|_| Err(gone()))
     }
 
@@ -134,37 +149,54 @@ impl<Conn> Sending<Conn>
 where
     Conn: ConnectionLike + Clone + Send + Sync + 'static,
 {
-    /// Gathers batches and sends each, until every `Batcher` is dropped.
-    async fn run(self, mut receiver: mpsc::UnboundedReceiver<Job>) {
+    /// Gathers batches and sends each, until every `Batcher` is dropped: a
+    /// batch leaves as soon as no other is out, or once `max` decisions
+    /// wait, or `window` after the first of them, whichever comes first.
+    async fn run(
+        self,
+        events: mpsc::UnboundedSender<Event>,
+        mut receiver: mpsc::UnboundedReceiver<Event>,
+    ) {
         let this = Arc::new(self);
+        let done = events.downgrade();
+        drop(events);
         let mut waiting = Waiting::default();
+        let (mut out, mut closed) = (0usize, false);
         loop {
-            if waiting.is_empty() {
-                match receiver.recv().await {
-                    Some(job) => waiting.push(job),
-                    None => return,
+            if let Some(since) = waiting.since {
+                let full = waiting.len() >= this.max;
+                if out == 0 || closed || full || Instant::now() >= since + this.window {
+                    // Whoever arrived meanwhile takes their turn in this batch.
+                    while let Ok(event) = receiver.try_recv() {
+                        waiting.note(event, &mut out);
+                    }
+                    let batch = waiting.take(this.max);
+                    if !batch.is_empty() {
+                        out += 1;
+                        tokio::spawn(Arc::clone(&this).send(batch, done.clone()));
+                    }
+                    continue;
                 }
+            } else if closed {
+                return;
             }
-            let until = Instant::now() + this.window;
-            while waiting.len() < this.max {
-                match timeout_at(until, receiver.recv()).await {
-                    Ok(Some(job)) => waiting.push(job),
-                    Ok(None) | Err(_) => break,
-                }
-            }
-            // Whoever arrived meanwhile takes their turn in this batch.
-            while let Ok(job) = receiver.try_recv() {
-                waiting.push(job);
-            }
-            let batch = waiting.take(this.max);
-            if !batch.is_empty() {
-                tokio::spawn(Arc::clone(&this).send(batch));
+            let event = match waiting.since {
+                None => receiver.recv().await,
+                Some(since) => match timeout_at(since + this.window, receiver.recv()).await {
+                    Ok(event) => event,
+                    Err(_) => continue,
+                },
+            };
+            match event {
+                Some(event) => waiting.note(event, &mut out),
+                None => closed = true,
             }
         }
     }
 
-    /// One script call for `batch`, and each decision's answer to its caller.
-    async fn send(self: Arc<Self>, batch: Vec<Job>) {
+    /// One script call for `batch`, each decision's answer to its caller,
+    /// and word to the task gathering batches that this one is back.
+    async fn send(self: Arc<Self>, batch: Vec<Job>, done: mpsc::WeakUnboundedSender<Event>) {
         let cmd = self
             .script
             .cmd(batch.iter().map(|job| job.request.call()), None);
@@ -191,6 +223,9 @@ where
         for (job, answer) in batch.into_iter().zip(answers) {
             // A caller that is gone has nothing to hear: the decision counted.
             let _ = job.reply.send(answer);
+        }
+        if let Some(events) = done.upgrade() {
+            let _ = events.send(Event::Back);
         }
     }
 }
@@ -288,9 +323,12 @@ struct Waiting {
     len: usize,
     /// Arrivals so far, to keep a batch in arrival order.
     arrived: u64,
+    /// When the decision waiting longest came; `None` when none waits.
+    since: Option<Instant>,
 }
 
 impl Waiting {
+    #[cfg(test)]
     fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -299,7 +337,16 @@ impl Waiting {
         self.len
     }
 
+    /// A decision joins, or a batch is back (one fewer `out`).
+    fn note(&mut self, event: Event, out: &mut usize) {
+        match event {
+            Event::Job(job) => self.push(job),
+            Event::Back => *out = out.saturating_sub(1),
+        }
+    }
+
     fn push(&mut self, job: Job) {
+        self.since.get_or_insert(job.at);
         let queue = self.by_tenant.entry(job.tenant).or_default();
         if queue.is_empty() {
             self.turns.push_back(job.tenant);
@@ -333,6 +380,9 @@ impl Waiting {
                 self.turns.push_back(tenant);
             }
         }
+        self.since = (self.turns.iter())
+            .filter_map(|tenant| Some(self.by_tenant.get(tenant)?.front()?.1.at))
+            .min();
         batch.sort_unstable_by_key(|&(arrived, _)| arrived);
         batch.into_iter().map(|(_, job)| job).collect()
     }

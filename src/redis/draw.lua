@@ -56,6 +56,10 @@
 --
 -- Redis 5 and later replicate a script's effects, so it may write after TIME.
 
+-- Where `held` keeps the keys a batch wrote, in the order first written
+-- (not a string, so no key can take its place).
+local HELD_WRITTEN = 0
+
 -- Pace::room at time t of the bucket at position j, and Pace::tokens of
 -- it, floor(room / interval), exact: `%` floors in Lua. For the paths that
 -- are not taken on every decision.
@@ -74,12 +78,31 @@ local function tokens_at(raw, argv, a, interval, j, t)
   return (room - room % interval) / interval
 end
 
+-- Writes a bucket's arrival time: at once (see `store`) for a decision
+-- alone; in a batch into `held`, the values its next decisions read, and
+-- each key written is stored once when the batch ends (draw_batch.lua),
+-- which leaves every key as the batch's decisions one by one would.
+local function put(held, key, tat, clock_now)
+  if not held then
+    store(key, tat, clock_now)
+    return
+  end
+  local written = held[HELD_WRITTEN]
+  if not written[key] then
+    written[key] = true
+    written[#written + 1] = key
+  end
+  held[key] = tat
+end
+
 -- The draw of one decision whose bucket keys are keys[kb + 1 .. kb + ranked]
 -- and whose ARGV[i] above is argv[a + i], at the clock's reading
 -- `clock_now`, once its quota version is known to be the caller's: the
 -- reply above (the version check and the clock are the callers', in
--- draw_one.lua and draw_batch.lua).
-local function draw(keys, kb, ranked, argv, a, clock_now)
+-- draw_one.lua and draw_batch.lua). `held` is nil for a decision alone;
+-- in a batch, each bucket key's value as the batch's decisions so far left
+-- it (MGET's reply, until one of them read it).
+local function draw(keys, kb, ranked, argv, a, clock_now, held)
   local interval = argv[a + 1] + 0
   local n = argv[a + 2] + 0
   local start = argv[a + 3] + 0
@@ -96,7 +119,15 @@ local function draw(keys, kb, ranked, argv, a, clock_now)
   -- in MGET's reply as a number. The script runs for every decision, so it
   -- spares the interpreter: no closures, no tables beyond MGET's reply,
   -- comparisons instead of math.* calls.
-  local raw = redis.call('MGET', unpack(keys, kb + 1, kb + ranked))
+  local raw
+  if held then
+    raw = {}
+    for j = 1, ranked do
+      raw[j] = held[keys[kb + j]]
+    end
+  else
+    raw = redis.call('MGET', unpack(keys, kb + 1, kb + ranked))
+  end
   for j = 1, ranked do
     local tat = raw[j]
     if tat then
@@ -104,7 +135,7 @@ local function draw(keys, kb, ranked, argv, a, clock_now)
       if not tat then
         -- Not a time: an empty bucket, written back so that it refills.
         tat = now + argv[a + 4 + j] * interval
-        store(keys[kb + j], tat, clock_now)
+        put(held, keys[kb + j], tat, clock_now)
       end
     else
       local wrong = not_a_bucket(keys[kb + j])
@@ -114,6 +145,10 @@ local function draw(keys, kb, ranked, argv, a, clock_now)
       tat = 0
     end
     raw[j] = tat
+    if held then
+      -- What a read of it would give the batch's next decision.
+      held[keys[kb + j]] = tat
+    end
   end
 
   -- `any` of src/draw/mod.rs: one pass over the own buckets in order, counted and
@@ -176,7 +211,7 @@ local function draw(keys, kb, ranked, argv, a, clock_now)
         tat = now
       end
       tat = tat + payer_tokens * interval
-      store(keys[kb + payer], tat, clock_now)
+      put(held, keys[kb + payer], tat, clock_now)
       if tat - now > full_in then
         full_in = tat - now
       end
@@ -320,7 +355,7 @@ local function draw(keys, kb, ranked, argv, a, clock_now)
     end
     tat = tat + cost
     -- The store's compare-and-swap: the script is atomic, so a SET.
-    store(keys[kb + best], tat, clock_now)
+    put(held, keys[kb + best], tat, clock_now)
   end
   if tat - now > full_in then
     full_in = tat - now

@@ -20,6 +20,7 @@ fn job(tenant: u64) -> (Job, oneshot::Receiver<Result<super::Answer, super::Erro
     (
         Job {
             tenant,
+            at: tokio::time::Instant::now(),
             request,
             reply,
         },

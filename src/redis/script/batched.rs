@@ -103,18 +103,20 @@ fn a_batch_draws_exactly_as_its_decisions_one_by_one() {
             let wrong = (round % 10 == 0).then(|| rng.below(u64::from(BUCKETS)) as u32);
             for b in 0..BUCKETS {
                 let capacity = u64::from(bursts[b as usize]) * interval;
-                let tat = match rng.below(4) {
+                let tat = match rng.below(5) {
                     0 => None,
-                    1 => Some(now.saturating_sub(rng.below(2 * capacity + 1))),
-                    2 => Some(now + rng.below(capacity + 1)),
-                    _ => Some(now + capacity + rng.below(capacity + 1)),
+                    1 => Some(now.saturating_sub(rng.below(2 * capacity + 1)).to_string()),
+                    2 => Some((now + rng.below(capacity + 1)).to_string()),
+                    3 => Some((now + capacity + rng.below(capacity + 1)).to_string()),
+                    // Not a time: repaired by the first decision to read it.
+                    _ => Some(["nan", "-5", "1.5", "x"][rng.below(4) as usize].to_owned()),
                 };
                 for script in [&alone, &batched] {
                     let key = script.key(b).unwrap();
                     let _: () = connection.del(key).await.unwrap();
                     if wrong == Some(b) {
                         let _: () = connection.hset(key, "f", 1).await.unwrap();
-                    } else if let Some(tat) = tat {
+                    } else if let Some(tat) = &tat {
                         let _: () = connection.set(key, tat).await.unwrap();
                     }
                     // Version 3 of a quota, set live (see quota.rs).
