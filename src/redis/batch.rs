@@ -38,6 +38,11 @@ const BATCH_LUA: &str = concat!(
     include_str!("draw_batch.lua")
 );
 
+/// Batches out at once before the next waits for one of them, for its
+/// window, or to fill: two, so that this process works on the replies of one
+/// while Redis works on the other.
+const MAX_OUT: usize = 1;
+
 /// Where a limiter's decisions wait for their batch; dropping it ends the
 /// task that gathers them, once the decisions waiting have left.
 #[derive(Debug)]
@@ -165,7 +170,7 @@ where
         loop {
             if let Some(since) = waiting.since {
                 let full = waiting.len() >= this.max;
-                if out == 0 || closed || full || Instant::now() >= since + this.window {
+                if out < MAX_OUT || closed || full || Instant::now() >= since + this.window {
                     // Whoever arrived meanwhile takes their turn in this batch.
                     while let Ok(event) = receiver.try_recv() {
                         waiting.note(event, &mut out);
@@ -236,32 +241,42 @@ pub(super) fn answers<'a>(
     calls: impl ExactSizeIterator<Item = Call<'a>>,
 ) -> Vec<Result<Answer, Error>> {
     let count = calls.len();
-    let replies = match reply {
-        Value::Array(replies) => &replies[..],
-        _ => &[],
+    let unreadable = || Error::Reply {
+        detail: format!("not the reply of a batch of {count}: {reply:?}"),
     };
-    if replies.len() != count {
-        let detail = format!("{count} decisions in a batch, {} replies", replies.len());
-        return (0..count)
-            .map(|_| {
-                Err(Error::Reply {
-                    detail: detail.clone(),
-                })
-            })
-            .collect();
-    }
-    (replies.iter().zip(calls))
-        .map(|(reply, call)| match reply {
-            Value::ServerError(error) => Err(Error::from_redis(RedisError::from(error.clone()))),
-            reply => {
-                let numbers: Vec<i64> =
-                    ::redis::from_redis_value_ref(reply).map_err(|_| Error::Reply {
-                        detail: format!("{reply:?}"),
-                    })?;
-                Answer::of(&numbers, &call)
+    let (packed, errors) = match reply {
+        Value::Array(replies) => match replies.split_first() {
+            Some((Value::BulkString(packed), errors)) => (&packed[..], errors),
+            _ => return (0..count).map(|_| Err(unreadable())).collect(),
+        },
+        _ => return (0..count).map(|_| Err(unreadable())).collect(),
+    };
+    let mut numbers = packed
+        .chunks_exact(8)
+        .map(|n| f64::from_le_bytes(n.try_into().unwrap_or_default()));
+    let mut answers = Vec::with_capacity(count);
+    for call in calls {
+        let answer = match numbers.next() {
+            // As Redis turns a Lua number into an integer reply: truncated.
+            Some(length) if length >= 0.0 => {
+                let reply: Vec<i64> = numbers
+                    .by_ref()
+                    .take(length as usize)
+                    .map(|n| n as i64)
+                    .collect();
+                Answer::of(&reply, &call)
             }
-        })
-        .collect()
+            Some(error) => match errors.get((-error) as usize - 1) {
+                Some(Value::ServerError(error)) => {
+                    Err(Error::from_redis(RedisError::from(error.clone())))
+                }
+                _ => Err(unreadable()),
+            },
+            None => Err(unreadable()),
+        };
+        answers.push(answer);
+    }
+    answers
 }
 
 /// The batch script with the keys of every bucket (the one-slot layout's:
@@ -282,34 +297,41 @@ impl BatchScript {
     }
 
     /// The `EVALSHA` of `calls`, in order, on the server's clock or at
-    /// `now` µs.
-    pub(super) fn cmd<'a>(
-        &self,
-        calls: impl Iterator<Item = Call<'a>> + Clone,
-        now: Option<u64>,
-    ) -> Cmd {
-        let (mut keys, mut arguments, mut count) = (1, 2, 0);
-        for call in calls.clone() {
-            keys += call.ids.len();
-            arguments += 1 + call.arguments();
+    /// `now` µs: each bucket key once, the numbers packed (see
+    /// `draw_batch.lua`).
+    pub(super) fn cmd<'a>(&self, calls: impl Iterator<Item = Call<'a>>, now: Option<u64>) -> Cmd {
+        // Position in KEYS (1-based, after the quota key) of each bucket.
+        let mut positions: HashMap<u32, usize> = HashMap::new();
+        let mut buckets = Vec::new();
+        let mut packed = Vec::new();
+        let mut count = 0;
+        let push =
+            |packed: &mut Vec<u8>, n: u64| packed.extend_from_slice(&(n as f64).to_le_bytes());
+        for call in calls {
             count += 1;
-        }
-        let mut cmd = evalsha(&self.script, keys, keys + arguments);
-        cmd.arg(self.quota_key.as_str());
-        for call in calls.clone() {
+            let ranked = call.ids.len();
+            push(&mut packed, (1 + ranked + call.arguments()) as u64);
+            push(&mut packed, ranked as u64);
             for &b in call.ids {
-                cmd.arg(self.keys[b as usize].as_str());
+                let position = *positions.entry(b).or_insert_with(|| {
+                    buckets.push(b);
+                    buckets.len() + 1
+                });
+                push(&mut packed, position as u64);
             }
+            call.for_each_argument(|n| push(&mut packed, n));
+        }
+        let mut cmd = evalsha(&self.script, 1 + buckets.len(), 4 + buckets.len());
+        cmd.arg(self.quota_key.as_str());
+        for &b in &buckets {
+            cmd.arg(self.keys[b as usize].as_str());
         }
         cmd.arg(count);
         match now {
             Some(now) => cmd.arg(now),
             None => cmd.arg(""),
         };
-        for call in calls {
-            cmd.arg(call.ids.len());
-            call.push_arguments(&mut cmd);
-        }
+        cmd.arg(packed);
         cmd
     }
 }

@@ -56,9 +56,11 @@
 --
 -- Redis 5 and later replicate a script's effects, so it may write after TIME.
 
--- Where `held` keeps the keys a batch wrote, in the order first written
--- (not a string, so no key can take its place).
-local HELD_WRITTEN = 0
+-- Where `held` (a batch's bucket keys, each with its value as MGET read it)
+-- keeps the keys the batch wrote, in the order first written, and the
+-- times its decisions left in the keys they read or wrote (numbers, so no
+-- key can take their place).
+local HELD_WRITTEN, HELD_TIMES = 0, 1
 
 -- Pace::room at time t of the bucket at position j, and Pace::tokens of
 -- it, floor(room / interval), exact: `%` floors in Lua. For the paths that
@@ -92,7 +94,7 @@ local function put(held, key, tat, clock_now)
     written[key] = true
     written[#written + 1] = key
   end
-  held[key] = tat
+  held[HELD_TIMES][key] = tat
 end
 
 -- The draw of one decision whose bucket keys are keys[kb + 1 .. kb + ranked]
@@ -100,8 +102,7 @@ end
 -- `clock_now`, once its quota version is known to be the caller's: the
 -- reply above (the version check and the clock are the callers', in
 -- draw_one.lua and draw_batch.lua). `held` is nil for a decision alone;
--- in a batch, each bucket key's value as the batch's decisions so far left
--- it (MGET's reply, until one of them read it).
+-- in a batch, what the batch read and its decisions so far left (above).
 local function draw(keys, kb, ranked, argv, a, clock_now, held)
   local interval = argv[a + 1] + 0
   local n = argv[a + 2] + 0
@@ -119,9 +120,9 @@ local function draw(keys, kb, ranked, argv, a, clock_now, held)
   -- in MGET's reply as a number. The script runs for every decision, so it
   -- spares the interpreter: no closures, no tables beyond MGET's reply,
   -- comparisons instead of math.* calls.
-  local raw
+  local raw, times
   if held then
-    raw = {}
+    raw, times = {}, held[HELD_TIMES]
     for j = 1, ranked do
       raw[j] = held[keys[kb + j]]
     end
@@ -129,9 +130,11 @@ local function draw(keys, kb, ranked, argv, a, clock_now, held)
     raw = redis.call('MGET', unpack(keys, kb + 1, kb + ranked))
   end
   for j = 1, ranked do
-    local tat = raw[j]
+    local tat = times and times[keys[kb + j]]
     if tat then
-      tat = as_time(tat)
+      -- Read as a time by the batch's decisions before: as they left it.
+    elseif raw[j] then
+      tat = as_time(raw[j])
       if not tat then
         -- Not a time: an empty bucket, written back so that it refills.
         tat = now + argv[a + 4 + j] * interval
@@ -145,9 +148,8 @@ local function draw(keys, kb, ranked, argv, a, clock_now, held)
       tat = 0
     end
     raw[j] = tat
-    if held then
-      -- What a read of it would give the batch's next decision.
-      held[keys[kb + j]] = tat
+    if times then
+      times[keys[kb + j]] = tat
     end
   end
 

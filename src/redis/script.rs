@@ -89,7 +89,7 @@ impl DrawScript {
         call: &Call<'_>,
     ) -> Result<Answer, Error> {
         let keys = call.ids.len() + 1;
-        let mut cmd = evalsha(&self.script, keys, keys + call.arguments());
+        let mut cmd = evalsha(&self.script, keys, keys + call.arguments() + 1);
         for &b in call.ids {
             cmd.arg(self.keys[b as usize].as_str());
         }
@@ -166,25 +166,38 @@ impl Answer {
 impl Call<'_> {
     /// How many arguments `push_arguments` sends.
     pub(super) fn arguments(&self) -> usize {
-        7 + self.ids.len() + self.shape.spill
+        6 + self.ids.len() + self.shape.spill
     }
 
     /// draw.lua's ARGV, but for the time the differential test sends.
     pub(super) fn push_arguments(&self, cmd: &mut Cmd) {
-        cmd.arg(self.interval)
-            .arg(self.n)
-            .arg(self.start)
-            .arg(self.shape.own);
+        self.for_each_argument(|n| {
+            cmd.arg(n);
+        });
+    }
+
+    /// Each of draw.lua's ARGV in turn, but for the time the differential
+    /// test sends.
+    pub(super) fn for_each_argument(&self, mut argument: impl FnMut(u64)) {
+        for n in [
+            self.interval,
+            u64::from(self.n),
+            self.start as u64,
+            self.shape.own as u64,
+        ] {
+            argument(n);
+        }
         for &burst in self.bursts {
-            cmd.arg(burst);
+            argument(u64::from(burst));
         }
         // What a borrower must leave in each spill bucket, worked out here:
         // the product would not fit in Lua's doubles.
         for &burst in &self.bursts[self.shape.own..] {
             let capacity = u64::from(burst) * self.interval;
-            cmd.arg(self.shape.reserve_of(capacity));
+            argument(self.shape.reserve_of(capacity));
         }
-        cmd.arg(self.version).arg(self.lead);
+        argument(self.version);
+        argument(self.lead);
     }
 }
 
