@@ -4,11 +4,12 @@
 //! draw of `draw.lua` exactly as one call of it alone would.
 //!
 //! A decision's caller waits on its own reply, under its own deadline. A
-//! batch leaves as soon as no other batch is out, or once `max` decisions
-//! wait, or `window` after the first of them, whichever comes first: an idle
-//! limiter sends a lone decision at once, a busy one gathers the next batch
-//! while one is out (so no timer decides how long the common case waits:
-//! tokio's timer counts whole milliseconds). A batch
+//! batch leaves as soon as no other batch is out; while one is, once `max`
+//! decisions wait or `window` after the first of them, whichever comes
+//! first; while two are, once one is back. An idle limiter sends a lone
+//! decision at once, a busy one gathers the next batch while one is out (so
+//! no timer decides how long the common case waits: tokio's timer counts
+//! whole milliseconds). A batch
 //! takes the decisions waiting from each tenant in turn, so a flood from one
 //! tenant does not keep another's decision out of the next batch (while
 //! fewer than `max` tenants wait). A decision whose caller is gone before
@@ -38,10 +39,11 @@ const BATCH_LUA: &str = concat!(
     include_str!("draw_batch.lua")
 );
 
-/// Batches out at once before the next waits for one of them, for its
-/// window, or to fill: two, so that this process works on the replies of one
-/// while Redis works on the other.
-const MAX_OUT: usize = 1;
+/// The most batches out at once: two, so that this process works on the
+/// replies of one while Redis works on the other. More would only move the
+/// queue of a flood from here, where tenants take turns, to the connection,
+/// where the first come are answered first.
+pub(super) const MAX_OUT: usize = 2;
 
 /// Where a limiter's decisions wait for their batch; dropping it ends the
 /// task that gathers them, once the decisions waiting have left.
@@ -155,8 +157,9 @@ where
     Conn: ConnectionLike + Clone + Send + Sync + 'static,
 {
     /// Gathers batches and sends each, until every `Batcher` is dropped: a
-    /// batch leaves as soon as no other is out, or once `max` decisions
-    /// wait, or `window` after the first of them, whichever comes first.
+    /// batch leaves as soon as no other is out; while one is, once `max`
+    /// decisions wait or `window` after the first of them, whichever comes
+    /// first; while [`MAX_OUT`] are, once one is back.
     async fn run(
         self,
         events: mpsc::UnboundedSender<Event>,
@@ -169,8 +172,8 @@ where
         let (mut out, mut closed) = (0usize, false);
         loop {
             if let Some(since) = waiting.since {
-                let full = waiting.len() >= this.max;
-                if out < MAX_OUT || closed || full || Instant::now() >= since + this.window {
+                let due = waiting.len() >= this.max || Instant::now() >= since + this.window;
+                if closed || out == 0 || (out < MAX_OUT && due) {
                     // Whoever arrived meanwhile takes their turn in this batch.
                     while let Ok(event) = receiver.try_recv() {
                         waiting.note(event, &mut out);
@@ -186,11 +189,13 @@ where
                 return;
             }
             let event = match waiting.since {
-                None => receiver.recv().await,
-                Some(since) => match timeout_at(since + this.window, receiver.recv()).await {
-                    Ok(event) => event,
-                    Err(_) => continue,
-                },
+                Some(since) if out < MAX_OUT => {
+                    match timeout_at(since + this.window, receiver.recv()).await {
+                        Ok(event) => event,
+                        Err(_) => continue,
+                    }
+                }
+                _ => receiver.recv().await,
             };
             match event {
                 Some(event) => waiting.note(event, &mut out),
