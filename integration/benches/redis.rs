@@ -251,9 +251,9 @@ fn main() {
 }
 
 /// The batched row's batches: `BENCH_BATCH` as `most,window µs` (default
-/// `64,100`).
+/// `64,1000`: tokio's timer counts whole milliseconds).
 fn batching() -> (u32, Duration) {
-    let setting = std::env::var("BENCH_BATCH").unwrap_or_else(|_| "64,100".to_owned());
+    let setting = std::env::var("BENCH_BATCH").unwrap_or_else(|_| "64,1000".to_owned());
     let (most, window) = setting
         .split_once(',')
         .expect("BENCH_BATCH=most,window_micros");
