@@ -1,7 +1,7 @@
 //! Decisions per second and latency through Redis: the k-bucket script of
-//! `RedisLimiter`, in both layouts, beside a plain one-key GCRA script, the
-//! usual Redis rate limiter, on one `redis-server` started here and on a
-//! three-master Redis Cluster started here.
+//! `RedisLimiter`, in both layouts and batched, beside a plain one-key GCRA
+//! script, the usual Redis rate limiter, on one `redis-server` started here
+//! and on a three-master Redis Cluster started here.
 //!
 //! ```text
 //! cargo bench -p integration --bench redis
@@ -11,12 +11,17 @@
 //! connection that `build_redis` makes (a `ConnectionManager`); the scripts
 //! called directly share one `MultiplexedConnection` with the `redis`
 //! crate's defaults. On the cluster, all share one connection of the
-//! `redis` crate's async cluster client. For each: the throughput of 64
-//! concurrent tasks through its connection, the p50/p99 latency of a single
-//! caller, and the `EVALSHA` calls the servers counted per decision (one
-//! round trip each). The rounds alternate the rows, and the summary gives
-//! the median of each. `BENCH_SECS` sets the length of each throughput run
-//! (default 3), `BENCH_ROUNDS` the number of rounds (default 5).
+//! `redis` crate's async cluster client. For each, at 1, 16 and 64
+//! concurrent tasks (`BENCH_TASKS`, the cluster's rows at the largest only):
+//! the decisions per second, the p50/p99 latency of those decisions, the
+//! `EVALSHA` calls the servers counted per decision, and the server's
+//! microseconds per call (`INFO commandstats`). The rounds alternate the
+//! rows, and the summary gives the median and range of each, and the ratio
+//! of medians to the one-key script at the same number of tasks.
+//! `BENCH_SECS` sets the length of each run (default 3), `BENCH_ROUNDS` the
+//! number of rounds (default 5), `BENCH_BATCH` the batched row's batches
+//! (`most,window µs`, default `64,1000`), `BENCH_ONLY` the rows (substrings
+//! of their labels, separated by `;`).
 
 #[path = "../tests/support/redis_cluster.rs"]
 mod redis_cluster;
@@ -211,14 +216,12 @@ fn main() {
             }
         }
         println!(
-            "over {rounds} rounds: median decisions/s (range), ratio of medians to the \
-             baseline at the same tasks; p50, p99 and server µs per EVALSHA, median (range):"
+            "over {rounds} rounds, median (range): decisions/s; its ratio to the baseline's \
+             in the same round and tasks; p50, p99; server µs per EVALSHA; decisions per \
+             EVALSHA:"
         );
-        let medians: Vec<f64> = rows
-            .iter()
-            .map(|rows| median(rows.iter().map(|r| r.per_second).collect()))
-            .collect();
-        for (&(s, t), (rows, &median_rate)) in cells.iter().zip(rows.iter().zip(&medians)) {
+        let all = &rows;
+        for (&(s, t), rows) in cells.iter().zip(all) {
             let label = setups[s].label;
             // Each against the baseline of its own setting and tasks.
             let baseline_label = if label.starts_with("cluster") {
@@ -226,25 +229,34 @@ fn main() {
             } else {
                 BASELINE
             };
-            let baseline = cells
-                .iter()
+            let baseline = (cells.iter())
                 .position(|&(b, bt)| setups[b].label == baseline_label && bt == t)
-                .map_or(f64::NAN, |b| medians[b]);
+                .map(|b| &all[b]);
             // The median and the range over the rounds.
-            let spread = |f: fn(&Row) -> f64, digits: usize| {
-                let values: Vec<f64> = rows.iter().map(f).collect();
+            let spread = |values: Vec<f64>, digits: usize| {
                 let (low, high) = values
                     .iter()
                     .fold((f64::MAX, 0.0f64), |(l, h), &v| (l.min(v), h.max(v)));
-                format!("{:.digits$} ({low:.digits$}–{high:.digits$})", median(values))
+                format!(
+                    "{:.digits$} ({low:.digits$}–{high:.digits$})",
+                    median(values)
+                )
+            };
+            let of = |f: fn(&Row) -> f64| rows.iter().map(f).collect::<Vec<f64>>();
+            let ratios = match baseline {
+                Some(baseline) => (rows.iter().zip(baseline.iter()))
+                    .map(|(r, b)| r.per_second / b.per_second)
+                    .collect(),
+                None => vec![f64::NAN],
             };
             println!(
-                "  {label:<38} {t:>3} tasks {}/s ({:.3} of its baseline)  p50 {} µs  p99 {} µs  server {} µs",
-                spread(|r| r.per_second, 0),
-                median_rate / baseline,
-                spread(|r| r.p50, 0),
-                spread(|r| r.p99, 0),
-                spread(|r| r.server_micros, 2),
+                "  {label:<38} {t:>3} tasks {}/s  ×{}  p50 {} µs  p99 {} µs  server {} µs  {}/call",
+                spread(of(|r| r.per_second), 0),
+                spread(ratios, 3),
+                spread(of(|r| r.p50), 0),
+                spread(of(|r| r.p99), 0),
+                spread(of(|r| r.server_micros), 2),
+                spread(of(|r| 1.0 / r.evalsha_per_decision), 1),
             );
         }
     });
@@ -506,9 +518,9 @@ fn task_counts() -> Vec<usize> {
 }
 
 /// Whether the row `label` is measured: `BENCH_ONLY` lists substrings of
-/// the labels, separated by commas (all rows when unset).
+/// the labels, separated by `;` (all rows when unset).
 fn only(label: &str) -> bool {
     std::env::var("BENCH_ONLY").map_or(true, |list| {
-        list.split(',').any(|p| label.contains(p.trim()))
+        list.split(';').any(|p| label.contains(p.trim()))
     })
 }

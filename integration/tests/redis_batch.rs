@@ -1,9 +1,9 @@
 //! Batched decisions ([`RedisOptions::batch`]) against a real
-//! `redis-server`: the same answers as in process, the budget under many
-//! concurrent decisions, a flood of one tenant that cannot hold back
+//! `redis-server`: the budget under many concurrent decisions, a flood of one tenant that cannot hold back
 //! another's decision, callers that leave, a batch that misses the
-//! deadline, and the settings refused. (That a batch applies its decisions
-//! exactly as one by one is the differential test in src/redis/script/.)
+//! deadline, and the settings refused. (The same answers as in process are
+//! in tests/redis.rs, and that a batch applies its decisions exactly as one
+//! by one is the differential test in src/redis/script/.)
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,20 +12,17 @@ use std::time::Duration;
 use shuffle_limiter::redis::{
     BuildError, FailurePolicy, Layout, MAX_BATCH, RedisLimiter, RedisOptions, Source,
 };
-use shuffle_limiter::{DenialReason, Limit, ManualClock, Quota, ShardedLimiter};
+use shuffle_limiter::{DenialReason, Limit, Quota, ShardedLimiter};
 
 #[path = "support/batch.rs"]
 mod batch;
 #[path = "../../tests/support/redis_server.rs"]
 mod redis_server;
-#[path = "support/same_answers.rs"]
-mod same_answers;
 #[path = "support/serial.rs"]
 mod serial;
 use batch::{BATCH, batched_if};
 use redis_server::RedisServer;
-use same_answers::assert_same_answers;
-use serial::{options, serial};
+use serial::{options, serial, server_micros};
 
 /// A batched limiter on `server`: `quota` over 8 buckets, 2 per tenant.
 async fn batched(server: &RedisServer, quota: Quota, name: &str) -> RedisLimiter {
@@ -40,37 +37,6 @@ async fn batched(server: &RedisServer, quota: Quota, name: &str) -> RedisLimiter
         )
         .await
         .unwrap()
-}
-
-/// The server's clock, in microseconds.
-async fn server_micros(limiter: &RedisLimiter) -> u64 {
-    let (secs, micros): (u64, u64) = redis::cmd("TIME")
-        .query_async(&mut limiter.connection().clone())
-        .await
-        .unwrap();
-    secs * 1_000_000 + micros
-}
-
-#[test]
-fn a_batched_limiter_answers_as_the_in_process_limiter() {
-    let server = RedisServer::start();
-    serial(async {
-        // As tests/redis.rs: no bucket refills during the test.
-        let builder = ShardedLimiter::builder()
-            .quota(Quota::new(8, Duration::from_secs(8000)).with_burst(32))
-            .buckets(8)
-            .per_tenant(2)
-            .salt(b"differential")
-            .name("differential-batched");
-        let local = builder.clone().clock(ManualClock::new()).build().unwrap();
-        let options = options(FailurePolicy::FailClosed).cache_denials(false);
-        let remote = builder
-            .build_redis(&server.url(), batched_if(options, true))
-            .await
-            .unwrap();
-        assert_same_answers(&local, &remote, 600).await;
-        assert_eq!(remote.stats().from_policy(), 0);
-    });
 }
 
 #[test]

@@ -5,7 +5,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use shuffle_limiter::redis::{FailurePolicy, RedisLimiter};
+use shuffle_limiter::redis::FailurePolicy;
 use shuffle_limiter::{Assignment, Limit, Quota, ShardedLimiter};
 
 #[path = "support/batch.rs"]
@@ -18,7 +18,7 @@ use child::wait_bounded;
 #[path = "support/serial.rs"]
 mod serial;
 use redis_server::RedisServer;
-use serial::{one_at_a_time, options};
+use serial::{one_at_a_time, options, server_micros};
 
 const FLEET_ENV: &str = "SHUFFLE_LIMITER_REDIS_WORKER";
 const FLEET_SECS: u64 = 3;
@@ -159,13 +159,4 @@ fn fleet_worker() {
         assert_eq!(stats.from_policy(), 0, "Redis failed: {stats:?}");
         println!("fleet-worker admitted={admitted} first_us={first} last_us={last}");
     });
-}
-
-/// The server's clock, in microseconds.
-async fn server_micros(limiter: &RedisLimiter) -> u64 {
-    let (secs, micros): (u64, u64) = redis::cmd("TIME")
-        .query_async(&mut limiter.connection().clone())
-        .await
-        .unwrap();
-    secs * 1_000_000 + micros
 }

@@ -205,19 +205,37 @@ where
     }
 
     /// One script call for `batch`, each decision's answer to its caller,
-    /// and word to the task gathering batches that this one is back.
+    /// and word to the task gathering batches that this one is back. A
+    /// batch of one is the decision alone: the script of one decision, which
+    /// costs the server less.
     async fn send(self: Arc<Self>, batch: Vec<Job>, done: mpsc::WeakUnboundedSender<Event>) {
-        let cmd = self
-            .script
-            .cmd(batch.iter().map(|job| job.request.call()), None);
         let mut connection = self.connection.clone();
-        let reply = timeout(
-            self.deadline,
-            query_value(&self.script.script, &cmd, &mut connection),
-        )
-        .await;
-        let answers: Vec<Result<Answer, Error>> = match reply {
-            Ok(Ok(replies)) => answers(&replies, batch.iter().map(|job| job.request.call())),
+        let answers: Vec<Result<Answer, Error>> = if let [job] = &batch[..] {
+            let call = job.request.call();
+            let answer =
+                timeout(self.deadline, self.script.alone.run(&mut connection, &call)).await;
+            vec![answer.unwrap_or(Err(Error::Timeout {
+                after: self.deadline,
+            }))]
+        } else {
+            self.batch(&batch, &mut connection).await
+        };
+        for (job, answer) in batch.into_iter().zip(answers) {
+            // A caller that is gone has nothing to hear: the decision counted.
+            let _ = job.reply.send(answer);
+        }
+        if let Some(events) = done.upgrade() {
+            let _ = events.send(Event::Back);
+        }
+    }
+
+    /// The answers of the batch script to `batch`, in order.
+    async fn batch(&self, batch: &[Job], connection: &mut Conn) -> Vec<Result<Answer, Error>> {
+        let calls = || batch.iter().map(|job| job.request.call());
+        let cmd = self.script.cmd(calls(), None);
+        let script = &self.script.script;
+        match timeout(self.deadline, query_value(script, &cmd, connection)).await {
+            Ok(Ok(replies)) => answers(&replies, calls()),
             Ok(Err(error)) => {
                 let error = Error::from_redis(error);
                 batch.iter().map(|_| Err(error.clone())).collect()
@@ -229,13 +247,6 @@ where
                     })
                 })
                 .collect(),
-        };
-        for (job, answer) in batch.into_iter().zip(answers) {
-            // A caller that is gone has nothing to hear: the decision counted.
-            let _ = job.reply.send(answer);
-        }
-        if let Some(events) = done.upgrade() {
-            let _ = events.send(Event::Back);
         }
     }
 }
@@ -285,9 +296,10 @@ pub(super) fn answers<'a>(
 }
 
 /// The batch script with the keys of every bucket (the one-slot layout's:
-/// one quota key for all).
+/// one quota key for all), and the script of one decision alone.
 pub(super) struct BatchScript {
     pub(super) script: Script,
+    alone: DrawScript,
     keys: Arc<[String]>,
     quota_key: String,
 }
@@ -296,6 +308,7 @@ impl BatchScript {
     pub(super) fn of(draw: &DrawScript) -> Self {
         BatchScript {
             script: Script::new(BATCH_LUA),
+            alone: draw.clone(),
             keys: draw.shared_keys(),
             quota_key: draw.quota_key(0).to_owned(),
         }

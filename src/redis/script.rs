@@ -24,7 +24,7 @@ const DRAW_LUA: &str = concat!(
 pub(super) const MICROS: u64 = 1000;
 
 /// The script with the keys of every bucket.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) struct DrawScript {
     script: Script,
     /// The key of every bucket i, as the layout names it.
@@ -83,7 +83,7 @@ impl DrawScript {
     }
 
     /// The script's inputs, one for one those of `draw` in `src/draw/`.
-    async fn run<Conn: ConnectionLike>(
+    pub(super) async fn run<Conn: ConnectionLike>(
         &self,
         connection: &mut Conn,
         call: &Call<'_>,
