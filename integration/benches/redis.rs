@@ -77,7 +77,8 @@ const CLUSTER_BASELINE: &str = "cluster: one-key GCRA (baseline)";
 const TASKS: usize = 64;
 const TENANTS: usize = 1000;
 
-/// The limiter's decisions made by the failure policy so far.
+/// The limiter's decisions made by the failure policy so far, and the
+/// scripts' replies that timed out.
 static BY_POLICY: AtomicU64 = AtomicU64::new(0);
 
 /// One way of making a decision, for the `i`-th request.
@@ -323,16 +324,28 @@ where
     Arc::new(move |i: usize| {
         let (script, mut connection) = (script.clone(), connection.clone());
         Box::pin(async move {
-            let reply: Vec<i64> = script
+            let reply: Result<Vec<i64>, _> = script
                 .key(format!("{prefix}{}", i % TENANTS))
                 .arg(1u64)
                 .arg(1_000_000u64)
                 .invoke_async(&mut connection)
-                .await
-                .unwrap();
-            assert_eq!(reply[0], 1);
+                .await;
+            late_or_granted(reply);
         })
     })
+}
+
+/// A script's grant; a reply that timed out (the connection's own response
+/// timeout, on a stalled host) is counted and shown, as the limiter's late
+/// decisions are, rather than ending the run.
+fn late_or_granted(reply: redis::RedisResult<Vec<i64>>) {
+    match reply {
+        Ok(reply) => assert_eq!(reply[0], 1),
+        Err(e) if e.is_timeout() => {
+            BY_POLICY.fetch_add(1, Ordering::Relaxed);
+        }
+        Err(e) => panic!("{e}"),
+    }
 }
 
 /// The one-slot limiter's script called directly: what the limiter's own
@@ -383,8 +396,8 @@ fn script_only(
                 .arg(bursts)
                 .arg(0)
                 .arg(0);
-            let reply: Vec<i64> = invocation.invoke_async(&mut connection).await.unwrap();
-            assert_eq!(reply[0], 1);
+            let reply: Result<Vec<i64>, _> = invocation.invoke_async(&mut connection).await;
+            late_or_granted(reply);
         })
     })
 }
