@@ -27,6 +27,8 @@
 mod redis_cluster;
 #[path = "../../tests/support/redis_server.rs"]
 mod redis_server;
+#[path = "support/redis_table.rs"]
+mod table;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -40,6 +42,7 @@ use redis_cluster::RedisCluster;
 use redis_server::RedisServer;
 use shuffle_limiter::redis::{FailurePolicy, Layout, RedisLimiter, RedisOptions, Source};
 use shuffle_limiter::{Quota, ShardedLimiter};
+use table::{Row, evalsha_stats, only, task_counts};
 
 /// The usual one-key limiter: GCRA on one string key, in microseconds of
 /// the server's clock.
@@ -74,7 +77,6 @@ const BASELINE: &str = "one-key GCRA script (baseline)";
 const CLUSTER_OURS: &str = "cluster: decide, one slot";
 const CLUSTER_SPREAD: &str = "cluster: decide, spread";
 const CLUSTER_BASELINE: &str = "cluster: one-key GCRA (baseline)";
-const TASKS: usize = 64;
 const TENANTS: usize = 1000;
 
 /// The limiter's decisions made by the failure policy so far, and the
@@ -221,45 +223,15 @@ fn main() {
              in the same round and tasks; p50, p99; server µs per EVALSHA; decisions per \
              EVALSHA:"
         );
-        let all = &rows;
-        for (&(s, t), rows) in cells.iter().zip(all) {
-            let label = setups[s].label;
-            // Each against the baseline of its own setting and tasks.
-            let baseline_label = if label.starts_with("cluster") {
+        let labels: Vec<(&str, usize)> = cells.iter().map(|&(s, t)| (setups[s].label, t)).collect();
+        let baseline_of = |label: &str| {
+            if label.starts_with("cluster") {
                 CLUSTER_BASELINE
             } else {
                 BASELINE
-            };
-            let baseline = (cells.iter())
-                .position(|&(b, bt)| setups[b].label == baseline_label && bt == t)
-                .map(|b| &all[b]);
-            // The median and the range over the rounds.
-            let spread = |values: Vec<f64>, digits: usize| {
-                let (low, high) = values
-                    .iter()
-                    .fold((f64::MAX, 0.0f64), |(l, h), &v| (l.min(v), h.max(v)));
-                format!(
-                    "{:.digits$} ({low:.digits$}–{high:.digits$})",
-                    median(values)
-                )
-            };
-            let of = |f: fn(&Row) -> f64| rows.iter().map(f).collect::<Vec<f64>>();
-            let ratios = match baseline {
-                Some(baseline) => (rows.iter().zip(baseline.iter()))
-                    .map(|(r, b)| r.per_second / b.per_second)
-                    .collect(),
-                None => vec![f64::NAN],
-            };
-            println!(
-                "  {label:<38} {t:>3} tasks {}/s  ×{}  p50 {} µs  p99 {} µs  server {} µs  {}/call",
-                spread(of(|r| r.per_second), 0),
-                spread(ratios, 3),
-                spread(of(|r| r.p50), 0),
-                spread(of(|r| r.p99), 0),
-                spread(of(|r| r.server_micros), 2),
-                spread(of(|r| 1.0 / r.evalsha_per_decision), 1),
-            );
-        }
+            }
+        };
+        table::summary(&labels, &rows, baseline_of);
     });
 }
 
@@ -455,85 +427,4 @@ async fn measure(
         server_micros: usec as f64 / calls.max(1) as f64,
         by_policy: BY_POLICY.load(Ordering::Relaxed) - policy_before,
     }
-}
-
-/// One line of the table.
-struct Row {
-    per_second: f64,
-    p50: f64,
-    p99: f64,
-    evalsha_per_decision: f64,
-    /// Server time per `EVALSHA`, by `INFO commandstats`.
-    server_micros: f64,
-    /// Decisions of the limiter that missed the deadline, in the run and
-    /// the latency samples.
-    by_policy: u64,
-}
-
-impl Row {
-    fn print(&self, label: &str, tasks: usize, round: u64) {
-        let policy = match self.by_policy {
-            0 => String::new(),
-            n => format!(", {n} late: by the policy"),
-        };
-        println!(
-            "{label:<40} {tasks:>5} {:>12.0} {:>8.1} {:>8.1} {:>13.3} {:>10.2}   (round {round}{policy})",
-            self.per_second, self.p50, self.p99, self.evalsha_per_decision, self.server_micros
-        );
-    }
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
-/// `EVALSHA` calls the servers have counted so far, and the microseconds
-/// they spent in them.
-async fn evalsha_stats(admins: &mut [MultiplexedConnection]) -> (u64, u64) {
-    let (mut calls, mut usec) = (0, 0);
-    for admin in admins {
-        let info: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query_async(admin)
-            .await
-            .unwrap();
-        let Some(line) = info
-            .lines()
-            .find_map(|l| l.strip_prefix("cmdstat_evalsha:"))
-        else {
-            continue;
-        };
-        let field = |name: &str| {
-            line.split(',')
-                .find_map(|f| f.strip_prefix(name))
-                .and_then(|n| n.parse::<u64>().ok())
-                .unwrap_or(0)
-        };
-        calls += field("calls=");
-        usec += field("usec=");
-    }
-    (calls, usec)
-}
-
-/// The numbers of concurrent tasks measured: `BENCH_TASKS`, such as
-/// `1,16,64` (the default).
-fn task_counts() -> Vec<usize> {
-    let list = std::env::var("BENCH_TASKS").unwrap_or_else(|_| "1,16,64".to_owned());
-    let mut tasks: Vec<usize> = list
-        .split(',')
-        .filter_map(|t| t.trim().parse().ok())
-        .collect();
-    tasks.sort_unstable();
-    tasks.dedup();
-    tasks.retain(|&t| t > 0);
-    if tasks.is_empty() { vec![TASKS] } else { tasks }
-}
-
-/// Whether the row `label` is measured: `BENCH_ONLY` lists substrings of
-/// the labels, separated by `;` (all rows when unset).
-fn only(label: &str) -> bool {
-    std::env::var("BENCH_ONLY").map_or(true, |list| {
-        list.split(';').any(|p| label.contains(p.trim()))
-    })
 }
