@@ -16,6 +16,10 @@
 //! (a restart, a failover, `SCRIPT FLUSH`) does the `NOSCRIPT` answer cost a
 //! `SCRIPT LOAD` and a second `EVALSHA`.
 //!
+//! With [`RedisOptions::batch`] the decisions of one process that wait
+//! together share one `EVALSHA` instead, applied in arrival order, each as
+//! it would be alone (see the [Redis guide](crate::guide::redis#batching)).
+//!
 //! # The same decision as in process
 //! The script is the same draw as the in-process limiter's — the same
 //! roomiest-bucket choice, the same GCRA arithmetic, the same denial — in
