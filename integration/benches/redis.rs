@@ -1,7 +1,7 @@
 //! Decisions per second and latency through Redis: the k-bucket script of
-//! `RedisLimiter`, in both layouts, beside a plain one-key GCRA script, the
-//! usual Redis rate limiter, on one `redis-server` started here and on a
-//! three-master Redis Cluster started here.
+//! `RedisLimiter`, in both layouts and batched, beside a plain one-key GCRA
+//! script, the usual Redis rate limiter, on one `redis-server` started here
+//! and on a three-master Redis Cluster started here.
 //!
 //! ```text
 //! cargo bench -p integration --bench redis
@@ -11,17 +11,24 @@
 //! connection that `build_redis` makes (a `ConnectionManager`); the scripts
 //! called directly share one `MultiplexedConnection` with the `redis`
 //! crate's defaults. On the cluster, all share one connection of the
-//! `redis` crate's async cluster client. For each: the throughput of 64
-//! concurrent tasks through its connection, the p50/p99 latency of a single
-//! caller, and the `EVALSHA` calls the servers counted per decision (one
-//! round trip each). The rounds alternate the rows, and the summary gives
-//! the median of each. `BENCH_SECS` sets the length of each throughput run
-//! (default 3), `BENCH_ROUNDS` the number of rounds (default 5).
+//! `redis` crate's async cluster client. For each, at 1, 16 and 64
+//! concurrent tasks (`BENCH_TASKS`, the cluster's rows at the largest only):
+//! the decisions per second, the p50/p99 latency of those decisions, the
+//! `EVALSHA` calls the servers counted per decision, and the server's
+//! microseconds per call (`INFO commandstats`). The rounds alternate the
+//! rows, and the summary gives the median and range of each, and the ratio
+//! of medians to the one-key script at the same number of tasks.
+//! `BENCH_SECS` sets the length of each run (default 3), `BENCH_ROUNDS` the
+//! number of rounds (default 5), `BENCH_BATCH` the batched row's batches
+//! (`most,window µs`, default `64,1000`), `BENCH_ONLY` the rows (substrings
+//! of their labels, separated by `;`).
 
 #[path = "../tests/support/redis_cluster.rs"]
 mod redis_cluster;
 #[path = "../../tests/support/redis_server.rs"]
 mod redis_server;
+#[path = "support/redis_table.rs"]
+mod table;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -35,6 +42,7 @@ use redis_cluster::RedisCluster;
 use redis_server::RedisServer;
 use shuffle_limiter::redis::{FailurePolicy, Layout, RedisLimiter, RedisOptions, Source};
 use shuffle_limiter::{Quota, ShardedLimiter};
+use table::{Row, evalsha_stats, only, task_counts};
 
 /// The usual one-key limiter: GCRA on one string key, in microseconds of
 /// the server's clock.
@@ -44,21 +52,22 @@ const ONE_KEY_GCRA: &str = include_str!("../../tests/support/one_key_gcra.lua");
 /// The draw as the limiter loads it: the shared prelude, then the draw.
 const K_BUCKET_DRAW: &str = concat!(
     include_str!("../../src/redis/prelude.lua"),
-    include_str!("../../src/redis/draw.lua")
+    include_str!("../../src/redis/draw.lua"),
+    include_str!("../../src/redis/draw_one.lua")
 );
 
 const OURS: &str = "RedisLimiter::decide, one slot";
 const SPREAD: &str = "RedisLimiter::decide, spread";
+const BATCHED: &str = "decide, batched";
 const SCRIPT_ONLY: &str = "its script alone (EVALSHA)";
 const BASELINE: &str = "one-key GCRA script (baseline)";
 const CLUSTER_OURS: &str = "cluster: decide, one slot";
 const CLUSTER_SPREAD: &str = "cluster: decide, spread";
 const CLUSTER_BASELINE: &str = "cluster: one-key GCRA (baseline)";
-const TASKS: usize = 64;
 const TENANTS: usize = 1000;
-const LATENCY_SAMPLES: usize = 10_000;
 
-/// The limiter's decisions made by the failure policy so far.
+/// The limiter's decisions made by the failure policy so far, and the
+/// scripts' replies that timed out.
 static BY_POLICY: AtomicU64 = AtomicU64::new(0);
 
 /// One way of making a decision, for the `i`-th request.
@@ -93,6 +102,18 @@ fn main() {
         let single = || async { vec![server.connection().await] };
         let one_slot = Arc::new(on_server(&server, "bench", Layout::OneSlot).await);
         let spread = Arc::new(on_server(&server, "bench-spread", Layout::Spread).await);
+        let (most, window) = batching();
+        println!("{BATCHED}: up to {most} decisions a batch, a window of {window:?}");
+        let batched = Arc::new(
+            ShardedLimiter::builder()
+                .quota(Quota::per_second(1_000_000_000))
+                .buckets(8)
+                .per_tenant(2)
+                .name("bench-batched")
+                .build_redis(&server.url(), options(Layout::OneSlot).batch(most, window))
+                .await
+                .unwrap(),
+        );
         let script_only = script_only(&one_slot, &tenants, connection.clone());
         let clustered = cluster.connect().await;
         let mut nodes = Vec::new();
@@ -118,6 +139,11 @@ fn main() {
             Setup {
                 label: SPREAD,
                 decide: decide(spread, &tenants),
+                admins: single().await,
+            },
+            Setup {
+                label: BATCHED,
+                decide: decide(batched, &tenants),
                 admins: single().await,
             },
             Setup {
@@ -149,46 +175,62 @@ fn main() {
             },
         ];
 
+        let tasks = task_counts();
         println!(
-            "{:<40} {:>12} {:>8} {:>8} {:>13}",
-            "decision", "decisions/s", "p50 µs", "p99 µs", "EVALSHA/dec."
+            "{:<40} {:>5} {:>12} {:>8} {:>8} {:>13} {:>10}",
+            "decision", "tasks", "decisions/s", "p50 µs", "p99 µs", "EVALSHA/dec.", "server µs"
         );
-        let mut rows: Vec<Vec<Row>> = setups.iter().map(|_| Vec::new()).collect();
+        // One row per setup and number of tasks; the cluster's at the
+        // largest only (a Cluster on two shared cores buys isolation, not
+        // throughput).
+        let mut cells: Vec<(usize, usize)> = Vec::new();
+        for &t in &tasks {
+            for (s, setup) in setups.iter().enumerate() {
+                if setup.label.starts_with("cluster") && t != *tasks.last().unwrap() {
+                    continue;
+                }
+                if only(setup.label) {
+                    cells.push((s, t));
+                }
+            }
+        }
+        let mut rows: Vec<Vec<Row>> = cells.iter().map(|_| Vec::new()).collect();
         // Rounds alternate the rows, so that none gets the quieter machine.
         for round in 1..=rounds {
-            for (setup, rows) in setups.iter().zip(&mut rows) {
+            for (&(s, t), rows) in cells.iter().zip(&mut rows) {
+                let setup = &setups[s];
                 let mut admins = setup.admins.clone();
-                let row = measure(&mut admins, seconds, setup.decide.clone()).await;
-                row.print(setup.label, round);
+                let row = measure(&mut admins, seconds, t, setup.decide.clone()).await;
+                row.print(setup.label, t, round);
                 rows.push(row);
             }
         }
-        println!("over {rounds} rounds: median decisions/s; p50 and p99, median (range):");
-        let medians: Vec<f64> = rows
-            .iter()
-            .map(|rows| median(rows.iter().map(|r| r.per_second).collect()))
-            .collect();
-        for (i, (setup, rows)) in setups.iter().zip(&rows).enumerate() {
-            // Each against the baseline of its own setting.
-            let baseline = if i < 4 { medians[3] } else { medians[6] };
-            // The median and the range over the rounds.
-            let spread = |f: fn(&Row) -> f64| {
-                let values: Vec<f64> = rows.iter().map(f).collect();
-                let (low, high) = values
-                    .iter()
-                    .fold((f64::MAX, 0.0f64), |(l, h), &v| (l.min(v), h.max(v)));
-                format!("{:.0} ({low:.0}–{high:.0})", median(values))
-            };
-            println!(
-                "  {:<38} {:>10.0}  ({:.3} of its baseline)  p50 {} µs  p99 {} µs",
-                setup.label,
-                medians[i],
-                medians[i] / baseline,
-                spread(|r| r.p50),
-                spread(|r| r.p99),
-            );
-        }
+        println!(
+            "over {rounds} rounds, median (range): decisions/s; its ratio to the baseline's \
+             in the same round and tasks; p50, p99; server µs per EVALSHA; decisions per \
+             EVALSHA:"
+        );
+        let labels: Vec<(&str, usize)> = cells.iter().map(|&(s, t)| (setups[s].label, t)).collect();
+        let baseline_of = |label: &str| {
+            if label.starts_with("cluster") {
+                CLUSTER_BASELINE
+            } else {
+                BASELINE
+            }
+        };
+        table::summary(&labels, &rows, baseline_of);
     });
+}
+
+/// The batched row's batches: `BENCH_BATCH` as `most,window µs` (default
+/// `64,1000`: tokio's timer counts whole milliseconds).
+fn batching() -> (u32, Duration) {
+    let setting = std::env::var("BENCH_BATCH").unwrap_or_else(|_| "64,1000".to_owned());
+    let (most, window) = setting
+        .split_once(',')
+        .expect("BENCH_BATCH=most,window_micros");
+    let window = Duration::from_micros(window.trim().parse().unwrap());
+    (most.trim().parse().unwrap(), window)
 }
 
 /// Deadline 1 s: the bench measures decisions, not the failure policy.
@@ -241,16 +283,28 @@ where
     Arc::new(move |i: usize| {
         let (script, mut connection) = (script.clone(), connection.clone());
         Box::pin(async move {
-            let reply: Vec<i64> = script
+            let reply: Result<Vec<i64>, _> = script
                 .key(format!("{prefix}{}", i % TENANTS))
                 .arg(1u64)
                 .arg(1_000_000u64)
                 .invoke_async(&mut connection)
-                .await
-                .unwrap();
-            assert_eq!(reply[0], 1);
+                .await;
+            late_or_granted(reply);
         })
     })
+}
+
+/// A script's grant; a reply that timed out (the connection's own response
+/// timeout, on a stalled host) is counted and shown, as the limiter's late
+/// decisions are, rather than ending the run.
+fn late_or_granted(reply: redis::RedisResult<Vec<i64>>) {
+    match reply {
+        Ok(reply) => assert_eq!(reply[0], 1),
+        Err(e) if e.is_timeout() => {
+            BY_POLICY.fetch_add(1, Ordering::Relaxed);
+        }
+        Err(e) => panic!("{e}"),
+    }
 }
 
 /// The one-slot limiter's script called directly: what the limiter's own
@@ -301,51 +355,54 @@ fn script_only(
                 .arg(bursts)
                 .arg(0)
                 .arg(0);
-            let reply: Vec<i64> = invocation.invoke_async(&mut connection).await.unwrap();
-            assert_eq!(reply[0], 1);
+            let reply: Result<Vec<i64>, _> = invocation.invoke_async(&mut connection).await;
+            late_or_granted(reply);
         })
     })
 }
 
-/// Throughput of 64 tasks, latency of one caller, and EVALSHA calls per
-/// decision counted by the server.
-async fn measure(admins: &mut [MultiplexedConnection], seconds: u64, decide: Decide) -> Row {
+/// Throughput of `tasks` concurrent tasks, the latency of their
+/// decisions, and the EVALSHA calls and server time per call counted by the
+/// servers.
+async fn measure(
+    admins: &mut [MultiplexedConnection],
+    seconds: u64,
+    tasks: usize,
+    decide: Decide,
+) -> Row {
     // Warm up: the script is loaded and the connection busy.
     for i in 0..2_000 {
         decide(i).await;
     }
-    let calls_before = evalsha_calls(admins).await;
+    let before = evalsha_stats(admins).await;
     let policy_before = BY_POLICY.load(Ordering::Relaxed);
     let started = Instant::now();
     let stop = started + Duration::from_secs(seconds);
-    let tasks: Vec<_> = (0..TASKS)
+    let stride = tasks;
+    let tasks: Vec<_> = (0..tasks)
         .map(|task| {
             let decide = decide.clone();
             tokio::spawn(async move {
-                let mut decisions = 0u64;
+                let mut latencies = Vec::with_capacity(1 << 16);
                 let mut i = task;
                 while Instant::now() < stop {
+                    let t = Instant::now();
                     decide(i).await;
-                    decisions += 1;
-                    i += TASKS;
+                    latencies.push(t.elapsed());
+                    i += stride;
                 }
-                decisions
+                latencies
             })
         })
         .collect();
-    let mut decisions = 0;
+    let mut latencies = Vec::new();
     for task in tasks {
-        decisions += task.await.unwrap();
+        latencies.extend(task.await.unwrap());
     }
     let elapsed = started.elapsed().as_secs_f64();
-    let calls = evalsha_calls(admins).await - calls_before;
-
-    let mut latencies = Vec::with_capacity(LATENCY_SAMPLES);
-    for i in 0..LATENCY_SAMPLES {
-        let t = Instant::now();
-        decide(i).await;
-        latencies.push(t.elapsed());
-    }
+    let after = evalsha_stats(admins).await;
+    let (calls, usec) = (after.0 - before.0, after.1 - before.1);
+    let decisions = latencies.len();
     latencies.sort();
     let micros =
         |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize].as_secs_f64() * 1e6;
@@ -354,54 +411,7 @@ async fn measure(admins: &mut [MultiplexedConnection], seconds: u64, decide: Dec
         p50: micros(0.50),
         p99: micros(0.99),
         evalsha_per_decision: calls as f64 / decisions as f64,
+        server_micros: usec as f64 / calls.max(1) as f64,
         by_policy: BY_POLICY.load(Ordering::Relaxed) - policy_before,
     }
-}
-
-/// One line of the table.
-struct Row {
-    per_second: f64,
-    p50: f64,
-    p99: f64,
-    evalsha_per_decision: f64,
-    /// Decisions of the limiter that missed the deadline, in the run and
-    /// the latency samples.
-    by_policy: u64,
-}
-
-impl Row {
-    fn print(&self, label: &str, round: u64) {
-        let policy = match self.by_policy {
-            0 => String::new(),
-            n => format!(", {n} late: by the policy"),
-        };
-        println!(
-            "{label:<40} {:>12.0} {:>8.1} {:>8.1} {:>13.3}   (round {round}{policy})",
-            self.per_second, self.p50, self.p99, self.evalsha_per_decision
-        );
-    }
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
-/// `EVALSHA` calls the servers have counted so far.
-async fn evalsha_calls(admins: &mut [MultiplexedConnection]) -> u64 {
-    let mut calls = 0;
-    for admin in admins {
-        let info: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query_async(admin)
-            .await
-            .unwrap();
-        calls += info
-            .lines()
-            .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
-            .and_then(|rest| rest.split(',').next())
-            .and_then(|n| n.parse::<u64>().ok())
-            .unwrap_or(0);
-    }
-    calls
 }

@@ -15,6 +15,8 @@ use redis::{Cmd, Pipeline, RedisFuture, Value};
 use shuffle_limiter::redis::{FailurePolicy, Source};
 use shuffle_limiter::{Limit, ManualClock, Quota, Request, ShardedLimiter};
 
+#[path = "support/batch.rs"]
+mod batch;
 #[path = "../../tests/support/redis_server.rs"]
 mod redis_server;
 #[path = "support/serial.rs"]
@@ -30,6 +32,15 @@ use same_answers::assert_same_answers;
 
 #[test]
 fn the_redis_limiter_answers_as_the_in_process_limiter() {
+    answers_as_in_process(false);
+}
+
+#[test]
+fn the_redis_limiter_answers_as_the_in_process_limiter_when_batching() {
+    answers_as_in_process(true);
+}
+
+fn answers_as_in_process(batched: bool) {
     let server = RedisServer::start();
     serial(async {
         // One token per 8000 s per bucket: the server's clock, which runs
@@ -43,11 +54,9 @@ fn the_redis_limiter_answers_as_the_in_process_limiter() {
             .salt(b"differential")
             .name("differential");
         let local = builder.clone().clock(ManualClock::new()).build().unwrap();
+        let options = options(FailurePolicy::FailClosed).cache_denials(false);
         let remote = builder
-            .build_redis(
-                &server.url(),
-                options(FailurePolicy::FailClosed).cache_denials(false),
-            )
+            .build_redis(&server.url(), batch::batched_if(options, batched))
             .await
             .unwrap();
         assert_eq!(remote.bucket_interval(), local.bucket_interval());

@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 use shuffle_limiter::redis::{FailurePolicy, RedisLimiter, RedisOptions};
 use shuffle_limiter::{Builder, Limit, Quota, Request, ShardedLimiter};
 
+#[path = "support/batch.rs"]
+mod batch;
 #[path = "support/child.rs"]
 mod child;
 #[path = "../../tests/support/redis_server.rs"]
@@ -101,6 +103,16 @@ impl Report {
 
 #[test]
 fn a_flood_in_one_process_leaves_the_other_process_tenants_alone() {
+    flood_across_processes(false);
+}
+
+#[test]
+fn a_flood_in_one_process_leaves_the_other_process_tenants_alone_when_batching() {
+    flood_across_processes(true);
+}
+
+/// The flood in one process, the light tenants in another.
+fn flood_across_processes(batched: bool) {
     let server = RedisServer::start();
     // The fixture must hold tenants of every kind: some sharing the
     // flooder's whole shard (they show that the two processes draw from the
@@ -118,7 +130,7 @@ fn a_flood_in_one_process_leaves_the_other_process_tenants_alone() {
 
     let exe = std::env::current_exe().unwrap();
     let spawn = |role: &str| -> Child {
-        Command::new(&exe)
+        batch::tell(&mut Command::new(&exe), batched)
             .args(["--exact", "fleet_process", "--ignored", "--nocapture"])
             .args(["--test-threads", "1"])
             .env(ROLE_ENV, role)
@@ -216,10 +228,10 @@ fn a_flood_in_one_process_leaves_the_other_process_tenants_alone() {
     );
 }
 
-/// The two processes of the test above: not a test of its own, run only as
-/// a child process of it.
+/// The two processes of the tests above: not a test of its own, run only as
+/// a child process of them.
 #[test]
-#[ignore = "a child process of a_flood_in_one_process_leaves_the_other_process_tenants_alone"]
+#[ignore = "a child process of flood_across_processes"]
 fn fleet_process() {
     let (Ok(role), Ok(url)) = (std::env::var(ROLE_ENV), std::env::var(URL_ENV)) else {
         return;
@@ -229,7 +241,8 @@ fn fleet_process() {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let options = RedisOptions::new(FailurePolicy::FailClosed).deadline(DEADLINE);
+        let options =
+            batch::as_asked(RedisOptions::new(FailurePolicy::FailClosed).deadline(DEADLINE));
         let limiter = Arc::new(builder().build_redis(&url, options).await.unwrap());
         match role.as_str() {
             "flood" => flood(limiter).await,

@@ -5,9 +5,11 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use shuffle_limiter::redis::{FailurePolicy, RedisLimiter};
+use shuffle_limiter::redis::FailurePolicy;
 use shuffle_limiter::{Assignment, Limit, Quota, ShardedLimiter};
 
+#[path = "support/batch.rs"]
+mod batch;
 #[path = "support/child.rs"]
 mod child;
 #[path = "../../tests/support/redis_server.rs"]
@@ -16,7 +18,7 @@ use child::wait_bounded;
 #[path = "support/serial.rs"]
 mod serial;
 use redis_server::RedisServer;
-use serial::{one_at_a_time, options};
+use serial::{one_at_a_time, options, server_micros};
 
 const FLEET_ENV: &str = "SHUFFLE_LIMITER_REDIS_WORKER";
 const FLEET_SECS: u64 = 3;
@@ -33,6 +35,16 @@ fn fleet_builder() -> shuffle_limiter::Builder {
 
 #[test]
 fn the_budget_holds_across_processes() {
+    budget_across_processes(false);
+}
+
+#[test]
+fn the_budget_holds_across_processes_that_batch() {
+    budget_across_processes(true);
+}
+
+/// Workers in processes of their own saturate the budget, and never pass it.
+fn budget_across_processes(batched: bool) {
     let server = RedisServer::start();
     let _guard = one_at_a_time();
     // Every worker cycles over the same tenants; together they cover every
@@ -49,7 +61,7 @@ fn the_budget_holds_across_processes() {
     let exe = std::env::current_exe().unwrap();
     let workers: Vec<Child> = (0..FLEET_WORKERS)
         .map(|_| {
-            Command::new(&exe)
+            batch::tell(&mut Command::new(&exe), batched)
                 .args(["--exact", "fleet_worker", "--ignored", "--nocapture"])
                 .args(["--test-threads", "1"])
                 .env(FLEET_ENV, server.url())
@@ -95,8 +107,8 @@ fn the_budget_holds_across_processes() {
     );
 }
 
-/// The worker processes of `the_budget_holds_across_processes`: not a test of
-/// its own, run only as a child process of that test.
+/// The worker processes of `budget_across_processes`: not a test of its
+/// own, run only as a child process of its tests.
 #[test]
 #[ignore = "a child process of the_budget_holds_across_processes"]
 fn fleet_worker() {
@@ -109,7 +121,7 @@ fn fleet_worker() {
         .unwrap();
     runtime.block_on(async {
         let limiter = fleet_builder()
-            .build_redis(&url, options(FailurePolicy::FailClosed))
+            .build_redis(&url, batch::as_asked(options(FailurePolicy::FailClosed)))
             .await
             .unwrap();
         let limiter = Arc::new(limiter);
@@ -147,13 +159,4 @@ fn fleet_worker() {
         assert_eq!(stats.from_policy(), 0, "Redis failed: {stats:?}");
         println!("fleet-worker admitted={admitted} first_us={first} last_us={last}");
     });
-}
-
-/// The server's clock, in microseconds.
-async fn server_micros(limiter: &RedisLimiter) -> u64 {
-    let (secs, micros): (u64, u64) = redis::cmd("TIME")
-        .query_async(&mut limiter.connection().clone())
-        .await
-        .unwrap();
-    secs * 1_000_000 + micros
 }

@@ -10,6 +10,7 @@ use ::redis::{AsyncConnectionConfig, Client, Script};
 use tokio::time::timeout;
 
 use super::RedisLimiter;
+use super::batch::Batcher;
 use super::breaker::Breaker;
 use super::denial_cache::DenialCache;
 use super::error::{BuildError, Error};
@@ -164,6 +165,20 @@ impl<C: Clock> Builder<C> {
         ] {
             if value.is_zero() {
                 return Err(BuildError::ZeroDuration { option });
+            }
+        }
+        if let Some((max_decisions, window)) = options.batch {
+            if max_decisions == 0 || max_decisions > super::MAX_BATCH {
+                return Err(BuildError::BatchSize { max_decisions });
+            }
+            if window.is_zero() || window >= options.deadline {
+                return Err(BuildError::BatchWindow {
+                    window,
+                    deadline: options.deadline,
+                });
+            }
+            if options.layout == Layout::Spread {
+                return Err(BuildError::SpreadBatching);
             }
         }
         // The script counts whole microseconds: round each bucket's interval
@@ -361,9 +376,16 @@ impl<L> Parts<L> {
         self,
         connection: Conn,
         options: RedisOptions,
-    ) -> Limiter<RedisStore<Conn, L>> {
+    ) -> Limiter<RedisStore<Conn, L>>
+    where
+        Conn: ConnectionLike + Clone + Send + Sync + 'static,
+    {
         let buckets = self.core.max_buckets;
         let shared = Shared {
+            batcher: (options.batch).map(|(max, window)| {
+                let times = (window, options.deadline);
+                Batcher::start(connection.clone(), &self.script, max, times)
+            }),
             connection,
             script: self.script,
             changes: ChangeScripts::default(),

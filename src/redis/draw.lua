@@ -1,4 +1,7 @@
--- shuffle-limiter: one decision for one tenant, on the Redis server.
+-- shuffle-limiter: one decision for one tenant, on the Redis server: the
+-- function `draw`, which draw_one.lua calls once per script call and
+-- draw_batch.lua once per decision of a batch, in arrival order. The
+-- contract below is draw_one.lua's, one call's KEYS and ARGV.
 --
 -- This is `draw` of src/draw/ (mod.rs, pool.rs, borrow.rs), line by line, in
 -- integer microseconds instead of nanoseconds; the differential test in src/redis/script/differential.rs feeds
@@ -53,60 +56,17 @@
 --
 -- Redis 5 and later replicate a script's effects, so it may write after TIME.
 
-local interval = ARGV[1] + 0
-local n = ARGV[2] + 0
-local start = ARGV[3] + 0
-local k = ARGV[4] + 0
-local ranked = #KEYS - 1
-local d = ranked - k
+-- Where `held` (a batch's bucket keys, each with its value as MGET read it)
+-- keeps the keys the batch wrote, in the order first written, and the
+-- times its decisions left in the keys they read or wrote (numbers, so no
+-- key can take their place).
+local HELD_WRITTEN, HELD_TIMES = 0, 1
 
--- The quota first: a caller deciding with another quota's numbers must not
--- draw at all.
-local _, stop = expect_quota(KEYS[ranked + 1], ARGV[5 + ranked + d], -1)
-if stop then
-  return stop
-end
--- A booking is the draw at a later instant: `lead` microseconds on.
--- The keys' lifetimes count from the clock itself (see `store`).
-local clock_now = clock(ARGV[7 + ranked + d])
-local now = clock_now + ARGV[6 + ranked + d]
-if now > MAX_NOW then
-  now = MAX_NOW
-end
-
--- Every bucket is first read (the in-process store's atomic load) and kept
--- in MGET's reply as a number. The script runs for every decision, so it
--- spares the interpreter: no closures, no tables beyond MGET's reply,
--- comparisons instead of math.* calls.
-local raw = redis.call('MGET', unpack(KEYS, 1, ranked))
-for j = 1, ranked do
-  local tat = raw[j]
-  if tat then
-    tat = as_time(tat)
-    if not tat then
-      -- Not a time: an empty bucket, written back so that it refills.
-      tat = now + ARGV[4 + j] * interval
-      store(KEYS[j], tat, clock_now)
-    end
-  else
-    local wrong = not_a_bucket(KEYS[j])
-    if wrong then
-      return wrong
-    end
-    tat = 0
-  end
-  raw[j] = tat
-end
-
--- `any` of src/draw/mod.rs: one pass over the own buckets in order, counted and
--- compared exactly as there; a tie for the most room is settled from
--- `start` only after the pass.
-
--- For the paths that are not taken on every decision: Pace::room at time t
--- of the bucket at position j, and Pace::tokens of it, floor(room /
--- interval), exact: `%` floors in Lua.
-local function room_at(j, t)
-  local room = ARGV[4 + j] * interval
+-- Pace::room at time t of the bucket at position j, and Pace::tokens of
+-- it, floor(room / interval), exact: `%` floors in Lua. For the paths that
+-- are not taken on every decision.
+local function room_at(raw, argv, a, interval, j, t)
+  local room = argv[a + 4 + j] * interval
   if raw[j] > t then
     room = room - (raw[j] - t)
     if room < 0 then
@@ -115,214 +75,292 @@ local function room_at(j, t)
   end
   return room
 end
-local function tokens_at(j, t)
-  local room = room_at(j, t)
+local function tokens_at(raw, argv, a, interval, j, t)
+  local room = room_at(raw, argv, a, interval, j, t)
   return (room - room % interval) / interval
 end
 
-local cost = n * interval
-local best, best_room, ties = 1, -1, 0
-local tokens, full_in = 0, 0
-for j = 1, k do
-  local capacity = ARGV[4 + j] * interval
-  local tat = raw[j]
-  -- Pace::room: capacity - max(tat - now, 0), never below 0.
-  local room = capacity
-  if tat > now then
-    room = capacity - (tat - now)
-    if room < 0 then
-      room = 0
-    end
-    if tat - now > full_in then
-      full_in = tat - now
-    end
+-- Writes a bucket's arrival time: at once (see `store`) for a decision
+-- alone; in a batch into `held`, the values its next decisions read, and
+-- each key written is stored once when the batch ends (draw_batch.lua),
+-- which leaves every key as the batch's decisions one by one would.
+local function put(held, key, tat, clock_now)
+  if not held then
+    store(key, tat, clock_now)
+    return
   end
-  -- Pace::tokens: floor(room / interval), exact: `%` floors in Lua.
-  tokens = tokens + (room - room % interval) / interval
-  if room > best_room then
-    best, best_room, ties = j, room, 1
-  elseif room == best_room then
-    ties = ties + 1
+  local written = held[HELD_WRITTEN]
+  if not written[key] then
+    written[key] = true
+    written[#written + 1] = key
   end
+  held[HELD_TIMES][key] = tat
 end
-local remaining = tokens - n
-if best_room < cost and tokens >= n then
-  -- `short` of src/draw/pool.rs: no own bucket can pay alone, but their
-  -- whole tokens add up to n: the roomiest pays all it holds, then the next
-  -- roomiest, equal rooms in turn from `start`, until n is paid.
-  local paying, paid, left = {}, {}, n
-  while left > 0 do
-    local payer, payer_room, payer_tokens = nil, 0, 0
-    local j = start + 1
-    for _ = 1, k do
-      -- Equal whole tokens are not equal rooms: the rooms are compared.
-      local room = room_at(j, now)
-      if not paying[j] and room >= interval and (payer == nil or room > payer_room) then
-        payer, payer_room = j, room
+
+-- The draw of one decision whose bucket keys are keys[kb + 1 .. kb + ranked]
+-- and whose ARGV[i] above is argv[a + i], at the clock's reading
+-- `clock_now`, once its quota version is known to be the caller's: the
+-- reply above (the version check and the clock are the callers', in
+-- draw_one.lua and draw_batch.lua). `held` is nil for a decision alone;
+-- in a batch, what the batch read and its decisions so far left (above).
+local function draw(keys, kb, ranked, argv, a, clock_now, held)
+  local interval = argv[a + 1] + 0
+  local n = argv[a + 2] + 0
+  local start = argv[a + 3] + 0
+  local k = argv[a + 4] + 0
+  local d = ranked - k
+  -- A booking is the draw at a later instant: `lead` microseconds on.
+  -- The keys' lifetimes count from the clock itself (see `store`).
+  local now = clock_now + argv[a + 6 + ranked + d]
+  if now > MAX_NOW then
+    now = MAX_NOW
+  end
+
+  -- Every bucket is first read (the in-process store's atomic load) and kept
+  -- in MGET's reply as a number. The script runs for every decision, so it
+  -- spares the interpreter: no closures, no tables beyond MGET's reply,
+  -- comparisons instead of math.* calls.
+  local raw, times
+  if held then
+    raw, times = {}, held[HELD_TIMES]
+    for j = 1, ranked do
+      raw[j] = held[keys[kb + j]]
+    end
+  else
+    raw = redis.call('MGET', unpack(keys, kb + 1, kb + ranked))
+  end
+  for j = 1, ranked do
+    local tat = times and times[keys[kb + j]]
+    if tat then
+      -- Read as a time by the batch's decisions before: as they left it.
+    elseif raw[j] then
+      tat = as_time(raw[j])
+      if not tat then
+        -- Not a time: an empty bucket, written back so that it refills.
+        tat = now + argv[a + 4 + j] * interval
+        put(held, keys[kb + j], tat, clock_now)
       end
-      if j == k then j = 1 else j = j + 1 end
+    else
+      local wrong = not_a_bucket(keys[kb + j])
+      if wrong then
+        return wrong
+      end
+      tat = 0
     end
-    if payer == nil then
-      break
+    raw[j] = tat
+    if times then
+      times[keys[kb + j]] = tat
     end
-    paying[payer] = true
-    payer_tokens = (payer_room - payer_room % interval) / interval
-    if payer_tokens > left then
-      payer_tokens = left
-    end
-    left = left - payer_tokens
-    local tat = raw[payer]
-    if tat < now then
-      tat = now
-    end
-    tat = tat + payer_tokens * interval
-    store(KEYS[payer], tat, clock_now)
-    if tat - now > full_in then
-      full_in = tat - now
-    end
-    paid[#paid + 1] = payer - 1
-    paid[#paid + 1] = payer_tokens
-    paid[#paid + 1] = tat
   end
-  local reply = { 1, paid[1], full_in, remaining }
-  for i = 2, #paid do
-    reply[#reply + 1] = paid[i]
-  end
-  return reply
-end
-if best_room < cost then
-  -- No own bucket can pay, not even together: `soonest` of
-  -- src/draw/pool.rs, and `borrow` (src/draw/borrow.rs) when there are
-  -- spill keys. The denial names when the request can first be paid, own
-  -- buckets first; a spill bucket counts with its capacity less the
-  -- reserve, and may pay from its room above the reserve.
-  local soonest, soonest_at = 1, math.huge
+
+  -- `any` of src/draw/mod.rs: one pass over the own buckets in order, counted and
+  -- compared exactly as there; a tie for the most room is settled from
+  -- `start` only after the pass.
+
+  local cost = n * interval
+  local best, best_room, ties = 1, -1, 0
+  local tokens, full_in = 0, 0
   for j = 1, k do
-    local capacity = ARGV[4 + j] * interval
-    if capacity >= cost then
-      local at = raw[j]
-      if at < now then
-        at = now
-      end
-      at = at - (capacity - cost)
-      if at < soonest_at then
-        soonest, soonest_at = j, at
-      end
-    end
-  end
-  if n > 1 then
-    -- The first instant the own buckets' whole tokens add up to n (the
-    -- tokens at `now` do not): no later than one bucket alone, nor than
-    -- all of them full, if they hold n then; found by halving.
-    local full = now
-    for j = 1, k do
-      if raw[j] > full then
-        full = raw[j]
-      end
-    end
-    local function together(t)
-      local sum = 0
-      for j = 1, k do
-        sum = sum + tokens_at(j, t)
-      end
-      return sum
-    end
-    local high = soonest_at
-    if together(full) >= n and full < high then
-      high = full
-    end
-    if high ~= math.huge then
-      local low = now
-      while high - low > 1 do
-        local half = high - low
-        local mid = low + (half - half % 2) / 2
-        if together(mid) >= n then
-          high = mid
-        else
-          low = mid
-        end
-      end
-      -- The bucket whose token completes them, the lowest if several.
-      for j = 1, k do
-        if tokens_at(j, high) > tokens_at(j, high - 1) then
-          soonest = j
-          break
-        end
-      end
-      soonest_at = high
-    end
-  end
-  best, best_room = nil, 0
-  for j = k + 1, ranked do
-    local lendable = ARGV[4 + j] * interval - ARGV[4 + ranked + j - k]
+    local capacity = argv[a + 4 + j] * interval
     local tat = raw[j]
-    local above = lendable
-    if tat > now then
-      above = lendable - (tat - now)
-      if above < 0 then
-        above = 0
-      end
-    end
-    if above >= cost then
-      if best == nil or above > best_room then
-        best, best_room = j, above
-      end
-    elseif lendable >= cost then
-      local at = tat
-      if at < now then
-        at = now
-      end
-      at = at - (lendable - cost)
-      if at < soonest_at then
-        soonest, soonest_at = j, at
-      end
-    end
-  end
-  if best == nil then
-    local retry = soonest_at - now
-    if retry < 1 then
-      retry = 1
-    end
-    -- And what each own bucket holds just before then, if nothing is taken
-    -- meanwhile: no more than that until the retry time, whatever other
-    -- processes do (the client's denial cache keeps it).
-    local reply = { 0, soonest - 1, retry, 0 }
-    for j = 1, k do
-      reply[4 + j] = tokens_at(j, soonest_at - 1)
-    end
-    return reply
-  end
-  -- Nothing was taken from the own buckets.
-  remaining = tokens
-elseif ties > 1 then
-  -- The first bucket with the most room at or after `start`, wrapping.
-  local j = start + 1
-  for _ = 1, k do
-    local capacity = ARGV[4 + j] * interval
+    -- Pace::room: capacity - max(tat - now, 0), never below 0.
     local room = capacity
-    if raw[j] > now then
-      room = capacity - (raw[j] - now)
+    if tat > now then
+      room = capacity - (tat - now)
       if room < 0 then
         room = 0
       end
+      if tat - now > full_in then
+        full_in = tat - now
+      end
     end
-    if room == best_room then
-      best = j
-      break
+    -- Pace::tokens: floor(room / interval), exact: `%` floors in Lua.
+    tokens = tokens + (room - room % interval) / interval
+    if room > best_room then
+      best, best_room, ties = j, room, 1
+    elseif room == best_room then
+      ties = ties + 1
     end
-    if j == k then j = 1 else j = j + 1 end
   end
-end
-local tat = raw[best]
-if n > 0 then
-  if tat < now then
-    tat = now
+  local remaining = tokens - n
+  if best_room < cost and tokens >= n then
+    -- `short` of src/draw/pool.rs: no own bucket can pay alone, but their
+    -- whole tokens add up to n: the roomiest pays all it holds, then the next
+    -- roomiest, equal rooms in turn from `start`, until n is paid.
+    local paying, paid, left = {}, {}, n
+    while left > 0 do
+      local payer, payer_room, payer_tokens = nil, 0, 0
+      local j = start + 1
+      for _ = 1, k do
+        -- Equal whole tokens are not equal rooms: the rooms are compared.
+        local room = room_at(raw, argv, a, interval, j, now)
+        if not paying[j] and room >= interval and (payer == nil or room > payer_room) then
+          payer, payer_room = j, room
+        end
+        if j == k then j = 1 else j = j + 1 end
+      end
+      if payer == nil then
+        break
+      end
+      paying[payer] = true
+      payer_tokens = (payer_room - payer_room % interval) / interval
+      if payer_tokens > left then
+        payer_tokens = left
+      end
+      left = left - payer_tokens
+      local tat = raw[payer]
+      if tat < now then
+        tat = now
+      end
+      tat = tat + payer_tokens * interval
+      put(held, keys[kb + payer], tat, clock_now)
+      if tat - now > full_in then
+        full_in = tat - now
+      end
+      paid[#paid + 1] = payer - 1
+      paid[#paid + 1] = payer_tokens
+      paid[#paid + 1] = tat
+    end
+    local reply = { 1, paid[1], full_in, remaining }
+    for i = 2, #paid do
+      reply[#reply + 1] = paid[i]
+    end
+    return reply
   end
-  tat = tat + cost
-  -- The store's compare-and-swap: the script is atomic, so a SET.
-  store(KEYS[best], tat, clock_now)
+  if best_room < cost then
+    -- No own bucket can pay, not even together: `soonest` of
+    -- src/draw/pool.rs, and `borrow` (src/draw/borrow.rs) when there are
+    -- spill keys. The denial names when the request can first be paid, own
+    -- buckets first; a spill bucket counts with its capacity less the
+    -- reserve, and may pay from its room above the reserve.
+    local soonest, soonest_at = 1, math.huge
+    for j = 1, k do
+      local capacity = argv[a + 4 + j] * interval
+      if capacity >= cost then
+        local at = raw[j]
+        if at < now then
+          at = now
+        end
+        at = at - (capacity - cost)
+        if at < soonest_at then
+          soonest, soonest_at = j, at
+        end
+      end
+    end
+    if n > 1 then
+      -- The first instant the own buckets' whole tokens add up to n (the
+      -- tokens at `now` do not): no later than one bucket alone, nor than
+      -- all of them full, if they hold n then; found by halving.
+      local full = now
+      for j = 1, k do
+        if raw[j] > full then
+          full = raw[j]
+        end
+      end
+      local function together(t)
+        local sum = 0
+        for j = 1, k do
+          sum = sum + tokens_at(raw, argv, a, interval, j, t)
+        end
+        return sum
+      end
+      local high = soonest_at
+      if together(full) >= n and full < high then
+        high = full
+      end
+      if high ~= math.huge then
+        local low = now
+        while high - low > 1 do
+          local half = high - low
+          local mid = low + (half - half % 2) / 2
+          if together(mid) >= n then
+            high = mid
+          else
+            low = mid
+          end
+        end
+        -- The bucket whose token completes them, the lowest if several.
+        for j = 1, k do
+          if tokens_at(raw, argv, a, interval, j, high) > tokens_at(raw, argv, a, interval, j, high - 1) then
+            soonest = j
+            break
+          end
+        end
+        soonest_at = high
+      end
+    end
+    best, best_room = nil, 0
+    for j = k + 1, ranked do
+      local lendable = argv[a + 4 + j] * interval - argv[a + 4 + ranked + j - k]
+      local tat = raw[j]
+      local above = lendable
+      if tat > now then
+        above = lendable - (tat - now)
+        if above < 0 then
+          above = 0
+        end
+      end
+      if above >= cost then
+        if best == nil or above > best_room then
+          best, best_room = j, above
+        end
+      elseif lendable >= cost then
+        local at = tat
+        if at < now then
+          at = now
+        end
+        at = at - (lendable - cost)
+        if at < soonest_at then
+          soonest, soonest_at = j, at
+        end
+      end
+    end
+    if best == nil then
+      local retry = soonest_at - now
+      if retry < 1 then
+        retry = 1
+      end
+      -- And what each own bucket holds just before then, if nothing is taken
+      -- meanwhile: no more than that until the retry time, whatever other
+      -- processes do (the client's denial cache keeps it).
+      local reply = { 0, soonest - 1, retry, 0 }
+      for j = 1, k do
+        reply[4 + j] = tokens_at(raw, argv, a, interval, j, soonest_at - 1)
+      end
+      return reply
+    end
+    -- Nothing was taken from the own buckets.
+    remaining = tokens
+  elseif ties > 1 then
+    -- The first bucket with the most room at or after `start`, wrapping.
+    local j = start + 1
+    for _ = 1, k do
+      local capacity = argv[a + 4 + j] * interval
+      local room = capacity
+      if raw[j] > now then
+        room = capacity - (raw[j] - now)
+        if room < 0 then
+          room = 0
+        end
+      end
+      if room == best_room then
+        best = j
+        break
+      end
+      if j == k then j = 1 else j = j + 1 end
+    end
+  end
+  local tat = raw[best]
+  if n > 0 then
+    if tat < now then
+      tat = now
+    end
+    tat = tat + cost
+    -- The store's compare-and-swap: the script is atomic, so a SET.
+    put(held, keys[kb + best], tat, clock_now)
+  end
+  if tat - now > full_in then
+    full_in = tat - now
+  end
+  return { 1, best - 1, full_in, remaining, n, tat }
 end
-if tat - now > full_in then
-  full_in = tat - now
-end
-return { 1, best - 1, full_in, remaining, n, tat }

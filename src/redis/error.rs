@@ -81,6 +81,26 @@ pub enum BuildError {
         /// The option's name.
         option: &'static str,
     },
+    /// [`RedisOptions::batch`](super::RedisOptions::batch) with no
+    /// decisions per batch, or more than [`MAX_BATCH`](super::MAX_BATCH).
+    BatchSize {
+        /// The most decisions per batch asked for.
+        max_decisions: u32,
+    },
+    /// [`RedisOptions::batch`](super::RedisOptions::batch) with a window of
+    /// zero, or not shorter than the deadline (every decision that waited
+    /// for its batch would miss it).
+    BatchWindow {
+        /// The window asked for.
+        window: Duration,
+        /// The [deadline](super::RedisOptions::deadline).
+        deadline: Duration,
+    },
+    /// [`RedisOptions::batch`](super::RedisOptions::batch) with the
+    /// [`Layout::Spread`](super::Layout::Spread) layout, whose buckets may
+    /// live on different Cluster nodes, where no one script call reaches
+    /// them all.
+    SpreadBatching,
     /// The URL is not a Redis URL.
     InvalidUrl {
         /// The `redis` crate's error.
@@ -144,6 +164,23 @@ impl fmt::Display for BuildError {
             BuildError::ZeroDuration { option } => {
                 write!(f, "RedisOptions::{option} is zero: use a positive duration")
             }
+            BuildError::BatchSize { max_decisions } => write!(
+                f,
+                "RedisOptions::batch({max_decisions}, ..) asks for {max_decisions} decisions \
+                 per batch: use 1 to {}",
+                super::MAX_BATCH
+            ),
+            BuildError::BatchWindow { window, deadline } => write!(
+                f,
+                "RedisOptions::batch(.., {window:?}) waits {window:?} for a batch, which must \
+                 be more than zero and shorter than the deadline ({deadline:?}): use a window \
+                 of a few hundred microseconds"
+            ),
+            BuildError::SpreadBatching => f.write_str(
+                "RedisOptions::batch(..) is not offered with Layout::Spread, whose buckets may \
+                 live on different Redis Cluster nodes: remove .batch(..), or use \
+                 Layout::OneSlot",
+            ),
             BuildError::InvalidUrl { source } => write!(
                 f,
                 "not a Redis URL ({source}): use redis://[[user]:password@]host[:port][/db]"

@@ -16,6 +16,10 @@
 //! (a restart, a failover, `SCRIPT FLUSH`) does the `NOSCRIPT` answer cost a
 //! `SCRIPT LOAD` and a second `EVALSHA`.
 //!
+//! With [`RedisOptions::batch`] the decisions of one process that wait
+//! together share one `EVALSHA` instead, applied in arrival order, each as
+//! it would be alone (see the [Redis guide](crate::guide::redis#batching)).
+//!
 //! # The same decision as in process
 //! The script is the same draw as the in-process limiter's — the same
 //! roomiest-bucket choice, the same GCRA arithmetic, the same denial — in
@@ -189,6 +193,7 @@ use crate::store::sealed::{Apply as _, Local};
 use crate::{Denied, Grant, Handle, Limiter, Request, ShardedLimiter};
 
 // Also the in-flight leases' (`src/inflight/lease/`).
+mod batch;
 pub(crate) mod breaker;
 mod build;
 mod charge;
@@ -213,7 +218,8 @@ pub(crate) use script::redis_server;
 pub use error::{BuildError, Error};
 pub use layout::Layout;
 pub use options::{
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_DEADLINE, DEFAULT_RETRY_EVERY, FailurePolicy, RedisOptions,
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_DEADLINE, DEFAULT_RETRY_EVERY, FailurePolicy, MAX_BATCH,
+    RedisOptions,
 };
 pub use retry::{FLUSH_EVERY, RedisRetryBudget};
 pub use store::{Decision, RedisStats, RedisStore, Source};

@@ -28,6 +28,10 @@ pub const DEFAULT_RETRY_EVERY: Duration = Duration::from_millis(100);
 /// [`RedisOptions::connect_timeout`] says otherwise.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// The most decisions one batch may hold
+/// ([`RedisOptions::batch`]): 1024.
+pub const MAX_BATCH: u32 = 1024;
+
 /// What a limiter does when Redis does not answer in time.
 ///
 /// See the [module documentation](super) for when to choose which.
@@ -78,6 +82,7 @@ pub struct RedisOptions {
     pub(super) cache_denials: bool,
     pub(super) layout: Layout,
     pub(super) key_prefix: String,
+    pub(super) batch: Option<(u32, Duration)>,
 }
 
 impl RedisOptions {
@@ -94,6 +99,7 @@ impl RedisOptions {
             cache_denials: true,
             layout: Layout::OneSlot,
             key_prefix: String::new(),
+            batch: None,
         }
     }
 
@@ -163,6 +169,46 @@ impl RedisOptions {
     pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.key_prefix = prefix.into();
         self
+    }
+
+    /// Coalesces the decisions of this process into batches: one script
+    /// call for up to `max_decisions` decisions. A batch leaves as soon as
+    /// no other batch is out, once `max_decisions` wait, or `window` after
+    /// the first of them, whichever comes first: a lone decision leaves at
+    /// once, and while a batch is out the next one gathers, so the window
+    /// bounds the wait rather than setting it (tokio's timer rounds it up to
+    /// a whole millisecond). Off by default: one script call per decision.
+    ///
+    /// The script applies a batch's decisions in the order they arrived,
+    /// each exactly as it would apply it alone, so the budget, the
+    /// isolation and every decision's meaning are unchanged; what changes
+    /// is that a decision may wait up to `window` for its batch to leave,
+    /// and that many decisions share one round trip. The deadline, the
+    /// breaker and the failure policy still apply to each decision (a batch
+    /// that misses the deadline fails each of its decisions by the policy).
+    /// A batch takes the decisions waiting from every tenant in turn, so a
+    /// flood of one tenant cannot keep another's decision out of the next
+    /// batch while fewer than `max_decisions` tenants wait. Only the
+    /// [`Layout::OneSlot`] layout batches, and building checks the values:
+    /// see the [Redis guide](crate::guide::redis#batching).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use shuffle_limiter::redis::{FailurePolicy, RedisOptions};
+    ///
+    /// let options = RedisOptions::new(FailurePolicy::FailClosed)
+    ///     .batch(64, Duration::from_micros(200));
+    /// assert_eq!(options.batching(), Some((64, Duration::from_micros(200))));
+    /// ```
+    pub fn batch(mut self, max_decisions: u32, window: Duration) -> Self {
+        self.batch = Some((max_decisions, window));
+        self
+    }
+
+    /// The [batching](Self::batch) asked for, as (most decisions, window):
+    /// `None` unless set.
+    pub fn batching(&self) -> Option<(u32, Duration)> {
+        self.batch
     }
 
     /// The [key prefix](Self::key_prefix): empty unless set.

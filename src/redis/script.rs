@@ -1,8 +1,10 @@
 //! The draw on the server: `draw.lua` mirrors `draw` of `src/draw/` line
 //! by line, and this file sends it a shard and reads its answer.
 
-use ::redis::Script;
+use std::sync::Arc;
+
 use ::redis::aio::ConnectionLike;
+use ::redis::{Cmd, FromRedisValue, RedisError, Script, ServerErrorKind, Value};
 
 use super::error::Error;
 use super::layout::Layout;
@@ -10,18 +12,23 @@ use crate::draw::{MAX_K, Outcome, Pool, ShardShape, Single};
 use crate::plan::Split;
 use crate::{Denied, Grant, Shard};
 
-/// The script's source, after what every script of the limiter starts with.
-const DRAW_LUA: &str = concat!(include_str!("prelude.lua"), include_str!("draw.lua"));
+/// The script's source, after what every script of the limiter starts with:
+/// the draw, called once.
+const DRAW_LUA: &str = concat!(
+    include_str!("prelude.lua"),
+    include_str!("draw.lua"),
+    include_str!("draw_one.lua")
+);
 
 /// Nanoseconds in the script's unit of time.
 pub(super) const MICROS: u64 = 1000;
 
 /// The script with the keys of every bucket.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) struct DrawScript {
     script: Script,
     /// The key of every bucket i, as the layout names it.
-    keys: Box<[String]>,
+    keys: Arc<[String]>,
     /// The key of the quota set live (see `quota.rs`): one for every
     /// bucket, or one per bucket in its slot.
     quota_keys: Box<[String]>,
@@ -61,6 +68,11 @@ impl DrawScript {
         &self.keys
     }
 
+    /// The keys of every bucket, shared (with the batches' script).
+    pub(super) fn shared_keys(&self) -> Arc<[String]> {
+        Arc::clone(&self.keys)
+    }
+
     /// The quota key in the slot of `bucket`.
     pub(super) fn quota_key(&self, bucket: u32) -> &str {
         let keys = &self.quota_keys;
@@ -75,103 +87,82 @@ impl DrawScript {
         self.keys.get(bucket as usize).map(String::as_str)
     }
 
-    /// One round trip: the draw for `n` tokens over `shard` (its own
-    /// buckets, then its spill buckets above a `reserve` of 2⁻³² parts),
-    /// settling a tie from shard position `start`, on the server's clock
-    /// `lead` µs on, with the split of quota `version`.
-    #[allow(clippy::too_many_arguments)] // the script's inputs, one for one
+    /// One round trip: the draw of `request`.
     pub(super) async fn draw<Conn: ConnectionLike>(
         &self,
         connection: &mut Conn,
-        (version, split): (u64, &Split),
-        shard: &Shard,
-        reserve: u32,
-        (n, lead): (u32, u64),
-        start: usize,
+        request: &Request,
     ) -> Result<Answer, Error> {
-        let ids = shard.ranked();
-        let bursts = split.bursts(shard);
-        let shape = ShardShape {
-            own: shard.buckets().len(),
-            spill: shard.spill().len(),
-            reserve: u64::from(reserve),
-        };
-        let interval = split.interval() / MICROS;
-        let call = Call {
-            ids,
-            shape,
-            interval,
-            bursts: &bursts[..ids.len()],
-            n,
-            start,
-            version,
-            lead,
-            now: None,
-        };
-        self.run(connection, &call).await
-    }
-
-    /// One round trip over `bucket` alone, for the spread layout: the same
-    /// draw as a shard of that one bucket (k = 1, no spill), for `n` tokens,
-    /// on its node's clock `lead` µs on, with the split of quota `version`.
-    pub(super) async fn draw_one<Conn: ConnectionLike>(
-        &self,
-        connection: &mut Conn,
-        (version, split): (u64, &Split),
-        bucket: u32,
-        (n, lead): (u32, u64),
-    ) -> Result<Answer, Error> {
-        let call = Call {
-            ids: &[bucket],
-            shape: ShardShape {
-                own: 1,
-                spill: 0,
-                reserve: 0,
-            },
-            interval: split.interval() / MICROS,
-            bursts: &[split.burst_of(bucket)],
-            n,
-            start: 0,
-            version,
-            lead,
-            now: None,
-        };
-        self.run(connection, &call).await
+        self.run(connection, &request.call()).await
     }
 
     /// The script's inputs, one for one those of `draw` in `src/draw/`.
-    async fn run<Conn: ConnectionLike>(
+    pub(super) async fn run<Conn: ConnectionLike>(
         &self,
         connection: &mut Conn,
         call: &Call<'_>,
     ) -> Result<Answer, Error> {
-        let mut invocation = self.script.prepare_invoke();
+        let keys = call.ids.len() + 1;
+        let mut cmd = evalsha(&self.script, keys, keys + call.arguments() + 1);
         for &b in call.ids {
-            invocation.key(self.keys[b as usize].as_str());
+            cmd.arg(self.keys[b as usize].as_str());
         }
-        invocation.key(self.quota_key(call.ids[0]));
-        invocation
-            .arg(call.interval)
-            .arg(call.n)
-            .arg(call.start)
-            .arg(call.shape.own);
-        for &burst in call.bursts {
-            invocation.arg(burst);
-        }
-        // What a borrower must leave in each spill bucket, worked out here:
-        // the product would not fit in Lua's doubles.
-        for &burst in &call.bursts[call.shape.own..] {
-            let capacity = u64::from(burst) * call.interval;
-            invocation.arg(call.shape.reserve_of(capacity));
-        }
-        invocation.arg(call.version).arg(call.lead);
+        cmd.arg(self.quota_key(call.ids[0]));
+        call.push_arguments(&mut cmd);
         if let Some(now) = call.now {
-            invocation.arg(now);
+            cmd.arg(now);
         }
-        let reply: Vec<i64> = invocation
-            .invoke_async(connection)
+        let reply: Vec<i64> = query(&self.script, &cmd, connection)
             .await
             .map_err(Error::from_redis)?;
+        Answer::of(&reply, call)
+    }
+}
+
+/// An `EVALSHA` of `script` over `keys` keys, with room for `arguments`
+/// keys and arguments after it (one buffer, rather than the `redis` crate's
+/// buffer per argument of a `ScriptInvocation`).
+pub(super) fn evalsha(script: &Script, keys: usize, arguments: usize) -> Cmd {
+    let mut cmd = Cmd::with_capacity(3 + arguments, 64 + 24 * arguments);
+    cmd.arg("EVALSHA").arg(script.get_hash()).arg(keys);
+    cmd
+}
+
+/// Sends `cmd`, an `EVALSHA` of `script`; when the server has lost the
+/// script (a restart, a failover, `SCRIPT FLUSH`), loads it and sends
+/// `cmd` again, as `ScriptInvocation::invoke_async` does.
+pub(super) async fn query<T: FromRedisValue, Conn: ConnectionLike>(
+    script: &Script,
+    cmd: &Cmd,
+    connection: &mut Conn,
+) -> ::redis::RedisResult<T> {
+    let reply = query_value(script, cmd, connection).await?;
+    Ok(::redis::from_redis_value(reply.extract_error()?)?)
+}
+
+/// As `query`, but the reply as it came: an error reply inside an array
+/// (one decision's, in a batch) stays in its place rather than failing all.
+pub(super) async fn query_value<Conn: ConnectionLike>(
+    script: &Script,
+    cmd: &Cmd,
+    connection: &mut Conn,
+) -> ::redis::RedisResult<Value> {
+    let once = async |connection: &mut Conn| match connection.req_packed_command(cmd).await {
+        Ok(Value::ServerError(error)) => Err(RedisError::from(error)),
+        reply => reply,
+    };
+    match once(connection).await {
+        Err(e) if e.kind() == ::redis::ErrorKind::Server(ServerErrorKind::NoScript) => {
+            script.load_async(connection).await?;
+            once(connection).await
+        }
+        reply => reply,
+    }
+}
+
+impl Answer {
+    /// The script's reply to `call`: a draw, or that the quota changed.
+    pub(super) fn of(reply: &[i64], call: &Call<'_>) -> Result<Answer, Error> {
         let stale = match reply[..] {
             [-1, version] => u64::try_from(version).ok(),
             _ => None,
@@ -179,10 +170,48 @@ impl DrawScript {
         if let Some(version) = stale {
             return Ok(Answer::Stale { version });
         }
-        let drawn = parse(&reply, call.shape.own, call.ids.len()).ok_or_else(|| Error::Reply {
+        let drawn = parse(reply, call.shape.own, call.ids.len()).ok_or_else(|| Error::Reply {
             detail: format!("{reply:?}"),
         })?;
         Ok(Answer::Drawn(drawn))
+    }
+}
+
+impl Call<'_> {
+    /// How many arguments `push_arguments` sends.
+    pub(super) fn arguments(&self) -> usize {
+        6 + self.ids.len() + self.shape.spill
+    }
+
+    /// draw.lua's ARGV, but for the time the differential test sends.
+    pub(super) fn push_arguments(&self, cmd: &mut Cmd) {
+        self.for_each_argument(|n| {
+            cmd.arg(n);
+        });
+    }
+
+    /// Each of draw.lua's ARGV in turn, but for the time the differential
+    /// test sends.
+    pub(super) fn for_each_argument(&self, mut argument: impl FnMut(u64)) {
+        for n in [
+            self.interval,
+            u64::from(self.n),
+            self.start as u64,
+            self.shape.own as u64,
+        ] {
+            argument(n);
+        }
+        for &burst in self.bursts {
+            argument(u64::from(burst));
+        }
+        // What a borrower must leave in each spill bucket, worked out here:
+        // the product would not fit in Lua's doubles.
+        for &burst in &self.bursts[self.shape.own..] {
+            let capacity = u64::from(burst) * self.interval;
+            argument(self.shape.reserve_of(capacity));
+        }
+        argument(self.version);
+        argument(self.lead);
     }
 }
 
@@ -207,21 +236,104 @@ pub(super) struct Drawn {
     pub(super) held: [u32; MAX_K],
 }
 
+/// One decision for the script, owned (to wait in a batch): the ranked
+/// bucket ids (own, then spill), how the draw sees them, the interval in
+/// µs, their bursts, the request and the quota version they come from.
+#[derive(Debug, Clone)]
+pub(super) struct Request {
+    ids: [u32; MAX_K],
+    bursts: [u32; MAX_K],
+    shape: ShardShape,
+    interval: u64,
+    n: u32,
+    start: usize,
+    version: u64,
+    lead: u64,
+}
+
+impl Request {
+    /// The draw for `n` tokens over `shard` (its own buckets, then its
+    /// spill buckets above a `reserve` of 2⁻³² parts), settling a tie from
+    /// shard position `start`, on the server's clock `lead` µs on, with the
+    /// split of quota `version`.
+    pub(super) fn of(
+        (version, split): (u64, &Split),
+        shard: &Shard,
+        reserve: u32,
+        (n, lead): (u32, u64),
+        start: usize,
+    ) -> Self {
+        let mut ids = [0; MAX_K];
+        ids[..shard.ranked().len()].copy_from_slice(shard.ranked());
+        Request {
+            ids,
+            bursts: split.bursts(shard),
+            shape: ShardShape {
+                own: shard.buckets().len(),
+                spill: shard.spill().len(),
+                reserve: u64::from(reserve),
+            },
+            interval: split.interval() / MICROS,
+            n,
+            start,
+            version,
+            lead,
+        }
+    }
+
+    /// The same draw as a shard of `bucket` alone (k = 1, no spill), for
+    /// the spread layout.
+    pub(super) fn one((version, split): (u64, &Split), bucket: u32, (n, lead): (u32, u64)) -> Self {
+        let (mut ids, mut bursts) = ([0; MAX_K], [0; MAX_K]);
+        (ids[0], bursts[0]) = (bucket, split.burst_of(bucket));
+        Request {
+            ids,
+            bursts,
+            shape: ShardShape {
+                own: 1,
+                spill: 0,
+                reserve: 0,
+            },
+            interval: split.interval() / MICROS,
+            n,
+            start: 0,
+            version,
+            lead,
+        }
+    }
+
+    /// The script's inputs, on the server's clock.
+    pub(super) fn call(&self) -> Call<'_> {
+        let ranked = self.shape.own + self.shape.spill;
+        Call {
+            ids: &self.ids[..ranked],
+            shape: self.shape,
+            interval: self.interval,
+            bursts: &self.bursts[..ranked],
+            n: self.n,
+            start: self.start,
+            version: self.version,
+            lead: self.lead,
+            now: None,
+        }
+    }
+}
+
 /// One call of the script: the ranked bucket ids (own, then spill), how the
 /// draw sees them, the interval in µs, their bursts, the request, the quota
 /// version they come from, and `now` in µs (or the server's clock when
 /// `None`).
-struct Call<'a> {
-    ids: &'a [u32],
-    shape: ShardShape,
-    interval: u64,
-    bursts: &'a [u32],
-    n: u32,
-    start: usize,
-    version: u64,
+pub(super) struct Call<'a> {
+    pub(super) ids: &'a [u32],
+    pub(super) shape: ShardShape,
+    pub(super) interval: u64,
+    pub(super) bursts: &'a [u32],
+    pub(super) n: u32,
+    pub(super) start: usize,
+    pub(super) version: u64,
     /// µs from now the draw is made at: 0, or a booking's lead.
-    lead: u64,
-    now: Option<u64>,
+    pub(super) lead: u64,
+    pub(super) now: Option<u64>,
 }
 
 /// The script's reply as the draw's outcome, in microseconds (with the
@@ -286,6 +398,9 @@ pub(crate) mod redis_server;
 
 #[cfg(test)]
 mod differential;
+
+#[cfg(test)]
+mod batched;
 
 #[cfg(test)]
 mod changes;

@@ -23,7 +23,7 @@ use ::redis::aio::ConnectionLike;
 use tokio::time::{Instant, timeout_at};
 
 use super::error::Error;
-use super::script::{Answer, MICROS, answer};
+use super::script::{Answer, MICROS, Request, answer};
 use super::store::{Decision, ERRORS, Shared, Source};
 use crate::draw::{MAX_K, Outcome, Single};
 use crate::plan::Split;
@@ -139,9 +139,8 @@ where
             }
             tries.asked = true;
             let mut connection = self.connection.clone();
-            let call = self
-                .script
-                .draw_one(&mut connection, (version, &split), b, (n, lead));
+            let request = Request::one((version, &split), b, (n, lead));
+            let call = self.script.draw(&mut connection, &request);
             let error = match timeout_at(deadline, call).await {
                 // No quota is set live in this layout: every process is on
                 // the one it was built with.
@@ -220,9 +219,8 @@ where
                 return self.by_policy(&shard, 0, error);
             }
             let mut connection = self.connection.clone();
-            let call = self
-                .script
-                .draw_one(&mut connection, (version, &split), b, (0, 0));
+            let request = Request::one((version, &split), b, (0, 0));
+            let call = self.script.draw(&mut connection, &request);
             let error = match timeout_at(deadline, call).await {
                 Ok(Ok(Answer::Stale { version })) => Error::Reply {
                     detail: format!("a quota of version {version} beside a spread bucket"),

@@ -12,6 +12,7 @@ use ::redis::aio::ConnectionLike;
 use crossbeam_utils::CachePadded;
 use tokio::time::timeout;
 
+use super::batch::Batcher;
 use super::breaker::Breaker;
 use super::denial_cache::DenialCache;
 use super::error::Error;
@@ -19,7 +20,7 @@ use super::layout::Layout;
 use super::metrics::RedisMetrics;
 use super::options::{FailurePolicy, RedisOptions};
 use super::quota::{ChangeScripts, parse_quota};
-use super::script::{Answer, DrawScript, Drawn, MICROS, answer};
+use super::script::{Answer, DrawScript, Drawn, MICROS, Request, answer};
 use super::spread::Rooms;
 use crate::assign::ShardCache;
 
@@ -90,6 +91,8 @@ pub(super) struct Shared<Conn, L> {
     /// one-slot layout's).
     pub(super) held: Box<[AtomicU64]>,
     pub(super) fallback: Option<L>,
+    /// Where decisions wait for their batch, when batching is on.
+    pub(super) batcher: Option<Batcher>,
     /// How shards are found, to resolve one again when another process
     /// changed N (rare: without a cache).
     pub(super) shards: Shards,
@@ -285,16 +288,15 @@ where
         start: usize,
     ) -> Result<(Drawn, Shard, u64), Error> {
         for _ in 0..3 {
-            let mut connection = self.connection.clone();
-            let answer = self.script.draw(
-                &mut connection,
-                (version, &split),
-                &shard,
-                self.reserve,
-                (n, lead),
-                start,
-            );
-            match answer.await? {
+            let request = Request::of((version, &split), &shard, self.reserve, (n, lead), start);
+            let answer = match &self.batcher {
+                Some(batcher) => batcher.draw((whom.id, &shard), request).await,
+                None => {
+                    let mut connection = self.connection.clone();
+                    self.script.draw(&mut connection, &request).await
+                }
+            };
+            match answer? {
                 Answer::Drawn(drawn) => return Ok((drawn, shard, version)),
                 Answer::Stale { .. } => {
                     self.refresh().await?;

@@ -53,3 +53,12 @@ pub(crate) async fn redis_limiter(
         .await
         .unwrap()
 }
+
+/// The server's clock, in microseconds.
+pub(crate) async fn server_micros(limiter: &RedisLimiter) -> u64 {
+    let (secs, micros): (u64, u64) = redis::cmd("TIME")
+        .query_async(&mut limiter.connection().clone())
+        .await
+        .unwrap();
+    secs * 1_000_000 + micros
+}

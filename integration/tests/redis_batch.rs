@@ -1,0 +1,283 @@
+//! Batched decisions ([`RedisOptions::batch`]) against a real
+//! `redis-server`: the budget under many concurrent decisions, a flood of one tenant that cannot hold back
+//! another's decision, callers that leave, a batch that misses the
+//! deadline, and the settings refused. (The same answers as in process are
+//! in tests/redis.rs, and that a batch applies its decisions exactly as one
+//! by one is the differential test in src/redis/script/.)
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use shuffle_limiter::redis::{
+    BuildError, FailurePolicy, Layout, MAX_BATCH, RedisLimiter, RedisOptions, Source,
+};
+use shuffle_limiter::{DenialReason, Limit, Quota, ShardedLimiter};
+
+#[path = "support/batch.rs"]
+mod batch;
+#[path = "../../tests/support/redis_server.rs"]
+mod redis_server;
+#[path = "support/serial.rs"]
+mod serial;
+use batch::{BATCH, batched_if};
+use redis_server::RedisServer;
+use serial::{options, serial, server_micros};
+
+/// A batched limiter on `server`: `quota` over 8 buckets, 2 per tenant.
+async fn batched(server: &RedisServer, quota: Quota, name: &str) -> RedisLimiter {
+    ShardedLimiter::builder()
+        .quota(quota)
+        .buckets(8)
+        .per_tenant(2)
+        .name(name)
+        .build_redis(
+            &server.url(),
+            batched_if(options(FailurePolicy::FailClosed), true),
+        )
+        .await
+        .unwrap()
+}
+
+#[test]
+fn many_concurrent_batched_decisions_stay_within_the_budget() {
+    let server = RedisServer::start();
+    serial(async {
+        // R = 400/s, B = 40: 64 tasks over 40 tenants ask far more.
+        let limiter = Arc::new(
+            batched(
+                &server,
+                Quota::per_second(400).with_burst(40),
+                "batched-budget",
+            )
+            .await,
+        );
+        let granted = Arc::new(AtomicU64::new(0));
+        let first = server_micros(&limiter).await;
+        let until = tokio::time::Instant::now() + Duration::from_millis(1500);
+        let tasks: Vec<_> = (0..64u64)
+            .map(|task| {
+                let (limiter, granted) = (limiter.clone(), granted.clone());
+                tokio::spawn(async move {
+                    let mut i = task;
+                    while tokio::time::Instant::now() < until {
+                        if limiter.check(format!("t{}", i % 40)).await.is_ok() {
+                            granted.fetch_add(1, Ordering::Relaxed);
+                        }
+                        i += 64;
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.unwrap();
+        }
+        let last = server_micros(&limiter).await;
+        let t = (last - first) as f64 / 1e6;
+        let (granted, budget) = (granted.load(Ordering::Relaxed), 400.0 * t + 40.0);
+        let stats = limiter.stats();
+        assert_eq!(stats.from_policy(), 0, "{stats:?}");
+        assert!(
+            granted as f64 <= budget,
+            "{granted} granted in {t:.3} s, budget {budget}"
+        );
+        // The budget was pressed: every tenant asked all the time.
+        assert!(granted as f64 >= 0.8 * budget, "{granted} of {budget}");
+    });
+}
+
+#[test]
+fn a_flood_of_one_tenant_leaves_another_in_the_first_batch_after_it() {
+    let server = RedisServer::start();
+    let _guard = serial::one_at_a_time();
+    // One thread: a task runs in the order it was woken, so what the test
+    // counts is what was answered, not what a busy worker got to.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let limiter =
+            Arc::new(batched(&server, Quota::per_second(1_000_000), "batched-flood").await);
+        // A tenant on other buckets than the flooder's.
+        let flood_shard = limiter.shard("flooder");
+        let other = (0..)
+            .map(|i| format!("other-{i}"))
+            .find(|t| limiter.shard(t).overlap(&flood_shard) == 0)
+            .unwrap();
+        const FLOOD: u64 = 4000;
+        let flooded = Arc::new(AtomicU64::new(0));
+        let flood: Vec<_> = (0..FLOOD)
+            .map(|_| {
+                let (limiter, flooded) = (limiter.clone(), flooded.clone());
+                tokio::spawn(async move {
+                    limiter.check("flooder").await.unwrap();
+                    flooded.fetch_add(1, Ordering::Relaxed);
+                })
+            })
+            .collect();
+        // Once the flood is under way (every decision of it asked, the first
+        // answered), the other tenant asks.
+        while flooded.load(Ordering::Relaxed) == 0 {
+            tokio::task::yield_now().await;
+        }
+        let before = flooded.load(Ordering::Relaxed);
+        limiter.check(other.as_str()).await.unwrap();
+        let after = flooded.load(Ordering::Relaxed);
+        // Its decision went out in the first batch after it came: at most the
+        // two batches out when it came and its own (where it took a turn
+        // beside at most BATCH.0 - 1 of the flood) were answered meanwhile,
+        // and a batch answered just before it came whose callers had yet to
+        // count, each of at most BATCH.0 decisions — not the thousands
+        // queued before it.
+        assert!(
+            after - before <= 4 * u64::from(BATCH.0),
+            "{} of the flood decided while the other tenant waited",
+            after - before
+        );
+        assert!(
+            after < FLOOD / 2,
+            "the flood was nearly over: {after} of {FLOOD}"
+        );
+        for task in flood {
+            task.await.unwrap();
+        }
+        assert_eq!(limiter.stats().from_policy(), 0);
+    });
+}
+
+#[test]
+fn callers_that_leave_neither_lose_nor_double_tokens() {
+    let server = RedisServer::start();
+    serial(async {
+        // N = k = 2: one shard, 400 tokens, and no refill to speak of during
+        // the test (a token per 20 hours per bucket).
+        let limiter = Arc::new(
+            ShardedLimiter::builder()
+                .quota(Quota::new(1, Duration::from_secs(36_000)).with_burst(400))
+                .buckets(2)
+                .per_tenant(2)
+                .name("batched-leave")
+                .build_redis(
+                    &server.url(),
+                    batched_if(options(FailurePolicy::FailClosed), true),
+                )
+                .await
+                .unwrap(),
+        );
+        let granted = Arc::new(AtomicU64::new(0));
+        let mut tasks = Vec::new();
+        for i in 0..300u64 {
+            let (limiter, granted) = (limiter.clone(), granted.clone());
+            let task = tokio::spawn(async move {
+                if limiter.check("t").await.is_ok() {
+                    granted.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+            // Every third caller leaves, some before their batch leaves,
+            // some while it is out.
+            if i % 3 == 0 {
+                if i % 2 == 0 {
+                    tokio::task::yield_now().await;
+                }
+                task.abort();
+            } else {
+                tasks.push(task);
+            }
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+        // One more decision: once it is answered, every batch before it
+        // was applied (one connection, in order).
+        limiter.check("t").await.unwrap();
+        // The callers that stayed, the probe, and those that left after
+        // hearing their grant.
+        let granted = granted.load(Ordering::Relaxed) + 1;
+        let taken = 400 - limiter.remaining("t").await.unwrap();
+        // Each grant a caller heard took its token; a caller that left
+        // took at most its own, once.
+        assert!(
+            granted >= 201,
+            "{granted}: the callers that stayed were all granted"
+        );
+        assert!(
+            taken >= granted && taken - granted <= 100,
+            "{taken} tokens taken for {granted} grants heard, 100 callers having left"
+        );
+        assert_eq!(limiter.stats().from_policy(), 0);
+    });
+}
+
+#[test]
+fn a_batch_that_misses_the_deadline_fails_each_of_its_decisions_by_the_policy() {
+    let server = RedisServer::start();
+    serial(async {
+        let options = RedisOptions::new(FailurePolicy::FailClosed)
+            .deadline(Duration::from_millis(100))
+            .batch(BATCH.0, BATCH.1);
+        let limiter = Arc::new(
+            ShardedLimiter::builder()
+                .quota(Quota::per_second(1000))
+                .buckets(8)
+                .name("batched-late")
+                .build_redis(&server.url(), options)
+                .await
+                .unwrap(),
+        );
+        limiter.check("warm").await.unwrap();
+        // Redis answers nobody for 400 ms.
+        let _: () = redis::cmd("CLIENT")
+            .arg("PAUSE")
+            .arg(400)
+            .query_async(&mut server.connection().await)
+            .await
+            .unwrap();
+        let decisions: Vec<_> = (0..20)
+            .map(|i| {
+                let limiter = limiter.clone();
+                tokio::spawn(async move { limiter.decide(&format!("t{i}")).await })
+            })
+            .collect();
+        for decision in decisions {
+            let decision = decision.await.unwrap();
+            assert_eq!(decision.source(), Source::Policy);
+            let denied = decision.into_result().unwrap_err();
+            assert_eq!(denied.reason(), DenialReason::StoreUnavailable);
+        }
+        assert_eq!(limiter.stats().from_policy(), 20);
+    });
+}
+
+#[test]
+fn batch_settings_that_cannot_work_are_refused_before_connecting() {
+    serial(async {
+        let build = |options: RedisOptions| async {
+            // Nothing listens there: a refusal comes before any connection.
+            ShardedLimiter::builder()
+                .quota(Quota::per_second(10))
+                .name("refused")
+                .build_redis("redis://127.0.0.1:1", options)
+                .await
+                .unwrap_err()
+        };
+        let new = || RedisOptions::new(FailurePolicy::FailClosed);
+        let ms = Duration::from_millis;
+        for most in [0, MAX_BATCH + 1] {
+            let refused = build(new().batch(most, ms(1))).await;
+            assert!(
+                matches!(refused, BuildError::BatchSize { max_decisions } if max_decisions == most)
+            );
+            assert!(refused.to_string().contains("use 1 to 1024"), "{refused}");
+        }
+        for window in [Duration::ZERO, ms(100), ms(5000)] {
+            let refused = build(new().batch(8, window)).await;
+            assert!(
+                matches!(refused, BuildError::BatchWindow { window: w, .. } if w == window),
+                "{refused:?}"
+            );
+        }
+        let refused = build(new().batch(8, ms(1)).layout(Layout::Spread)).await;
+        assert!(matches!(refused, BuildError::SpreadBatching), "{refused:?}");
+    });
+}

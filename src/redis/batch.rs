@@ -1,0 +1,432 @@
+//! Decisions coalesced into batches ([`RedisOptions::batch`](super::RedisOptions::batch)):
+//! the decisions of one process that wait together go to Redis as one call
+//! of `draw_batch.lua`, which applies them in arrival order, each with the
+//! draw of `draw.lua` exactly as one call of it alone would.
+//!
+//! A decision's caller waits on its own reply, under its own deadline. A
+//! batch leaves as soon as no other batch is out; while one is, once `max`
+//! decisions wait or `window` after the first of them, whichever comes
+//! first; while two are, once one is back. An idle limiter sends a lone
+//! decision at once, a busy one gathers the next batch while one is out (so
+//! no timer decides how long the common case waits: tokio's timer counts
+//! whole milliseconds). A batch
+//! takes the decisions waiting from each tenant in turn, so a flood from one
+//! tenant does not keep another's decision out of the next batch (while
+//! fewer than `max` tenants wait). A decision whose caller is gone before
+//! its batch leaves (it gave up at the deadline, or was dropped) is not
+//! sent and takes nothing; one whose batch left counts, as a single
+//! decision in flight does, whether or not its caller is there to hear.
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasher, Hash, Hasher, RandomState};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ::redis::aio::ConnectionLike;
+use ::redis::{Cmd, RedisError, Script, Value};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::{Instant, timeout, timeout_at};
+
+use super::error::Error;
+use super::script::{Answer, Call, DrawScript, Request, evalsha, query_value};
+use crate::Shard;
+use crate::plan::whom::Id;
+
+/// The batch script: the draw called once per decision.
+const BATCH_LUA: &str = concat!(
+    include_str!("prelude.lua"),
+    include_str!("draw.lua"),
+    include_str!("draw_batch.lua")
+);
+
+/// The most batches out at once: two, so that this process works on the
+/// replies of one while Redis works on the other. More would only move the
+/// queue of a flood from here, where tenants take turns, to the connection,
+/// where the first come are answered first.
+pub(super) const MAX_OUT: usize = 2;
+
+/// Where a limiter's decisions wait for their batch; dropping it ends the
+/// task that gathers them, once the decisions waiting have left.
+#[derive(Debug)]
+pub(super) struct Batcher {
+    sender: mpsc::UnboundedSender<Event>,
+    hasher: RandomState,
+}
+
+/// What the task gathering batches hears.
+#[derive(Debug)]
+enum Event {
+    /// A decision to send.
+    Job(Job),
+    /// A batch is back.
+    Back,
+}
+
+/// A decision waiting for its batch.
+#[derive(Debug)]
+struct Job {
+    /// Whose it is, for taking tenants in turn.
+    tenant: u64,
+    /// When it came.
+    at: Instant,
+    request: Request,
+    reply: oneshot::Sender<Result<Answer, Error>>,
+}
+
+/// What the task that sends batches needs.
+struct Sending<Conn> {
+    connection: Conn,
+    script: BatchScript,
+    max: usize,
+    window: Duration,
+    deadline: Duration,
+}
+
+impl Batcher {
+    /// Starts the task that sends the batches of at most `max` decisions,
+    /// each `window` after its first decision at the latest, through
+    /// `connection`, on the keys of `script`; a batch unanswered by the
+    /// `deadline` fails every decision in it. It runs on the current tokio
+    /// runtime.
+    pub(super) fn start<Conn>(
+        connection: Conn,
+        script: &DrawScript,
+        max: u32,
+        (window, deadline): (Duration, Duration),
+    ) -> Self
+    where
+        Conn: ConnectionLike + Clone + Send + Sync + 'static,
+    {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        let sending = Sending {
+            connection,
+            script: BatchScript::of(script),
+            max: max as usize,
+            window,
+            deadline,
+        };
+        tokio::spawn(sending.run(sender.clone(), receiver));
+        Batcher {
+            sender,
+            hasher: RandomState::new(),
+        }
+    }
+
+    /// The script's answer to `request`, made for `id` over `shard`, once
+    /// its batch is answered.
+    pub(super) async fn draw(
+        &self,
+        (id, shard): (Id<'_>, &Shard),
+        request: Request,
+    ) -> Result<Answer, Error> {
+        let (reply, answer) = oneshot::channel();
+        let job = Job {
+            tenant: self.tenant(id, shard),
+            at: Instant::now(),
+            request,
+            reply,
+        };
+        self.sender.send(Event::Job(job)).map_err(|_| gone())?;
+        answer.await.unwrap_or_else(|_| Err(gone()))
+    }
+
+    /// A number for whose decision it is: the tenant's (its users count as
+    /// the tenant), or a fixed shard's first bucket.
+    fn tenant(&self, id: Id<'_>, shard: &Shard) -> u64 {
+        let mut hasher = self.hasher.build_hasher();
+        match id {
+            Id::Tenant(tenant) | Id::User(tenant, _) => tenant.hash(&mut hasher),
+            Id::Fixed => shard.buckets()[0].hash(&mut hasher),
+        }
+        hasher.finish()
+    }
+}
+
+/// The error of a decision whose batch could not be sent: the task that
+/// sends them is gone (its runtime shut down).
+fn gone() -> Error {
+    Error::Reply {
+        detail: "the batch of this decision was never sent: the task sending batches \
+                 has stopped (its tokio runtime shut down)"
+            .to_owned(),
+    }
+}
+
+impl<Conn> Sending<Conn>
+where
+    Conn: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// Gathers batches and sends each, until every `Batcher` is dropped: a
+    /// batch leaves as soon as no other is out; while one is, once `max`
+    /// decisions wait or `window` after the first of them, whichever comes
+    /// first; while [`MAX_OUT`] are, once one is back.
+    async fn run(
+        self,
+        events: mpsc::UnboundedSender<Event>,
+        mut receiver: mpsc::UnboundedReceiver<Event>,
+    ) {
+        let this = Arc::new(self);
+        let done = events.downgrade();
+        drop(events);
+        let mut waiting = Waiting::default();
+        let (mut out, mut closed) = (0usize, false);
+        loop {
+            if let Some(since) = waiting.since {
+                let due = waiting.len() >= this.max || Instant::now() >= since + this.window;
+                if closed || out == 0 || (out < MAX_OUT && due) {
+                    // Whoever arrived meanwhile takes their turn in this batch.
+                    while let Ok(event) = receiver.try_recv() {
+                        waiting.note(event, &mut out);
+                    }
+                    let batch = waiting.take(this.max);
+                    if !batch.is_empty() {
+                        out += 1;
+                        tokio::spawn(Arc::clone(&this).send(batch, done.clone()));
+                    }
+                    continue;
+                }
+            } else if closed {
+                return;
+            }
+            let event = match waiting.since {
+                Some(since) if out < MAX_OUT => {
+                    match timeout_at(since + this.window, receiver.recv()).await {
+                        Ok(event) => event,
+                        Err(_) => continue,
+                    }
+                }
+                _ => receiver.recv().await,
+            };
+            match event {
+                Some(event) => waiting.note(event, &mut out),
+                None => closed = true,
+            }
+        }
+    }
+
+    /// One script call for `batch`, each decision's answer to its caller,
+    /// and word to the task gathering batches that this one is back. A
+    /// batch of one is the decision alone: the script of one decision, which
+    /// costs the server less.
+    async fn send(self: Arc<Self>, batch: Vec<Job>, done: mpsc::WeakUnboundedSender<Event>) {
+        let mut connection = self.connection.clone();
+        let answers: Vec<Result<Answer, Error>> = if let [job] = &batch[..] {
+            let call = job.request.call();
+            let answer =
+                timeout(self.deadline, self.script.alone.run(&mut connection, &call)).await;
+            vec![answer.unwrap_or(Err(Error::Timeout {
+                after: self.deadline,
+            }))]
+        } else {
+            self.batch(&batch, &mut connection).await
+        };
+        for (job, answer) in batch.into_iter().zip(answers) {
+            // A caller that is gone has nothing to hear: the decision counted.
+            let _ = job.reply.send(answer);
+        }
+        if let Some(events) = done.upgrade() {
+            let _ = events.send(Event::Back);
+        }
+    }
+
+    /// The answers of the batch script to `batch`, in order.
+    async fn batch(&self, batch: &[Job], connection: &mut Conn) -> Vec<Result<Answer, Error>> {
+        let calls = || batch.iter().map(|job| job.request.call());
+        let cmd = self.script.cmd(calls(), None);
+        let script = &self.script.script;
+        match timeout(self.deadline, query_value(script, &cmd, connection)).await {
+            Ok(Ok(replies)) => answers(&replies, calls()),
+            Ok(Err(error)) => {
+                let error = Error::from_redis(error);
+                batch.iter().map(|_| Err(error.clone())).collect()
+            }
+            Err(_) => (batch.iter())
+                .map(|_| {
+                    Err(Error::Timeout {
+                        after: self.deadline,
+                    })
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Each call's answer from the batch script's reply, in order.
+pub(super) fn answers<'a>(
+    reply: &Value,
+    calls: impl ExactSizeIterator<Item = Call<'a>>,
+) -> Vec<Result<Answer, Error>> {
+    let count = calls.len();
+    let unreadable = || Error::Reply {
+        detail: format!("not the reply of a batch of {count}: {reply:?}"),
+    };
+    let (packed, errors) = match reply {
+        Value::Array(replies) => match replies.split_first() {
+            Some((Value::BulkString(packed), errors)) => (&packed[..], errors),
+            _ => return (0..count).map(|_| Err(unreadable())).collect(),
+        },
+        _ => return (0..count).map(|_| Err(unreadable())).collect(),
+    };
+    let mut numbers = packed
+        .chunks_exact(8)
+        .map(|n| f64::from_le_bytes(n.try_into().unwrap_or_default()));
+    let mut answers = Vec::with_capacity(count);
+    for call in calls {
+        let answer = match numbers.next() {
+            // As Redis turns a Lua number into an integer reply: truncated.
+            Some(length) if length >= 0.0 => {
+                let reply: Vec<i64> = numbers
+                    .by_ref()
+                    .take(length as usize)
+                    .map(|n| n as i64)
+                    .collect();
+                Answer::of(&reply, &call)
+            }
+            Some(error) => match errors.get((-error) as usize - 1) {
+                Some(Value::ServerError(error)) => {
+                    Err(Error::from_redis(RedisError::from(error.clone())))
+                }
+                _ => Err(unreadable()),
+            },
+            None => Err(unreadable()),
+        };
+        answers.push(answer);
+    }
+    answers
+}
+
+/// The batch script with the keys of every bucket (the one-slot layout's:
+/// one quota key for all), and the script of one decision alone.
+pub(super) struct BatchScript {
+    pub(super) script: Script,
+    alone: DrawScript,
+    keys: Arc<[String]>,
+    quota_key: String,
+}
+
+impl BatchScript {
+    pub(super) fn of(draw: &DrawScript) -> Self {
+        BatchScript {
+            script: Script::new(BATCH_LUA),
+            alone: draw.clone(),
+            keys: draw.shared_keys(),
+            quota_key: draw.quota_key(0).to_owned(),
+        }
+    }
+
+    /// The `EVALSHA` of `calls`, in order, on the server's clock or at
+    /// `now` µs: each bucket key once, the numbers packed (see
+    /// `draw_batch.lua`).
+    pub(super) fn cmd<'a>(&self, calls: impl Iterator<Item = Call<'a>>, now: Option<u64>) -> Cmd {
+        // Position in KEYS (1-based, after the quota key) of each bucket.
+        let mut positions: HashMap<u32, usize> = HashMap::new();
+        let mut buckets = Vec::new();
+        let mut packed = Vec::new();
+        let mut count = 0;
+        let push =
+            |packed: &mut Vec<u8>, n: u64| packed.extend_from_slice(&(n as f64).to_le_bytes());
+        for call in calls {
+            count += 1;
+            let ranked = call.ids.len();
+            push(&mut packed, (1 + ranked + call.arguments()) as u64);
+            push(&mut packed, ranked as u64);
+            for &b in call.ids {
+                let position = *positions.entry(b).or_insert_with(|| {
+                    buckets.push(b);
+                    buckets.len() + 1
+                });
+                push(&mut packed, position as u64);
+            }
+            call.for_each_argument(|n| push(&mut packed, n));
+        }
+        let mut cmd = evalsha(&self.script, 1 + buckets.len(), 4 + buckets.len());
+        cmd.arg(self.quota_key.as_str());
+        for &b in &buckets {
+            cmd.arg(self.keys[b as usize].as_str());
+        }
+        cmd.arg(count);
+        match now {
+            Some(now) => cmd.arg(now),
+            None => cmd.arg(""),
+        };
+        cmd.arg(packed);
+        cmd
+    }
+}
+
+/// The decisions waiting, by tenant, with the order tenants take turns in.
+#[derive(Default)]
+struct Waiting {
+    by_tenant: HashMap<u64, VecDeque<(u64, Job)>>,
+    /// Tenants with decisions waiting, the next to take a turn first.
+    turns: VecDeque<u64>,
+    len: usize,
+    /// Arrivals so far, to keep a batch in arrival order.
+    arrived: u64,
+    /// When the decision waiting longest came; `None` when none waits.
+    since: Option<Instant>,
+}
+
+impl Waiting {
+    #[cfg(test)]
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    /// A decision joins, or a batch is back (one fewer `out`).
+    fn note(&mut self, event: Event, out: &mut usize) {
+        match event {
+            Event::Job(job) => self.push(job),
+            Event::Back => *out = out.saturating_sub(1),
+        }
+    }
+
+    fn push(&mut self, job: Job) {
+        self.since.get_or_insert(job.at);
+        let queue = self.by_tenant.entry(job.tenant).or_default();
+        if queue.is_empty() {
+            self.turns.push_back(job.tenant);
+        }
+        queue.push_back((self.arrived, job));
+        self.arrived += 1;
+        self.len += 1;
+    }
+
+    /// Up to `max` decisions whose callers still wait, one per tenant in
+    /// turn, in the order they arrived; those whose callers are gone are
+    /// dropped on the way.
+    fn take(&mut self, max: usize) -> Vec<Job> {
+        let mut batch = Vec::with_capacity(max.min(self.len));
+        while batch.len() < max
+            && let Some(tenant) = self.turns.pop_front()
+        {
+            let Some(queue) = self.by_tenant.get_mut(&tenant) else {
+                continue;
+            };
+            while let Some((arrived, job)) = queue.pop_front() {
+                self.len -= 1;
+                if !job.reply.is_closed() {
+                    batch.push((arrived, job));
+                    break;
+                }
+            }
+            if queue.is_empty() {
+                self.by_tenant.remove(&tenant);
+            } else {
+                self.turns.push_back(tenant);
+            }
+        }
+        self.since = (self.turns.iter())
+            .filter_map(|tenant| Some(self.by_tenant.get(tenant)?.front()?.1.at))
+            .min();
+        batch.sort_unstable_by_key(|&(arrived, _)| arrived);
+        batch.into_iter().map(|(_, job)| job).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests;
