@@ -156,6 +156,44 @@ fn bad_values_are_typed_errors_naming_the_field() {
 }
 
 #[test]
+fn a_limiter_that_lends_tokens_lends_permits_above_the_same_reserve() {
+    let text = r#"
+        [limiters.x]
+        rate = "100/s"
+        buckets = 8
+        per_tenant = 2
+        borrow_from = 2
+        lender_reserve = 0.5
+        concurrency = 16
+        pools = 8
+    "#;
+    let set = LimiterSet::from_config(&config(text)).unwrap();
+    let (limiter, inflight) = (set.get("x").unwrap(), set.inflight("x").unwrap());
+    // The spill pools are the spill buckets.
+    assert_eq!(inflight.shard("t"), limiter.shard("t"));
+    assert_eq!(inflight.shard("t").spill().len(), 2);
+    // Its own 2 pools of 2, then 1 above the reserve of each spill pool.
+    let held: Vec<_> = std::iter::from_fn(|| inflight.try_acquire("t").ok()).collect();
+    assert_eq!(held.len(), 6);
+    assert_eq!(held.iter().filter(|p| p.borrowed()).count(), 2);
+    for &pool in inflight.shard("t").spill() {
+        assert_eq!(inflight.free(pool), inflight.reserve(pool));
+    }
+    // Fewer pools than the shard and spill ranks: refused at borrow_from,
+    // though the rate limiter's 8 buckets would take it.
+    let text = text.replace("pools = 8", "pools = 3");
+    let err = LimiterSet::from_config(&config(&text)).unwrap_err();
+    assert_eq!((err.limiter(), err.field()), ("x", Some("borrow_from")));
+    assert!(
+        matches!(
+            err.inflight_error(),
+            Some(BuildError::SpillExceedsPools { .. })
+        ),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_config_with_concurrency_prints_as_it_reads() {
     let config = config(PARTNER);
     let printed = toml::to_string(&config).unwrap();

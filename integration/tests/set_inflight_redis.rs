@@ -70,6 +70,33 @@ fn lease_ttl_is_read_printed_and_only_taken_beside_redis() {
 }
 
 #[tokio::test]
+async fn a_redis_limiter_that_lends_tokens_lends_leases_above_the_same_reserve() {
+    let server = RedisServer::start();
+    let text = PARTNER
+        .replace("URL", &server.url())
+        .replace(
+            "buckets = 4",
+            "buckets = 4\nborrow_from = 1\nlender_reserve = 0.5",
+        )
+        .replace("concurrency = 4", "concurrency = 8");
+    let set = LimiterSet::connect(&toml::from_str(&text).unwrap())
+        .await
+        .unwrap();
+    let inflight = set.redis_inflight("partner").unwrap();
+    let spill = inflight.shard("tenant-7").spill().to_vec();
+    assert_eq!(spill.len(), 1);
+    // Its own 2 pools of 2 seats, then 1 above the spill pool's reserve.
+    let mut held = Vec::new();
+    while let Ok(lease) = inflight.try_acquire("tenant-7").await {
+        held.push(lease);
+    }
+    assert_eq!(held.len(), 5, "{held:?}");
+    let borrowed: Vec<_> = held.iter().filter(|l| l.borrowed()).collect();
+    assert_eq!(borrowed.len(), 1, "{held:?}");
+    assert_eq!(borrowed[0].pools().collect::<Vec<_>>(), [(spill[0], 1)]);
+}
+
+#[tokio::test]
 async fn two_sets_share_the_pools_in_redis_and_never_hold_more_than_c() {
     let server = RedisServer::start();
     let config = config(&server.url());

@@ -168,9 +168,6 @@ pub enum BuildError {
         /// The value given, as text.
         reserve: String,
     },
-    /// Borrowing from spill pools is asked of a limit over Redis, whose
-    /// leases take from a tenant's own pools only.
-    SpillOverRedis,
     /// The tenant cache asked for is larger than supported.
     CacheTooLarge {
         /// Entries asked for.
@@ -311,10 +308,6 @@ impl fmt::Display for BuildError {
                 f,
                 "lender_reserve({reserve}) is not a share of a pool's permits: use a value \
                  from 0 (lend every permit) up to but not including 1, such as 0.5"
-            ),
-            BuildError::SpillOverRedis => f.write_str(
-                "borrow_from(..) is not supported over Redis: leases take from a tenant's own \
-                 pools only; drop borrow_from, or raise per_tenant",
             ),
             BuildError::CacheTooLarge { entries, max } => write!(
                 f,

@@ -14,9 +14,11 @@ use crate::inflight::{self, BuildError, InFlight};
 /// The in-flight limit of one named limiter, as read from a config: the
 /// keys `concurrency`, `pools`, `max_queue` and `max_wait` of its table.
 ///
-/// The limit takes its k (`per_tenant`), j (`per_user`), `salt` and
-/// `tenant_cache` from the limiter's table, so that with as many pools
-/// as buckets a tenant's pools are its buckets. It lives in this process,
+/// The limit takes its k (`per_tenant`), j (`per_user`), `salt`,
+/// `tenant_cache` and borrowing (`borrow_from`, `lender_reserve`) from the
+/// limiter's table, so that with as many pools as buckets a tenant's pools
+/// are its buckets and its spill pools its spill buckets: a limiter that
+/// lends tokens lends permits too, above the same reserve. It lives in this process,
 /// whichever store the rate limiter uses, unless a Redis limiter's table
 /// sets a [`lease_ttl`](InFlightConfig::lease_ttl): then its pools live in
 /// Redis beside the buckets.
@@ -82,8 +84,8 @@ impl InFlightConfig {
 
 impl LimiterConfig {
     /// A builder of this limiter's in-flight limit, if its table has a
-    /// `concurrency`: its settings, and the limiter's k, j, salt and tenant
-    /// cache. Without the `wait` feature a `max_wait` is not applied
+    /// `concurrency`: its settings, and the limiter's k, j, salt, tenant
+    /// cache and borrowing. Without the `wait` feature a `max_wait` is not applied
     /// ([`LimiterSet`](super::LimiterSet) refuses it).
     pub fn inflight_builder(&self) -> Option<inflight::Builder> {
         let settings = self.inflight.as_ref()?;
@@ -109,6 +111,12 @@ impl LimiterConfig {
         }
         if let Some(entries) = self.tenant_cache {
             builder = builder.tenant_cache(entries);
+        }
+        if let Some(spill) = self.borrow_from {
+            builder = builder.borrow_from(spill);
+        }
+        if let Some(reserve) = self.lender_reserve {
+            builder = builder.lender_reserve(reserve.get());
         }
         Some(builder)
     }
@@ -157,6 +165,8 @@ fn field_of(error: &BuildError, pools_set: bool) -> &'static str {
         | BuildError::PerTenantExceedsPools { .. }
         | BuildError::TooManyPerTenant { .. } => "per_tenant",
         BuildError::PerUser { .. } => "per_user",
+        BuildError::SpillExceedsPools { .. } => "borrow_from",
+        BuildError::LenderReserve { .. } => "lender_reserve",
         BuildError::CacheTooLarge { .. } => "tenant_cache",
         _ => "concurrency",
     }

@@ -9,7 +9,7 @@ use tokio::time::timeout;
 
 use super::script::Scripts;
 use super::{LeaseBuildError, LeaseOptions, RedisInFlight, Shared};
-use crate::inflight::{BuildError, Builder, InFlight};
+use crate::inflight::{Builder, InFlight};
 use crate::redis::breaker::Breaker;
 use crate::redis::{DEFAULT_CONNECT_TIMEOUT, Error, FailurePolicy, Layout};
 
@@ -42,9 +42,6 @@ impl Builder {
     where
         Conn: ConnectionLike + Clone + Send + Sync + 'static,
     {
-        if self.spill > 0 {
-            return Err(LeaseBuildError::Config(BuildError::SpillOverRedis));
-        }
         let limit = self.clone().build()?;
         let ttl_micros = check(&options)?;
         let fallback = match options.policy {

@@ -272,11 +272,20 @@ where
     /// One try in Redis within the deadline, the failure policy answering
     /// when it fails.
     async fn try_once(self: &Arc<Self>, shard: &Shard, seats: u32) -> Result<Tried, LeaseError> {
-        let pools = shard.buckets();
-        let mut shares = [0u32; crate::assign::MAX_PER_TENANT as usize];
-        for (share, &pool) in shares.iter_mut().zip(pools) {
-            *share = self.limit.permits(pool);
+        // The own pools, then the spill pools (none without borrowing),
+        // with their shares and the spill pools' reserves.
+        const MAX: usize = crate::assign::MAX_PER_TENANT as usize;
+        let (own, spill) = (shard.buckets(), shard.spill());
+        let (mut all, mut shares, mut reserves) = ([0u32; MAX], [0u32; MAX], [0u32; MAX]);
+        let len = own.len() + spill.len();
+        for (j, &pool) in own.iter().chain(spill).enumerate() {
+            all[j] = pool;
+            shares[j] = self.limit.permits(pool);
         }
+        for (reserve, &pool) in reserves.iter_mut().zip(spill) {
+            *reserve = self.limit.reserve(pool);
+        }
+        let pools = &all[..len];
         if let Err(paused) = self.breaker.admit(pools) {
             // Left alone after a failure: the policy answers at once. (The
             // breaker keeps the error that opened it.)
@@ -293,7 +302,7 @@ where
         let mut connection = self.connection.clone();
         let acquired = self.scripts.acquire(
             &mut connection,
-            (pools, &shares[..pools.len()]),
+            (pools, &shares[..len], &reserves[..spill.len()]),
             (seats, self.ttl_micros, start),
         );
         let answer = timeout(self.deadline, acquired).await;
@@ -302,8 +311,10 @@ where
         }
         let error = match answer {
             Ok(Ok(Acquired::Leased { token, taken })) => {
+                let borrowed = taken.iter().any(|&(j, _)| j >= own.len());
                 let taken = taken.iter().map(|&(j, s)| (pools[j], s)).collect();
-                return Ok(Tried::Leased(permit::hold(self, token, taken, sent)));
+                let lease = permit::hold(self, token, (taken, borrowed), sent);
+                return Ok(Tried::Leased(lease));
             }
             Ok(Ok(Acquired::Busy { free_in })) => return Ok(Tried::Busy(free_in)),
             Ok(Err(error)) => error,
@@ -324,6 +335,7 @@ where
                 Some(taken) => Tried::Leased(Lease {
                     seats,
                     pools: taken.iter().collect(),
+                    borrowed: taken.borrowed,
                     held: Held::Local(OwnedPermit {
                         inflight: Arc::clone(local),
                         taken,
@@ -336,6 +348,7 @@ where
             FailurePolicy::FailOpen if error.is_outage() => Ok(Tried::Leased(Lease {
                 seats,
                 pools: Vec::new(),
+                borrowed: false,
                 held: Held::Open,
             })),
             _ => Err(LeaseError::Redis(error)),

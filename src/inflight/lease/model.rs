@@ -51,19 +51,22 @@ pub(super) enum Acquired {
     Busy(Option<u64>),
 }
 
-/// acquire.lua: `seats` of `pools` (with their `shares`), roomiest first,
-/// ties from `start`, all or nothing, as the lease `counter + 1`.
+/// acquire.lua: `seats` of `pools` (with their `shares`), all or nothing,
+/// as the lease `counter + 1`: the first `k` pools (the tenant's own)
+/// first, then the rest (its spill pools) above their `reserves`, each
+/// group the roomiest first, ties from `start`.
 pub(super) fn acquire(
     pools: &mut [Pool],
-    shares: &[u32],
+    (shares, reserves): (&[u32], &[u32]),
     counter: &mut u64,
     (ttl, seats, start, now): (u64, u32, usize, u64),
 ) -> Result<Acquired, NotAPool> {
-    let k = pools.len();
-    let (mut free, mut sum, mut earliest) = (vec![0u64; k], 0, None::<u64>);
-    for j in 0..k {
+    let k = pools.len() - reserves.len();
+    let (mut free, mut sum, mut earliest) = (vec![0u64; pools.len()], 0, None::<u64>);
+    for j in 0..pools.len() {
+        let floor = if j < k { 0 } else { reserves[j - k] };
         let (used, first) = in_use(&mut pools[j], shares[j], now)?;
-        free[j] = u64::from(shares[j]).saturating_sub(used);
+        free[j] = u64::from(shares[j]).saturating_sub(used + u64::from(floor));
         sum += free[j];
         if let Some(first) = first {
             earliest = Some(earliest.map_or(first, |e| e.min(first)));
@@ -74,21 +77,24 @@ pub(super) fn acquire(
     }
     *counter += 1;
     let expiry = now + ttl;
-    let (mut need, mut tried, mut taken) = (u64::from(seats), vec![false; k], Vec::new());
-    while need > 0 {
-        let (mut best, mut most) = (0, 0);
-        for step in 0..k {
-            let j = (start + step) % k;
-            if !tried[j] && free[j] > most {
-                (best, most) = (j, free[j]);
+    let (mut need, mut tried, mut taken) = (u64::from(seats), vec![false; pools.len()], Vec::new());
+    for (first, size) in [(0, k), (k, pools.len() - k)] {
+        while need > 0 {
+            let (mut best, mut most) = (None, 0);
+            for step in 0..size {
+                let j = first + (start + step) % size;
+                if !tried[j] && free[j] > most {
+                    (best, most) = (Some(j), free[j]);
+                }
             }
+            let Some(best) = best else { break };
+            tried[best] = true;
+            let got = most.min(need);
+            need -= got;
+            pools[best].push((format!("{counter}:{got}"), expiry));
+            sorted(&mut pools[best]);
+            taken.push((best, got as u32));
         }
-        tried[best] = true;
-        let got = most.min(need);
-        need -= got;
-        pools[best].push((format!("{counter}:{got}"), expiry));
-        sorted(&mut pools[best]);
-        taken.push((best, got as u32));
     }
     Ok(Acquired::Leased(*counter, expiry, taken))
 }

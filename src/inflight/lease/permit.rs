@@ -30,6 +30,7 @@ use crate::inflight::OwnedPermit;
 pub struct Lease {
     pub(super) seats: u32,
     pub(super) pools: Vec<(u32, u32)>,
+    pub(super) borrowed: bool,
     pub(super) held: Held,
 }
 
@@ -68,9 +69,16 @@ impl Lease {
         self.seats
     }
 
-    /// Each pool it holds seats of, with how many, the roomiest first.
+    /// Each pool it holds seats of, with how many: its own pools first,
+    /// then any it borrowed from, each the roomiest first.
     pub fn pools(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
         self.pools.iter().copied()
+    }
+
+    /// Whether some of its seats were borrowed from the tenant's spill
+    /// pools, as [`Permit::borrowed`](crate::inflight::Permit::borrowed).
+    pub fn borrowed(&self) -> bool {
+        self.borrowed
     }
 
     /// The lease's fencing token in Redis: unique to it among every lease
@@ -124,6 +132,7 @@ impl fmt::Debug for Lease {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Lease")
             .field("pools", &self.pools)
+            .field("borrowed", &self.borrowed)
             .field("token", &self.token())
             .field("source", &self.source())
             .field("lost", &self.is_lost())
@@ -136,7 +145,7 @@ impl fmt::Debug for Lease {
 pub(super) fn hold<Conn>(
     shared: &Arc<Shared<Conn>>,
     token: u64,
-    taken: Vec<(u32, u32)>,
+    (taken, borrowed): (Vec<(u32, u32)>, bool),
     confirmed: Instant,
 ) -> Lease
 where
@@ -155,6 +164,7 @@ where
     Lease {
         seats,
         pools: taken,
+        borrowed,
         held: Held::Redis {
             token,
             lost,

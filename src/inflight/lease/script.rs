@@ -42,7 +42,8 @@ pub(super) fn member(token: u64, seats: u32) -> String {
 /// What an acquire answered.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Acquired {
-    /// The token, and the seats taken of each shard position, roomiest first.
+    /// The token, and the seats taken of each position (own pools, then
+    /// spill pools), in the order taken.
     Leased {
         token: u64,
         taken: Vec<(usize, u32)>,
@@ -73,12 +74,14 @@ impl Scripts {
         [&self.acquire, &self.renew, &self.release]
     }
 
-    /// One acquire of `seats` over `pools` (with their `shares`), ties
-    /// from position `start`, for a lease of `ttl` µs.
+    /// One acquire of `seats` over `pools` (with their `shares`): the
+    /// tenant's own, then as many spill pools as there are `reserves`
+    /// (each spill pool's), ties from position `start`, for a lease of
+    /// `ttl` µs.
     pub(super) async fn acquire<Conn: ConnectionLike>(
         &self,
         connection: &mut Conn,
-        (pools, shares): (&[u32], &[u32]),
+        (pools, shares, reserves): (&[u32], &[u32], &[u32]),
         (seats, ttl, start): (u32, u64, usize),
     ) -> Result<Acquired, Error> {
         let mut invocation = self.acquire.prepare_invoke();
@@ -86,8 +89,12 @@ impl Scripts {
             invocation.key(self.keys[p as usize].as_str());
         }
         invocation.key(self.counter.as_str());
-        invocation.arg(ttl).arg(seats).arg(start);
-        for &share in shares {
+        invocation
+            .arg(ttl)
+            .arg(seats)
+            .arg(start)
+            .arg(reserves.len());
+        for &share in shares.iter().chain(reserves) {
             invocation.arg(share);
         }
         let reply: Vec<i64> =
@@ -139,7 +146,7 @@ impl Scripts {
     }
 }
 
-/// acquire.lua's reply for a shard of `k` pools and `seats` asked, or
+/// acquire.lua's reply for `k` pools (own and spill) and `seats` asked, or
 /// `None` when it is not one: positions in range, each once, the seats
 /// adding up.
 pub(super) fn parse_acquired(reply: &[i64], k: usize, seats: u32) -> Option<Acquired> {

@@ -27,7 +27,7 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-const KEYS: [&str; 4] = ["{t}:p0", "{t}:p1", "{t}:p2", "{t}:p3"];
+const KEYS: [&str; 6] = ["{t}:p0", "{t}:p1", "{t}:p2", "{t}:p3", "{t}:p4", "{t}:p5"];
 const COUNTER: &str = "{t}:lease";
 
 /// Writes `pools` into the first keys, exactly.
@@ -84,13 +84,21 @@ fn the_lease_scripts_do_what_their_mirror_does() {
             Script::new(RELEASE_LUA),
         );
         let mut rng = XorShift(0x1EA5_E5ED);
-        let mut seen = [0usize; 6]; // leased, multi-pool, busy, stray, renewed, lost
+        // leased, multi-pool, busy, stray, renewed, lost, borrowed
+        let mut seen = [0usize; 7];
         let mut next = 0u64;
-        for step in 0..1200 {
-            let k = 1 + rng.below(4) as usize;
+        for step in 0..1500 {
+            // k own pools, then d spill pools (none a third of the time).
+            let own = 1 + rng.below(4) as usize;
+            let d = [0, 0, 1, 2][rng.below(4) as usize];
+            let k = own + d;
             let now =
                 [1_000_000, 1_764_000_000_000_000][rng.below(2) as usize] + rng.below(1 << 30);
             let shares: Vec<u32> = (0..k).map(|_| 1 + rng.below(6) as u32).collect();
+            let reserves: Vec<u32> = shares[own..]
+                .iter()
+                .map(|&s| rng.below(u64::from(s) + 1) as u32)
+                .collect();
             let mut pools: Vec<Pool> = shares
                 .iter()
                 .map(|&s| pool(&mut rng, s, now, &mut next))
@@ -105,13 +113,23 @@ fn the_lease_scripts_do_what_their_mirror_does() {
             let ttl = 1 + rng.below(10_000_000);
             let start = rng.below(k as u64) as usize;
 
-            let want = model::acquire(&mut pools, &shares, &mut counter, (ttl, seats, start, now));
+            let want = model::acquire(
+                &mut pools,
+                (&shares, &reserves),
+                &mut counter,
+                (ttl, seats, start, now),
+            );
             let mut invocation = acquire.prepare_invoke();
             for key in &KEYS[..k] {
                 invocation.key(*key);
             }
-            invocation.key(COUNTER).arg(ttl).arg(seats).arg(start);
-            for share in &shares {
+            invocation
+                .key(COUNTER)
+                .arg(ttl)
+                .arg(seats)
+                .arg(start)
+                .arg(d);
+            for share in shares.iter().chain(&reserves) {
                 invocation.arg(*share);
             }
             invocation.arg(now);
@@ -153,6 +171,7 @@ fn the_lease_scripts_do_what_their_mirror_does() {
                     );
                     seen[0] += 1;
                     seen[1] += usize::from(taken.len() > 1);
+                    seen[6] += usize::from(taken.iter().any(|&(j, _)| j >= own));
                     Some((token, taken))
                 }
                 (want, got) => panic!("step {step}: the mirror {want:?}, the script {got:?}"),
@@ -222,7 +241,7 @@ fn the_lease_scripts_do_what_their_mirror_does() {
             assert_eq!(read(&mut connection, k).await, pools, "step {step}, after");
         }
         assert!(
-            seen[0] > 300 && seen[1] > 50 && seen[2] > 100 && seen[3] > 10,
+            seen[0] > 300 && seen[1] > 50 && seen[2] > 100 && seen[3] > 10 && seen[6] > 50,
             "{seen:?}"
         );
         assert!(seen[4] > 50 && seen[5] > 50, "{seen:?}");
@@ -266,7 +285,7 @@ fn keys_of_another_type_are_refused_before_anything_is_written() {
         let refused = run(
             &acquire,
             &[KEYS[0], KEYS[1], COUNTER],
-            &[100, 1, 0, 2, 2, 1000],
+            &[100, 1, 0, 0, 2, 2, 1000],
         )
         .invoke_async::<Vec<i64>>(&mut connection)
         .await
@@ -274,7 +293,7 @@ fn keys_of_another_type_are_refused_before_anything_is_written() {
         assert_eq!(refused.code(), Some("NOTAPOOL"), "{refused}");
         assert!(refused.to_string().contains("{t}:p1"), "{refused}");
         let _: () = connection.hset(COUNTER, "f", "v").await.unwrap();
-        let refused = run(&acquire, &[KEYS[0], COUNTER], &[100, 1, 0, 2, 1000])
+        let refused = run(&acquire, &[KEYS[0], COUNTER], &[100, 1, 0, 0, 2, 1000])
             .invoke_async::<Vec<i64>>(&mut connection)
             .await
             .unwrap_err();
@@ -284,7 +303,7 @@ fn keys_of_another_type_are_refused_before_anything_is_written() {
         // left as it is.
         for stray in ["9007199254740991", "-3", "1e3", "many"] {
             let _: () = connection.set(COUNTER, stray).await.unwrap();
-            let refused = run(&acquire, &[KEYS[0], COUNTER], &[100, 1, 0, 2, 1000])
+            let refused = run(&acquire, &[KEYS[0], COUNTER], &[100, 1, 0, 0, 2, 1000])
                 .invoke_async::<Vec<i64>>(&mut connection)
                 .await
                 .unwrap_err();
