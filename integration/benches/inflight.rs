@@ -2,12 +2,13 @@
 //! `tokio::sync::Semaphore`'s, in the same run.
 //!
 //! ```text
-//! nice cargo bench -p integration --no-default-features --features tokio --bench inflight -- --warm-up-time 1 --measurement-time 3
+//! cargo bench -p integration --no-default-features --features wait --bench inflight -- --warm-up-time 1 --measurement-time 3 --noplot
 //! ```
 //!
 //! The limit is C = 40 over N = 8 pools, k = 2, the default tenant cache;
 //! the semaphore holds 40 permits. Each iteration takes one permit and
-//! drops it.
+//! drops it: by tenant id (the tenant cache's lookup included), and by a
+//! handle that resolved the tenant's pools once.
 #![allow(missing_docs)] // criterion's macros generate undocumented items
 
 use std::hint::black_box;
@@ -27,6 +28,10 @@ fn uncontended(c: &mut Criterion) {
         .expect("valid configuration");
     g.bench_function("shuffle-limiter try_acquire(&str)", |b| {
         b.iter(|| drop(black_box(inflight.try_acquire(black_box("tenant-42")))))
+    });
+    let tenant = inflight.handle("tenant-42");
+    g.bench_function("shuffle-limiter handle try_acquire", |b| {
+        b.iter(|| drop(black_box(black_box(&tenant).try_acquire())))
     });
     let semaphore = Semaphore::new(40);
     g.bench_function("tokio Semaphore try_acquire", |b| {

@@ -109,6 +109,7 @@
 mod acquire;
 mod builder;
 mod error;
+mod handle;
 #[cfg(feature = "redis")]
 mod lease;
 mod permit;
@@ -121,6 +122,7 @@ use std::sync::Arc;
 pub use acquire::{Acquire, AcquireOwned};
 pub use builder::{Builder, DEFAULT_MAX_QUEUE};
 pub use error::{BuildError, RejectReason, Rejected};
+pub use handle::Handle;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use lease::{
@@ -252,6 +254,15 @@ impl InFlight {
         AcquireOwned::new(Arc::clone(self), start)
     }
 
+    /// A handle for `request`, with its pools resolved once: for a hot
+    /// tenant or a loop ([`Handle`]).
+    pub fn handle<'r>(&self, request: impl Into<Request<'r>>) -> Handle<'_> {
+        let request = request.into();
+        let shard = self.shard_of(&request);
+        let seats = self.fits(&shard, request.weight());
+        Handle::new(self, shard, seats)
+    }
+
     /// The pools `request` takes from: its tenant's k, or its user's j of
     /// them, by the specified assignment; with borrowing, its tenant's d
     /// spill pools too ([`Shard::spill`]).
@@ -361,8 +372,14 @@ impl InFlight {
     /// The request's pools and seats, or why it can never be served.
     #[inline]
     fn resolve(&self, request: &Request<'_>) -> Result<(Shard, u32), Rejected> {
-        let seats = request.weight();
         let shard = self.shard_of(request);
+        let seats = self.fits(&shard, request.weight())?;
+        Ok((shard, seats))
+    }
+
+    /// `seats`, or why `shard` can never serve them.
+    #[inline]
+    fn fits(&self, shard: &Shard, seats: u32) -> Result<u32, Rejected> {
         // Every pool holds a permit, so one seat always fits.
         if seats != 1 {
             if seats == 0 {
@@ -374,7 +391,7 @@ impl InFlight {
                 return Err(Rejected::new(reason));
             }
         }
-        Ok((shard, seats))
+        Ok(seats)
     }
 
     /// Takes `seats` of `shard`'s pools without the queues' lock, if the

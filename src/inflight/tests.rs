@@ -259,3 +259,32 @@ fn an_owned_permit_is_given_back_while_a_panic_unwinds() {
     assert!(caught.is_err());
     assert_eq!(inflight.available(), 2);
 }
+
+#[test]
+fn a_handle_takes_and_waits_as_the_request_would_in_the_same_queues() {
+    let inflight = limit(4, 4, 2, 8);
+    let handle = inflight.handle(Request::tenant("x").tokens(2));
+    assert_eq!(handle.shard(), inflight.shard("x"));
+    let held = handle.try_acquire().unwrap();
+    assert_eq!(held.seats(), 2);
+    assert_eq!(handle.try_acquire().unwrap_err().reason(), RejectReason::Busy);
+    // Its wait queues behind the keyed one, which came first.
+    let mut keyed = inflight.acquire(Request::tenant("x").tokens(2));
+    let mut by_handle = handle.acquire();
+    assert!(poll(&mut keyed).is_pending());
+    assert!(poll(&mut by_handle).is_pending());
+    drop(held);
+    let Poll::Ready(Ok(first)) = poll(&mut keyed) else {
+        panic!("the keyed waiter came first");
+    };
+    assert!(poll(&mut by_handle).is_pending());
+    drop(first);
+    assert!(matches!(poll(&mut by_handle), Poll::Ready(Ok(_))));
+    // A request that can never be served is refused by every acquire.
+    let never = inflight.handle(Request::tenant("x").tokens(3));
+    let want = RejectReason::NeverFits { asked: 3, most: 2 };
+    assert_eq!(never.try_acquire().unwrap_err().reason(), want);
+    assert!(matches!(poll(&mut never.acquire()), Poll::Ready(Err(r)) if r.reason() == want));
+    let zero = inflight.handle(Request::tenant("x").tokens(0));
+    assert_eq!(zero.try_acquire().unwrap_err().reason(), RejectReason::ZeroSeats);
+}
