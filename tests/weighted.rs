@@ -176,3 +176,44 @@ fn drain(limiter: &ShardedLimiter<ManualClock>) -> u64 {
     }
     unreachable!("some tenant holds every bucket")
 }
+
+/// The answer of the store seam's check (what code generic over the store
+/// calls), which the in-process store gives at once.
+fn seam_check(
+    limiter: &ShardedLimiter<ManualClock>,
+    request: Request<'_>,
+) -> Result<shuffle_limiter::Grant, shuffle_limiter::Denied> {
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+    let checking = shuffle_limiter::Limit::check(limiter, request);
+    match std::pin::pin!(checking).poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(answer) => answer,
+        Poll::Pending => panic!("the in-process store answers at once"),
+    }
+}
+
+#[test]
+fn the_store_seam_refuses_a_weight_that_never_fits_as_the_check_does() {
+    let limiter = limiter(Quota::per_second(10), 8, 2);
+    let most: u32 = limiter
+        .shard("t")
+        .buckets()
+        .iter()
+        .map(|&b| limiter.snapshot()[b as usize].burst())
+        .sum();
+    let heavy = Request::tenant("t").tokens(most + 1);
+    let by_seam = seam_check(&limiter, heavy.clone()).unwrap_err();
+    let by_check = limiter.check(heavy).unwrap_err();
+    assert_eq!(by_seam.reason(), by_check.reason());
+    assert!(
+        matches!(by_seam.reason(), DenialReason::NeverFits { asked, most: m } if asked == most + 1 && m == most),
+        "{by_seam:?}"
+    );
+    // Nothing was taken: the whole burst is still there.
+    assert_eq!(
+        seam_check(&limiter, Request::tenant("t").tokens(most))
+            .unwrap()
+            .tokens(),
+        most
+    );
+}

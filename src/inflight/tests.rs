@@ -267,7 +267,10 @@ fn a_handle_takes_and_waits_as_the_request_would_in_the_same_queues() {
     assert_eq!(handle.shard(), inflight.shard("x"));
     let held = handle.try_acquire().unwrap();
     assert_eq!(held.seats(), 2);
-    assert_eq!(handle.try_acquire().unwrap_err().reason(), RejectReason::Busy);
+    assert_eq!(
+        handle.try_acquire().unwrap_err().reason(),
+        RejectReason::Busy
+    );
     // Its wait queues behind the keyed one, which came first.
     let mut keyed = inflight.acquire(Request::tenant("x").tokens(2));
     let mut by_handle = handle.acquire();
@@ -286,5 +289,8 @@ fn a_handle_takes_and_waits_as_the_request_would_in_the_same_queues() {
     assert_eq!(never.try_acquire().unwrap_err().reason(), want);
     assert!(matches!(poll(&mut never.acquire()), Poll::Ready(Err(r)) if r.reason() == want));
     let zero = inflight.handle(Request::tenant("x").tokens(0));
-    assert_eq!(zero.try_acquire().unwrap_err().reason(), RejectReason::ZeroSeats);
+    assert_eq!(
+        zero.try_acquire().unwrap_err().reason(),
+        RejectReason::ZeroSeats
+    );
 }
