@@ -378,10 +378,12 @@ fn owned_permits_move_to_other_threads_and_come_back_once_each() {
     // Waiters on other threads, each served by a permit dropped on yet
     // another one.
     let (served, waited) = mpsc::channel();
-    for _ in 0..4 {
-        let (inflight, served) = (Arc::clone(&inflight), served.clone());
-        std::thread::spawn(move || served.send(block_on(inflight.acquire_owned("t")).unwrap()));
-    }
+    let waiters: Vec<_> = (0..4)
+        .map(|_| {
+            let (inflight, served) = (Arc::clone(&inflight), served.clone());
+            std::thread::spawn(move || served.send(block_on(inflight.acquire_owned("t")).unwrap()))
+        })
+        .collect();
     let shard = inflight.shard("t");
     let queued = || shard.buckets().iter().map(|&p| inflight.waiting(p)).max();
     while queued() != Some(4) {
@@ -400,5 +402,9 @@ fn owned_permits_move_to_other_threads_and_come_back_once_each() {
     assert!(served.iter().all(|p| Arc::ptr_eq(p.inflight(), &inflight)));
     drop(served);
     assert_eq!(inflight.available(), 8);
+    // Each waiter's thread drops its clone of the limit after it sends.
+    for waiter in waiters {
+        waiter.join().unwrap().unwrap();
+    }
     assert_eq!(Arc::strong_count(&inflight), 1, "no permit or wait kept it");
 }
