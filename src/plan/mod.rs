@@ -426,5 +426,12 @@ mod tests {
             most: 10,
         };
         assert_eq!((err.reason(), err.retry_after()), (reason, Duration::MAX));
+        // A store that takes from one bucket at a time: the largest alone.
+        assert_eq!(split.check_weight_alone(&shard, 3), Ok(()));
+        let err = split.check_weight_alone(&shard, 4).unwrap_err();
+        let reason = crate::DenialReason::NeverFits { asked: 4, most: 3 };
+        assert_eq!((err.reason(), err.retry_after()), (reason, Duration::MAX));
+        assert_eq!(err.bucket(), shard.buckets()[0]);
+        assert!(err.to_string().contains("one bucket"), "{err}");
     }
 }
