@@ -123,3 +123,27 @@ fn estimates_and_settlements_keep_the_budget() {
         "{used} used of {rate}: the test drew too little"
     );
 }
+
+/// The store seam's answer (what code generic over the store calls), which
+/// the in-process store gives at once.
+fn ready<T>(future: impl std::future::Future<Output = T>) -> T {
+    use std::task::{Context, Poll, Waker};
+    match std::pin::pin!(future).poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(answer) => answer,
+        Poll::Pending => panic!("the in-process store answers at once"),
+    }
+}
+
+#[test]
+fn the_store_seam_settles_as_the_limiter_does() {
+    use shuffle_limiter::Limit;
+    let limiter = limiter(&ManualClock::new());
+    let grant = limiter.check(Request::tenant("t").tokens(20)).unwrap();
+    let settled = ready(Limit::settle(&limiter, grant, 12)).unwrap();
+    assert_eq!((settled.refunded().given(), settled.charged()), (8, 0));
+    assert_eq!(limiter.remaining("t"), 38);
+    let grant = limiter.check(Request::tenant("t").tokens(20)).unwrap();
+    let settled = ready(Limit::settle(&limiter, grant, 30)).unwrap();
+    assert_eq!((settled.refunded().given(), settled.charged()), (0, 10));
+    assert_eq!(limiter.remaining("t"), 8);
+}
