@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use super::{Acquire, InFlight, Permit, RejectReason, Rejected};
+use super::{Acquire, InFlight, Permit, Rejected};
 use crate::Shard;
 
 /// A request with its pools resolved once: for a hot tenant, or a loop.
@@ -51,13 +51,7 @@ impl<'a> Handle<'a> {
     /// [`Rejected`], as [`InFlight::try_acquire`].
     #[inline]
     pub fn try_acquire(&self) -> Result<Permit<'a>, Rejected> {
-        match self.inflight.try_take(&self.shard, self.seats?) {
-            Some(taken) => Ok(Permit {
-                inflight: self.inflight,
-                taken,
-            }),
-            None => Err(Rejected::new(RejectReason::Busy)),
-        }
+        self.inflight.try_permit(&self.shard, self.seats?)
     }
 
     /// Waits for the request's seats, as [`InFlight::acquire`].

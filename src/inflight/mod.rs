@@ -171,7 +171,14 @@ impl InFlight {
     #[inline]
     pub fn try_acquire<'r>(&self, request: impl Into<Request<'r>>) -> Result<Permit<'_>, Rejected> {
         let (shard, seats) = self.resolve(&request.into())?;
-        match self.try_take(&shard, seats) {
+        self.try_permit(&shard, seats)
+    }
+
+    /// A permit of `seats` of `shard`'s pools now, or [`RejectReason::Busy`]:
+    /// what a keyed acquire and a [`Handle`]'s share.
+    #[inline]
+    fn try_permit(&self, shard: &Shard, seats: u32) -> Result<Permit<'_>, Rejected> {
+        match self.try_take(shard, seats) {
             Some(taken) => Ok(Permit {
                 inflight: self,
                 taken,
