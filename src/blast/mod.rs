@@ -33,7 +33,9 @@
 //! For in-flight limits, [`BlastRadius::hung`] gives a [`HungTenant`]: who a
 //! tenant whose calls hang starves when a concurrency limit is split into
 //! `N` pools, `k` per tenant (1 in `C(N, k)` of the others, when it fills
-//! its pools), and the capacity the others keep.
+//! its pools), and the capacity the others keep; [`BorrowingRadius::hung`]
+//! gives the same report when tenants borrow from their spill pools (1 in
+//! `C(N, k) · C(N − k, d)` with a reserve, when it holds all it can).
 //!
 //! This module depends on nothing else in the crate.
 //!
