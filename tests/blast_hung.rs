@@ -26,6 +26,11 @@ fn the_readme_scene_with_two_spill_pools_and_half_reserve() {
     assert_eq!(*h.borrowed_exact(), frac(4, 1));
     assert_eq!(h.capacity_left_exact(), frac(26, 40));
     assert_eq!(*h.p_starved_exact(), frac(1, 28 * 15));
+    // When the pools the others would borrow from are busy, its twins on
+    // its own pools are starved as without borrowing.
+    assert_eq!(*h.p_starved_busy_exact(), frac(1, 28));
+    assert_eq!(h.tenants_busy(40).fully_down, 39.0 * (1.0 / 28.0));
+    assert_eq!(h.tenants_busy(40).unaffected, h.tenants(40).unaffected);
     let t = h.tenants(40);
     assert_eq!(t.fully_down, 39.0 * (1.0 / 420.0));
     assert_eq!(t.unaffected, 39.0 * (6.0 / 28.0));
@@ -43,6 +48,8 @@ fn the_readme_scene_with_two_spill_pools_and_half_reserve() {
     let bare = hung(8, 2, 2, 0.0, 40, 40);
     assert_eq!((bare.pool_permits(), bare.capacity_left()), ((20, 20), 0.5));
     assert_eq!(*bare.p_starved_exact(), frac(1, 70));
+    // And when busy, every tenant whose own pools are 2 of its 4: 6 of 28.
+    assert_eq!(*bare.p_starved_busy_exact(), frac(6, 28));
     assert!(hung(8, 2, 2, 0.0, 40, 19).p_starved_exact().is_zero());
 }
 
@@ -167,6 +174,7 @@ fn a_count_over_every_pair_of_pairs_agrees_with_the_fractions() {
         let total = all.len() as u64;
         for calls in 0..=c + 1 {
             let (mut fills, mut starved, mut held, mut borrowed) = (0, 0, 0, 0);
+            let mut starved_busy = 0;
             let (mut least, mut most) = (u32::MAX, 0);
             let mut untouched = 0;
             for &(own, spill) in &all {
@@ -200,8 +208,10 @@ fn a_count_over_every_pair_of_pairs_agrees_with_the_fractions() {
                     .map(|p| 1 << p)
                     .sum();
                 for &(x_own, x_spill) in &all {
-                    let down = x_own & !empty == 0 && x_spill & !closed == 0;
-                    starved += u64::from(down);
+                    let own_empty = x_own & !empty == 0;
+                    starved += u64::from(own_empty && x_spill & !closed == 0);
+                    // With every pool it would borrow from busy.
+                    starved_busy += u64::from(own_empty);
                     if calls == 0 {
                         untouched += u64::from(x_own & (own | spill) == 0);
                     }
@@ -215,6 +225,8 @@ fn a_count_over_every_pair_of_pairs_agrees_with_the_fractions() {
                 "{scene}"
             );
             assert_eq!(*h.p_fills_exact(), frac(fills, total), "{scene}");
+            let busy = frac(starved_busy, total * total);
+            assert_eq!(*h.p_starved_busy_exact(), busy, "{scene}");
             assert_eq!(*h.held_exact(), frac(held, total), "{scene}");
             assert_eq!(*h.borrowed_exact(), frac(borrowed, total), "{scene}");
             assert_eq!(h.pool_permits(), (least, most), "{scene}");

@@ -61,6 +61,22 @@ use super::{BlastError, BlastRadius, BorrowingRadius, Fraction, Impact, binomial
 /// The others keep `C − min(H, P)` permits: the **capacity left**, as a
 /// share of `C`, is `1 − E[min(H, P)] / C`.
 ///
+/// # Busy pools
+///
+/// That count of the starved takes every pool out of the hung tenant's
+/// reach to have a permit free to lend. Borrowing lends only what is idle:
+/// never from a pool callers queue for. Under a load that keeps every pool
+/// in use, the pools another tenant would borrow from are busy, and it is
+/// starved once its own `k` pools are all empty: `C(|E|, k)` of the
+/// `C(N, k)` shards ([`p_starved_busy`](Self::p_starved_busy)). With a
+/// reserve that is `P(H ≥ k pools' permits) / C(N, k)`, as without
+/// borrowing; with `r = 0`, once the hung tenant holds all it can, `C(k +
+/// d, k) / C(N, k)`: more than without borrowing, its spill pools being
+/// other tenants' own. The two counts bound the starved between an idle
+/// limit and a busy one. Under such a load, too, a hung call that ends and
+/// is made again borrows back only what is idle: the model's calls never
+/// end.
+///
 /// Beside it, one shared limit of `C` (a semaphore): the hung tenant holds
 /// `min(H, C)` permits, and starves everyone when `H ≥ C`.
 ///
@@ -89,6 +105,7 @@ pub struct HungTenant {
     most: u32,
     fills: Fraction,
     starved: Fraction,
+    starved_busy: Fraction,
     held: Fraction,
     borrowed: Fraction,
     untouched: Fraction,
@@ -139,6 +156,9 @@ impl BorrowingRadius {
     /// assert!((others.unaffected - 39.0 * 3.0 / 14.0).abs() < 1e-12); // ≈ 8.4
     /// // Without borrowing: 1/28 starved, 30 of 40 left.
     /// assert_eq!(b.radius().hung(40, 40)?.p_starved_exact().to_string(), "1/28");
+    /// // When the pools the others would borrow from are busy, the tenants
+    /// // on its own pools are starved as without borrowing: 1 in 28.
+    /// assert_eq!(hung.p_starved_busy_exact().to_string(), "1/28");
     /// // With 12 calls it holds 2 borrowed permits, and every spill pool
     /// // keeps one above its reserve: nobody is starved.
     /// assert!(b.hung(40, 12)?.p_starved_exact().is_zero());
@@ -199,6 +219,7 @@ impl HungTenant {
         let h = u64::from(hung_calls);
         let zero = BigUint::zero;
         let (mut fills, mut starved, mut held, mut borrowed) = (zero(), zero(), zero(), zero());
+        let mut own_emptied = zero();
         let (mut least, mut most) = (u64::MAX, 0);
         let (own_larger, own_smaller) = (binomial_row(larger, k), binomial_row(smaller, k));
         // m of its own pools and s of its spill pools hold one more permit.
@@ -238,7 +259,9 @@ impl HungTenant {
                 let elsewhere = counts(left_larger - s, left_smaller - (d - s), false);
                 let empty = u64::from(k) + if lent_is_empty { at_reserve } else { 0 };
                 let closed = at_reserve + elsewhere; // outside its own pools
-                starved += ways * binomial(empty as u32, k) * binomial(closed as u32, d);
+                let own_empty = binomial(empty as u32, k);
+                starved += &ways * &own_empty * binomial(closed as u32, d);
+                own_emptied += ways * own_empty;
             }
         }
         let pairs = &radius.shards.0 * binomial(n - k, d);
@@ -249,6 +272,7 @@ impl HungTenant {
             least: least as u32,
             most: most as u32,
             starved: Fraction::reduced(starved, &pairs * &pairs),
+            starved_busy: Fraction::reduced(own_emptied, &pairs * &radius.shards.0),
             fills: Fraction::reduced(fills, pairs.clone()),
             held: Fraction::reduced(held, pairs.clone()),
             borrowed: Fraction::reduced(borrowed, pairs),
@@ -292,7 +316,10 @@ impl HungTenant {
 
     /// The chance that another tenant is starved — nothing it may draw on
     /// has a free permit for it; without borrowing, it is on the same `k`
-    /// pools as the hung tenant, which fills them — exactly.
+    /// pools as the hung tenant, which fills them — exactly, when the pools
+    /// out of the hung tenant's reach lend what they have
+    /// ([`p_starved_busy_exact`](Self::p_starved_busy_exact) when they are
+    /// busy).
     pub fn p_starved_exact(&self) -> &Fraction {
         &self.starved
     }
@@ -300,6 +327,22 @@ impl HungTenant {
     /// [`p_starved_exact`](Self::p_starved_exact), correctly rounded.
     pub fn p_starved(&self) -> f64 {
         self.starved.to_f64()
+    }
+
+    /// The chance that another tenant is starved when the pools it would
+    /// borrow from are busy — none has a permit free for it, or callers
+    /// queue for it, as under a load that keeps every pool in use — exactly:
+    /// its `k` own pools are all left empty, `C(|E|, k)` of the `C(N, k)`
+    /// shards ([the model](HungTenant#busy-pools)). Without borrowing, it
+    /// is [`p_starved_exact`](Self::p_starved_exact).
+    pub fn p_starved_busy_exact(&self) -> &Fraction {
+        &self.starved_busy
+    }
+
+    /// [`p_starved_busy_exact`](Self::p_starved_busy_exact), correctly
+    /// rounded.
+    pub fn p_starved_busy(&self) -> f64 {
+        self.starved_busy.to_f64()
     }
 
     /// The permits the hung tenant is expected to hold, `E[min(H, P)]`,
@@ -345,8 +388,19 @@ impl HungTenant {
     /// they keep their other pools, or borrow), and with none
     /// (`unaffected`: `C(N − k − d, k) / C(N, k)` of them).
     pub fn tenants(&self, tenants: u64) -> Impact {
+        self.impact(tenants, self.p_starved())
+    }
+
+    /// [`tenants`](Self::tenants) when the pools they would borrow from are
+    /// busy: starved with [`p_starved_busy`](Self::p_starved_busy).
+    pub fn tenants_busy(&self, tenants: u64) -> Impact {
+        self.impact(tenants, self.p_starved_busy())
+    }
+
+    /// The other `T − 1` tenants, each starved with chance `starved`.
+    fn impact(&self, tenants: u64, starved: f64) -> Impact {
         let others = tenants.saturating_sub(1) as f64;
-        let (starved, untouched) = (self.p_starved(), self.untouched.to_f64());
+        let untouched = self.untouched.to_f64();
         Impact {
             fully_down: others * starved,
             degraded: others * (1.0 - starved - untouched).max(0.0),
