@@ -169,7 +169,8 @@ struct HungArgs {
     /// C: also runs the hung-tenant scene on an in-flight limit of C permits
     /// split into --buckets pools, --per-tenant each: tenant-0's calls hang
     /// 10 s, the others keep 4 calls of 10 ms going, for 20 s on a virtual
-    /// clock (at most 200 tenants), beside blast's prediction.
+    /// clock (at most 200 tenants), beside blast's prediction; with
+    /// --borrow-from, tenants borrow from their spill pools too.
     #[arg(long, value_name = "C")]
     concurrency: Option<u32>,
     /// H: the calls tenant-0 keeps going (default C); needs --concurrency.

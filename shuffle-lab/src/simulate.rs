@@ -177,14 +177,9 @@ fn check(a: &SimulateArgs) -> Result<Checked, Failure> {
             "error: simulate measures --noisy and --per-user without borrowing: drop --borrow-from (size shows them side by side)",
         ));
     }
-    if lending.is_some() && a.hung.concurrency.is_some() {
-        return Err(usage(
-            "error: simulate runs the hung-tenant scene (--concurrency) without borrowing: drop --borrow-from, or run the two apart",
-        ));
-    }
     let resize =
         resize::churn_for_simulate(&b, lending.as_ref(), a.resize_to, t, MAX_SIMULATION_WORK)?;
-    let hung = hung::check(&b, &a.hung)?;
+    let hung = hung::check(&b, lending.as_ref(), &a.hung)?;
     Ok((b, lending, resize, hung))
 }
 
@@ -368,7 +363,7 @@ pub(crate) fn run(a: &SimulateArgs) -> Result<SimulateReport, Failure> {
         None => None,
     };
     let hung = match &hung_tenant {
-        Some(h) => Some(hung::measure(&b, h, &salt, t)?),
+        Some(h) => Some(hung::measure(&b, lending.as_ref(), h, &salt, t)?),
         None => None,
     };
     let predicted = match &lending {

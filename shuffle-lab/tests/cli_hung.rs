@@ -134,10 +134,10 @@ fn bad_scene_arguments_say_what_to_change() {
         many.contains("lower --hung-calls to at most 100000"),
         "{many}"
     );
-    let lending = refused(&[SCENE, &["--borrow-from", "2"]].concat());
+    let reserve = refused(&[SCENE, &["--lender-reserve", "0.5"]].concat());
     assert!(
-        lending.contains("without borrowing: drop --borrow-from"),
-        "{lending}"
+        reserve.contains("--lender-reserve 0.5 has no effect without --borrow-from"),
+        "{reserve}"
     );
     // Without --concurrency there is no scene.
     let plain = json(&SCENE[..9]);

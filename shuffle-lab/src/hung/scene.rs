@@ -14,26 +14,46 @@ use shuffle_limiter::inflight::{AcquireOwned, InFlight, OwnedPermit};
 
 use super::{CALL, HANG, MAX_WAIT, OTHERS_CALLS, RETRY, RUN};
 
-/// The scene through `limit`: the calls each of `tenant-0` …
-/// `tenant-(t−1)` completed within [`RUN`], `tenant-0` keeping
-/// `hung_calls` going (none: it is not there).
-pub(super) fn run(limit: &Arc<InFlight>, t: u64, hung_calls: u32) -> Vec<u64> {
+/// What one run of the scene did.
+pub(super) struct Ran {
+    /// The calls each of `tenant-0` … `tenant-(t−1)` completed, in all
+    /// and within the first [`HANG`] (before any hung call can end).
+    pub(super) completed: Vec<u64>,
+    pub(super) completed_first: Vec<u64>,
+    /// The permits `tenant-0` held, and of them borrowed, on average over
+    /// the run and at most at once.
+    pub(super) hung_mean: [f64; 2],
+    pub(super) hung_most: [u64; 2],
+}
+
+/// The scene through `limit` for [`RUN`], `tenant-0` keeping `hung_calls`
+/// going (none: it is not there).
+pub(super) fn run(limit: &Arc<InFlight>, t: u64, hung_calls: u32) -> Ran {
     let mut scene = Scene::new(limit, t, hung_calls);
     while let Some(Reverse((at, _, caller, generation))) = scene.events.pop() {
         if at > micros(RUN) {
             break;
         }
-        scene.now = at;
+        scene.advance(at);
         if scene.callers[caller].generation == generation {
             scene.on_event(caller);
         }
         scene.serve_woken();
     }
+    scene.advance(micros(RUN));
+    let hung_mean = scene.hung_time.map(|sum| sum as f64 / micros(RUN) as f64);
+    let hung_most = scene.hung_most;
     // Dropping the scene gives back every permit and leaves every queue.
-    let done = std::mem::take(&mut scene.completed);
+    let completed = std::mem::take(&mut scene.completed);
+    let completed_first = std::mem::take(&mut scene.completed_first);
     drop(scene);
     debug_assert_eq!(limit.available(), limit.concurrency());
-    done
+    Ran {
+        completed,
+        completed_first,
+        hung_mean,
+        hung_most,
+    }
 }
 
 fn micros(d: Duration) -> u64 {
@@ -60,7 +80,7 @@ impl Wake for Woken {
 enum State {
     Idle,
     Waiting(Pin<Box<AcquireOwned>>),
-    Holding(#[allow(dead_code)] OwnedPermit),
+    Holding(OwnedPermit),
 }
 
 struct Caller {
@@ -82,6 +102,12 @@ struct Scene {
     now: u64,
     woken: Arc<Mutex<Vec<usize>>>,
     completed: Vec<u64>,
+    completed_first: Vec<u64>,
+    /// The permits `tenant-0` holds now, and of them borrowed.
+    hung: [u64; 2],
+    /// The same, added up over time (µs · permits), and the most at once.
+    hung_time: [u128; 2],
+    hung_most: [u64; 2],
 }
 
 impl Scene {
@@ -113,6 +139,10 @@ impl Scene {
             now: 0,
             woken,
             completed: vec![0; t as usize],
+            completed_first: vec![0; t as usize],
+            hung: [0; 2],
+            hung_time: [0; 2],
+            hung_most: [0; 2],
             callers,
         };
         for caller in 0..scene.callers.len() {
@@ -134,8 +164,11 @@ impl Scene {
     fn on_event(&mut self, caller: usize) {
         match std::mem::replace(&mut self.callers[caller].state, State::Idle) {
             State::Holding(permit) => {
+                self.count_hung(caller, &permit, false);
                 drop(permit);
-                self.completed[self.callers[caller].tenant] += 1;
+                let tenant = self.callers[caller].tenant;
+                self.completed[tenant] += 1;
+                self.completed_first[tenant] += u64::from(self.now < micros(HANG));
                 self.start(caller);
             }
             // Its wait ran out: dropping it leaves its queues.
@@ -157,6 +190,30 @@ impl Scene {
         }
     }
 
+    /// Moves the clock to `at`, adding up `tenant-0`'s permits meanwhile.
+    fn advance(&mut self, at: u64) {
+        let passed = u128::from(at - self.now);
+        for (sum, &now) in self.hung_time.iter_mut().zip(&self.hung) {
+            *sum += passed * u128::from(now);
+        }
+        self.now = at;
+    }
+
+    /// Counts a permit `caller` took (`true`) or gave back, if it is one
+    /// of `tenant-0`'s.
+    fn count_hung(&mut self, caller: usize, permit: &OwnedPermit, taken: bool) {
+        if self.callers[caller].tenant != 0 {
+            return;
+        }
+        let of = [true, permit.borrowed()];
+        for ((count, most), of) in self.hung.iter_mut().zip(&mut self.hung_most).zip(of) {
+            if of {
+                *count = if taken { *count + 1 } else { *count - 1 };
+                *most = (*most).max(*count);
+            }
+        }
+    }
+
     /// Polls a waiting caller; `true` when it is done waiting (holding
     /// its permit, or refused and due to retry).
     fn poll(&mut self, caller: usize) -> bool {
@@ -168,7 +225,8 @@ impl Scene {
             Poll::Pending => false,
             Poll::Ready(Ok(permit)) => {
                 let takes = c.takes;
-                c.state = State::Holding(permit);
+                self.count_hung(caller, &permit, true);
+                self.callers[caller].state = State::Holding(permit);
                 self.schedule(caller, takes);
                 true
             }
