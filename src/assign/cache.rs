@@ -144,8 +144,8 @@ impl Layout {
         }
         let index = (1u32 << self.bits) - 1;
         let mut shard = Shard {
-            len: self.own as u8,
-            spill: self.spill as u8,
+            len: self.own,
+            spill: self.spill,
             buckets: [0; MAX_PER_TENANT as usize],
         };
         let ranked = (self.own + self.spill) as usize;
@@ -212,9 +212,29 @@ impl ShardCache {
         let at = u128::from(self.hashers[0].hash_one(key)) * self.sets.len() as u128;
         let set = &self.sets[(at >> 64) as usize];
         let tag = self.tag(key, buckets);
-        if let Some(shard) = self.find(set, tag) {
-            return shard;
+        // The hit unpacks the shard where the caller keeps it, the miss is
+        // out of line into the same place: a shard merged from both paths
+        // first was copied on by loads wider than the stores that had just
+        // built it, a stall on every keyed check.
+        match self.find(set, tag) {
+            Some(payloads) => self
+                .layout
+                .unpack(payloads.into_iter().take(self.layout.words)),
+            None => self.miss(set, tag, key, assignment, buckets),
         }
+    }
+
+    /// [`get_or_assign`](Self::get_or_assign) for a key not in the cache.
+    #[cold]
+    #[inline(never)]
+    fn miss(
+        &self,
+        set: &Set,
+        tag: u64,
+        key: &[u8],
+        assignment: &Assignment,
+        buckets: u32,
+    ) -> Shard {
         let shard = assignment.shard_in(key, buckets);
         self.insert(set, tag, &shard);
         shard
@@ -231,8 +251,9 @@ impl ShardCache {
         hash.wrapping_add(u64::from(buckets) << self.layout.payload)
     }
 
+    /// The payloads of the entry tagged `tag` in `set`, if there is one.
     #[inline]
-    fn find(&self, set: &Set, tag: u64) -> Option<Shard> {
+    fn find(&self, set: &Set, tag: u64) -> Option<[u64; 4]> {
         let layout = self.layout;
         let mask = layout.mask();
         if layout.words == 1 {
@@ -242,7 +263,7 @@ impl ShardCache {
                 .iter()
                 .map(|w| w.load(Ordering::Relaxed))
                 .find(|w| w & !mask == tag)?;
-            return Some(layout.unpack(std::iter::once(word & mask)));
+            return Some([word & mask, 0, 0, 0]);
         }
         let mut words = [0; 4];
         for way in set.0.chunks_exact(layout.words) {
@@ -251,7 +272,8 @@ impl ShardCache {
                 *word = atomic.load(Ordering::Relaxed);
             }
             if (0..layout.words).all(|w| entry[w] & !mask == layout.tag(tag, w)) {
-                return Some(layout.unpack(entry.iter().map(|w| w & mask)));
+                entry.iter_mut().for_each(|w| *w &= mask);
+                return Some(words);
             }
         }
         None

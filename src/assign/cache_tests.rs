@@ -170,7 +170,13 @@ fn a_full_set_keeps_what_it_holds_and_evicts_one_entry_per_miss() {
     // A ninth takes the place of exactly one of them.
     cache.get_or_assign(&keys[8], &a, a.buckets());
     // Looked at without a lookup, which would cache what it misses.
-    let held = |key: &[u8; 4]| cache.find(&cache.sets[0], cache.tag(key, 64));
+    let held = |key: &[u8; 4]| {
+        (cache.find(&cache.sets[0], cache.tag(key, 64))).map(|payloads| {
+            cache
+                .layout
+                .unpack(payloads.into_iter().take(cache.layout.words))
+        })
+    };
     assert_eq!(held(&keys[8]), Some(a.shard(keys[8])));
     assert_eq!(
         keys[..8].iter().filter(|key| held(key).is_some()).count(),

@@ -49,10 +49,13 @@ const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Shard {
-    /// k: the tenant's own buckets, the first entries of `buckets`.
-    pub(crate) len: u8,
+    /// k: the tenant's own buckets, the first entries of `buckets`. (It
+    /// and `spill` are whole words, as the bucket numbers are: a shard is
+    /// copied word by word right after it is built, and two narrower
+    /// stores read back as one word stalled every keyed check.)
+    pub(crate) len: u32,
     /// d: spill buckets, the entries right after the own ones.
-    pub(crate) spill: u8,
+    pub(crate) spill: u32,
     /// Own, then spill buckets; zero beyond them.
     pub(crate) buckets: [u32; MAX_PER_TENANT as usize],
 }
@@ -61,7 +64,7 @@ impl Shard {
     /// The bucket indices, k distinct values below N, highest score first.
     #[inline]
     pub fn buckets(&self) -> &[u32] {
-        &self.buckets[..usize::from(self.len)]
+        &self.buckets[..self.len as usize]
     }
 
     /// The spill buckets, which the tenant may borrow from when none of its
@@ -70,15 +73,15 @@ impl Shard {
     /// ([`Builder::borrow_from`](crate::Builder::borrow_from)).
     #[inline]
     pub fn spill(&self) -> &[u32] {
-        let own = usize::from(self.len);
-        &self.buckets[own..own + usize::from(self.spill)]
+        let own = self.len as usize;
+        &self.buckets[own..own + self.spill as usize]
     }
 
     /// Own buckets, then spill buckets: every bucket the tenant may draw
     /// from, in rank order.
     #[inline]
     pub(crate) fn ranked(&self) -> &[u32] {
-        &self.buckets[..usize::from(self.len + self.spill)]
+        &self.buckets[..(self.len + self.spill) as usize]
     }
 
     /// Whether `bucket` is one of this shard's own.
@@ -96,7 +99,7 @@ impl Shard {
 
     /// The same buckets as a set, ignoring the rank order.
     pub fn same_set(&self, other: &Shard) -> bool {
-        self.len == other.len && self.overlap(other) == usize::from(self.len)
+        self.len == other.len && self.overlap(other) == self.len as usize
     }
 }
 
@@ -246,8 +249,8 @@ impl Assignment {
     pub(crate) fn top(&self, seed: u64, buckets: u32, per_tenant: u32) -> Shard {
         let ranked = per_tenant + self.spill;
         let mut shard = top::top_k(buckets, ranked, |bucket| score(seed, bucket));
-        shard.len = per_tenant as u8;
-        shard.spill = self.spill as u8;
+        shard.len = per_tenant;
+        shard.spill = self.spill;
         shard
     }
 }
@@ -314,7 +317,7 @@ mod tests {
     fn shards_compare_as_sets_and_count_what_they_share() {
         let shard = |buckets: &[u32]| {
             let mut s = Shard {
-                len: buckets.len() as u8,
+                len: buckets.len() as u32,
                 spill: 0,
                 buckets: [0; MAX_PER_TENANT as usize],
             };

@@ -101,7 +101,7 @@ fn shard(top: &[u32]) -> Shard {
     let mut buckets = [0; MAX];
     buckets[..top.len()].copy_from_slice(top);
     Shard {
-        len: top.len() as u8,
+        len: top.len() as u32,
         spill: 0,
         buckets,
     }

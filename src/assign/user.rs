@@ -79,7 +79,7 @@ impl Shard {
         ranked.sort_unstable_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));
         let j = (per_user as usize).min(own.len());
         let mut subset = Shard {
-            len: j as u8,
+            len: j as u32,
             spill: self.spill,
             buckets: [0; MAX_PER_TENANT as usize],
         };
