@@ -96,3 +96,36 @@ fn taking_and_releasing_permits_allocates_nothing() {
     assert_eq!(allocations, 0);
     assert_eq!(inflight.available(), 40);
 }
+
+#[test]
+fn a_permit_of_many_pools_allocates_only_past_two_words() {
+    use shuffle_limiter::inflight::InFlight;
+
+    let limit = |per_pool: u32| {
+        InFlight::builder()
+            .concurrency(64 * per_pool)
+            .pools(64)
+            .per_tenant(8)
+            .build()
+            .unwrap()
+    };
+    // 64 pools of 100: a pool packs in 6 + 7 bits, eight of them in 104.
+    let small = limit(100);
+    let allocations = allocations_during(|| {
+        let permit = small.try_acquire(Request::tenant("t").tokens(750)).unwrap();
+        assert_eq!(permit.pools().count(), 8);
+        drop(permit);
+    });
+    assert_eq!(allocations, 0);
+    // Pools of 1000 take 6 + 10 bits, eight of them 128: one allocation.
+    let large = limit(1_000);
+    let allocations = allocations_during(|| {
+        let permit = large
+            .try_acquire(Request::tenant("t").tokens(7_500))
+            .unwrap();
+        assert_eq!(permit.pools().map(|(_, seats)| seats).sum::<u32>(), 7_500);
+        drop(permit);
+    });
+    assert_eq!(allocations, 1);
+    assert_eq!(large.available(), 64_000);
+}

@@ -11,8 +11,8 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use super::error::{RejectReason, Rejected};
-use super::pools::Taken;
 use super::queue::{Entered, Key};
+use super::taken::Taken;
 use super::{InFlight, OwnedPermit, Permit};
 use crate::Shard;
 
@@ -114,7 +114,7 @@ impl<L: Deref<Target = InFlight>> Wait<L> {
         let inflight = &*self.inflight;
         let key = match self.state {
             State::Done => panic!("an in-flight Acquire was polled after it completed"),
-            State::Refused(rejected) => return self.refuse(rejected.reason),
+            State::Refused(rejected) => return self.refuse(rejected.reason()),
             State::Start(shard, seats) => {
                 if let Some(taken) = inflight.try_take(&shard, seats) {
                     return self.done(taken);

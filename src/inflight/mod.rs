@@ -46,7 +46,8 @@
 //! # Taking permits
 //! Every acquire takes a [`Request`]: a tenant, perhaps one of its users
 //! ([`Builder::per_user`]), and a number of seats (its tokens, 1 unless
-//! set). [`InFlight::try_acquire`] answers at once and allocates nothing;
+//! set). [`InFlight::try_acquire`] answers at once and allocates nothing
+//! (but for wide permits of large limits, as it says);
 //! [`InFlight::acquire`] returns a future that waits its turn (bounded
 //! with `.within(max_wait)`, or by the limit's `Builder::max_wait`,
 //! feature `wait`). One seat comes from the
@@ -115,6 +116,7 @@ mod lease;
 mod permit;
 mod pools;
 mod queue;
+mod taken;
 
 use std::fmt;
 use std::sync::Arc;
@@ -131,8 +133,9 @@ pub use lease::{
 };
 pub use permit::{OwnedPermit, Permit};
 
-use self::pools::{Pools, Taken};
+use self::pools::Pools;
 use self::queue::Room;
+use self::taken::Taken;
 use crate::assign::{Assignment, ShardCache};
 use crate::sync::Mutex;
 use crate::{Request, Shard};
@@ -164,21 +167,73 @@ impl InFlight {
     /// [`RejectReason::Busy`] when the tenant's pools do not have them free
     /// (or callers queue for them), [`RejectReason::NeverFits`] when they
     /// could never hold them, [`RejectReason::ZeroSeats`] for none.
-    /// Allocates nothing.
+    ///
+    /// Allocates nothing, but for a permit of several seats taken from
+    /// more pools than its two words pack: each pool it takes from packs
+    /// in ⌈log₂ N⌉ + ⌊log₂ S⌋ + 1 bits, S the permits of the largest pool,
+    /// and 120 bits hold them (any permit of 8 pools of 40 permits; past
+    /// that, say, a permit of 8 of 64 pools of 512 permits or more keeps
+    /// its pools in one small allocation).
     ///
     /// # Errors
     /// [`Rejected`], as above.
     #[inline]
     pub fn try_acquire<'r>(&self, request: impl Into<Request<'r>>) -> Result<Permit<'_>, Rejected> {
-        let (shard, seats) = self.resolve(&request.into())?;
+        // Not `resolve`: a shard moved on after it is built (through a
+        // `Result`, or out of a branch for users) was copied by loads wider
+        // than the stores that had just built it, a stall. So the tenant's
+        // shard is used where the cache leaves it, and a user's apart.
+        let request = request.into();
+        let tenant = request.tenant_id();
+        let shard = (self.cache).get_or_assign(tenant, &self.assignment, self.pools.len());
+        if let Some(user) = request.user_id() {
+            return self.try_acquire_user(&shard, tenant, user, request.weight());
+        }
+        let seats = self.fits(&shard, request.weight())?;
+        self.try_permit(&shard, seats)
+    }
+
+    /// [`try_acquire`](Self::try_acquire) for one user of a tenant of
+    /// `shard`.
+    #[inline(never)]
+    fn try_acquire_user(
+        &self,
+        shard: &Shard,
+        tenant: &[u8],
+        user: &[u8],
+        seats: u32,
+    ) -> Result<Permit<'_>, Rejected> {
+        let shard = shard.subset(self.assignment.user_seed(tenant, user), self.per_user);
+        let seats = self.fits(&shard, seats)?;
         self.try_permit(&shard, seats)
     }
 
     /// A permit of `seats` of `shard`'s pools now, or [`RejectReason::Busy`]:
     /// what a keyed acquire and a [`Handle`]'s share.
-    #[inline]
+    ///
+    /// One seat of an own pool, the common case, is built here, inlined
+    /// where the caller keeps the permit; anything else out of line, into
+    /// the same place. (Merged into one `Taken` first and then moved, the
+    /// permit was copied by wide loads over the narrower stores that had
+    /// just built it, a stall on every acquire.)
+    #[inline(always)]
     fn try_permit(&self, shard: &Shard, seats: u32) -> Result<Permit<'_>, Rejected> {
-        match self.try_take(shard, seats) {
+        if seats == 1
+            && let Some(pool) = self.pools.take_one(shard.buckets())
+        {
+            let taken = Taken::one(pool, self.pools.packing());
+            return Ok(Permit {
+                inflight: self,
+                taken,
+            });
+        }
+        self.try_permit_rest(shard, seats)
+    }
+
+    /// [`try_permit`](Self::try_permit) beyond one seat of an own pool.
+    #[inline(never)]
+    fn try_permit_rest(&self, shard: &Shard, seats: u32) -> Result<Permit<'_>, Rejected> {
+        match self.try_take_rest(shard, seats) {
             Some(taken) => Ok(Permit {
                 inflight: self,
                 taken,
@@ -406,14 +461,23 @@ impl InFlight {
     /// borrowing, its spill pools above their reserve.
     #[inline]
     fn try_take(&self, shard: &Shard, seats: u32) -> Option<Taken> {
+        if seats == 1
+            && let Some(pool) = self.pools.take_one(shard.buckets())
+        {
+            return Some(Taken::one(pool, self.pools.packing()));
+        }
+        self.try_take_rest(shard, seats)
+    }
+
+    /// [`try_take`](Self::try_take) beyond one seat of an own pool.
+    #[inline(never)]
+    fn try_take_rest(&self, shard: &Shard, seats: u32) -> Option<Taken> {
         let (own, spill) = (shard.buckets(), shard.spill());
         if seats == 1 {
-            if let Some(pool) = self.pools.take_one(own) {
-                return Some(Taken::one(pool));
-            }
             return match spill {
                 [] => None,
-                _ => self.pools.borrow_one(spill).map(Taken::borrowed_one),
+                _ => (self.pools.borrow_one(spill))
+                    .map(|pool| Taken::borrowed_one(pool, self.pools.packing())),
             };
         }
         let taken = match spill {
@@ -433,7 +497,8 @@ impl InFlight {
     /// their seats on under the lock.
     #[inline]
     fn release(&self, taken: &Taken) {
-        if let Some(pool) = taken.single() {
+        let packing = self.pools.packing();
+        if let Some(pool) = taken.single(packing) {
             if self.pools.put(pool, 1) {
                 self.handed_on(&[pool]);
             }
@@ -441,7 +506,7 @@ impl InFlight {
         }
         let mut queued = [0u32; crate::assign::MAX_PER_TENANT as usize];
         let mut len = 0;
-        for (pool, seats) in taken.iter() {
+        for (pool, seats) in taken.iter(packing) {
             if self.pools.put(pool, seats) {
                 queued[len] = pool;
                 len += 1;

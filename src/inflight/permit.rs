@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::InFlight;
-use super::pools::Taken;
+use super::taken::Taken;
 
 /// Seats of a tenant's pools, held until the permit is dropped.
 ///
@@ -27,6 +27,7 @@ use super::pools::Taken;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[must_use = "a permit is given back as soon as it is dropped"]
+#[repr(C)]
 pub struct Permit<'a> {
     pub(super) inflight: &'a InFlight,
     pub(super) taken: Taken,
@@ -35,19 +36,19 @@ pub struct Permit<'a> {
 impl Permit<'_> {
     /// The seats it holds.
     pub fn seats(&self) -> u32 {
-        self.taken.seats()
+        self.taken.seats(self.inflight.pools.packing())
     }
 
     /// Each pool it holds seats of, with how many: one pool for a single
     /// seat, the roomiest first for several.
     pub fn pools(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
-        self.taken.iter()
+        self.taken.iter(self.inflight.pools.packing())
     }
 
     /// Whether some of its seats were borrowed from the tenant's spill
     /// pools ([`Builder::borrow_from`](super::Builder::borrow_from)).
     pub fn borrowed(&self) -> bool {
-        self.taken.borrowed
+        self.taken.borrowed()
     }
 }
 
@@ -61,7 +62,13 @@ impl Drop for Permit<'_> {
 impl fmt::Debug for Permit<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Permit")
-            .field("pools", &self.taken.iter().collect::<Vec<_>>())
+            .field(
+                "pools",
+                &self
+                    .taken
+                    .iter(self.inflight.pools.packing())
+                    .collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
@@ -95,17 +102,17 @@ pub struct OwnedPermit {
 impl OwnedPermit {
     /// The seats it holds.
     pub fn seats(&self) -> u32 {
-        self.taken.seats()
+        self.taken.seats(self.inflight.pools.packing())
     }
 
     /// Each pool it holds seats of, with how many, as [`Permit::pools`].
     pub fn pools(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
-        self.taken.iter()
+        self.taken.iter(self.inflight.pools.packing())
     }
 
     /// Whether some of its seats were borrowed, as [`Permit::borrowed`].
     pub fn borrowed(&self) -> bool {
-        self.taken.borrowed
+        self.taken.borrowed()
     }
 
     /// The limit it holds seats of.
@@ -124,7 +131,13 @@ impl Drop for OwnedPermit {
 impl fmt::Debug for OwnedPermit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OwnedPermit")
-            .field("pools", &self.taken.iter().collect::<Vec<_>>())
+            .field(
+                "pools",
+                &self
+                    .taken
+                    .iter(self.inflight.pools.packing())
+                    .collect::<Vec<_>>(),
+            )
             .finish()
     }
 }

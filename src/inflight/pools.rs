@@ -10,6 +10,7 @@
 
 use crossbeam_utils::CachePadded;
 
+use super::taken::{Packing, Taken};
 use crate::assign::MAX_PER_TENANT;
 use crate::sync::{AtomicU64, Ordering};
 
@@ -19,8 +20,8 @@ pub(super) const QUEUED: u64 = 1 << 32;
 /// The low 32 bits of a pool's word: its free permits.
 const FREE: u64 = QUEUED - 1;
 
-/// The most pools one permit can come from: a shard's own pools.
-const MAX: usize = MAX_PER_TENANT as usize;
+/// The most pools one permit can come from: a shard's own and spill pools.
+pub(super) const MAX: usize = MAX_PER_TENANT as usize;
 
 /// C permits over N pools: ⌊C/N⌋ each, one more for the first C mod N.
 pub(crate) struct Pools {
@@ -32,6 +33,8 @@ pub(crate) struct Pools {
     /// The permits a borrower leaves free in a pool of `base`, and in one
     /// of `base + 1`: ⌈r · share⌉ for the lender's reserve r.
     reserve: [u32; 2],
+    /// How a permit of these pools packs what it took.
+    packing: Packing,
 }
 
 impl Pools {
@@ -46,6 +49,7 @@ impl Pools {
             base,
             larger,
             reserve: [0, 0],
+            packing: Packing::of(pools, base + u32::from(larger > 0)),
         }
     }
 
@@ -61,6 +65,12 @@ impl Pools {
     #[inline]
     pub(crate) fn reserve(&self, pool: u32) -> u32 {
         self.reserve[usize::from(pool < self.larger)]
+    }
+
+    /// How a permit of these pools packs what it took.
+    #[inline]
+    pub(crate) fn packing(&self) -> Packing {
+        self.packing
     }
 
     /// N.
@@ -166,7 +176,7 @@ impl Pools {
             };
             tried |= 1 << j;
             let got = self.take_up_to(shard[j], need);
-            taken.add(shard[j], got);
+            taken.add(shard[j], got, self.packing);
             need -= got;
         }
         Ok(taken)
@@ -216,8 +226,10 @@ impl Pools {
                 break;
             }
             let got = self.take_up_to_above(pool, need, floor);
-            taken.borrowed |= borrowed && got > 0;
-            taken.add(pool, got);
+            if borrowed && got > 0 {
+                taken.mark_borrowed();
+            }
+            taken.add(pool, got, self.packing);
             need -= got;
         }
         if need > 0 { Err(taken) } else { Ok(taken) }
@@ -299,74 +311,6 @@ fn first_tied(tied: u32, start: usize) -> usize {
     }
 }
 
-/// What one permit took: seats from at most k pools.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Taken {
-    len: u8,
-    /// Whether some of its seats were borrowed from spill pools.
-    pub(crate) borrowed: bool,
-    pools: [u32; MAX],
-    seats: [u32; MAX],
-}
-
-impl Taken {
-    /// One seat of `pool`.
-    #[inline]
-    pub(crate) fn one(pool: u32) -> Taken {
-        let mut taken = Taken {
-            len: 1,
-            ..Taken::default()
-        };
-        (taken.pools[0], taken.seats[0]) = (pool, 1);
-        taken
-    }
-
-    /// One seat borrowed from the spill pool `pool`.
-    #[inline]
-    pub(crate) fn borrowed_one(pool: u32) -> Taken {
-        Taken {
-            borrowed: true,
-            ..Taken::one(pool)
-        }
-    }
-
-    /// The pool of its one seat, if it holds one seat.
-    #[inline]
-    pub(crate) fn single(&self) -> Option<u32> {
-        (self.len == 1 && self.seats[0] == 1).then_some(self.pools[0])
-    }
-
-    /// Adds `seats` of `pool` (nothing for 0).
-    pub(crate) fn add(&mut self, pool: u32, seats: u32) {
-        if seats == 0 {
-            return;
-        }
-        let len = usize::from(self.len);
-        if let Some(j) = self.pools[..len].iter().position(|&p| p == pool) {
-            self.seats[j] += seats;
-        } else {
-            self.pools[len] = pool;
-            self.seats[len] = seats;
-            self.len += 1;
-        }
-    }
-
-    /// Each pool with the seats taken from it.
-    #[inline]
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
-        let len = usize::from(self.len);
-        self.pools[..len]
-            .iter()
-            .copied()
-            .zip(self.seats[..len].iter().copied())
-    }
-
-    /// Seats in all.
-    pub(crate) fn seats(&self) -> u32 {
-        self.seats[..usize::from(self.len)].iter().sum()
-    }
-}
-
 #[cfg(all(test, not(shuffle_limiter_loom)))]
 mod tests {
     use super::*;
@@ -410,10 +354,15 @@ mod tests {
         assert_eq!(pools.take(&[1, 0], 6), Err(Taken::default()));
         assert_eq!((pools.free(0), pools.free(1)), (3, 2));
         let taken = pools.take(&[1, 0], 4).unwrap();
-        assert_eq!(taken.iter().collect::<Vec<_>>(), [(0, 3), (1, 1)]);
-        assert_eq!(taken.seats(), 4);
+        let packing = pools.packing();
+        assert_eq!(taken.iter(packing).collect::<Vec<_>>(), [(0, 3), (1, 1)]);
+        assert_eq!(taken.seats(packing), 4);
         let partial = pools.take(&[1, 0], 2).unwrap_err();
-        assert_eq!(partial.seats(), 0, "1 free: it finds out before taking");
+        assert_eq!(
+            partial.seats(packing),
+            0,
+            "1 free: it finds out before taking"
+        );
         assert_eq!((pools.free(0), pools.free(1)), (0, 1));
     }
 }

@@ -14,7 +14,8 @@
 use std::collections::VecDeque;
 use std::task::Waker;
 
-use super::pools::{Pools, Taken};
+use super::pools::Pools;
+use super::taken::Taken;
 use crate::assign::MAX_PER_TENANT;
 
 /// A waiter's place: its slot and that slot's generation, so that a stale
@@ -158,7 +159,7 @@ impl Room {
 
     /// Gives back what a take got, under the lock.
     pub(crate) fn give_back(&mut self, pools: &Pools, taken: &Taken) {
-        for (pool, seats) in taken.iter() {
+        for (pool, seats) in taken.iter(pools.packing()) {
             self.release(pools, pool, seats);
         }
     }
@@ -221,7 +222,7 @@ impl Room {
             let got = free.min(need);
             if got > 0 {
                 pools.take_queued(pool, got);
-                taken.add(pool, got);
+                taken.add(pool, got, pools.packing());
                 need -= got;
             }
         }
@@ -231,11 +232,14 @@ impl Room {
                 .map(|(&pool, _)| pool)
                 .collect();
             match pools.take(&open, need) {
-                Ok(rest) => rest.iter().for_each(|(p, s)| taken.add(p, s)),
+                Ok(rest) => {
+                    (rest.iter(pools.packing())).for_each(|(p, s)| taken.add(p, s, pools.packing()))
+                }
                 Err(partial) => {
                     // Taken by a caller outside the lock in between: give
                     // all back and wait for the next release.
-                    taken.iter().chain(partial.iter()).for_each(|(p, s)| {
+                    let packing = pools.packing();
+                    (taken.iter(packing).chain(partial.iter(packing))).for_each(|(p, s)| {
                         let _queued = pools.put(p, s);
                     });
                     return None;
@@ -292,7 +296,7 @@ impl Room {
 
     /// The seats of the waiter at `key`, taking it out, if it was served.
     fn served(&mut self, key: Key) -> Option<Taken> {
-        let taken = self.waiter_mut(key).served?;
+        let taken = self.waiter_mut(key).served.take()?;
         self.remove(key);
         Some(taken)
     }

@@ -334,8 +334,8 @@ where
             return Ok(match local.try_take(shard, seats) {
                 Some(taken) => Tried::Leased(Lease {
                     seats,
-                    pools: taken.iter().collect(),
-                    borrowed: taken.borrowed,
+                    pools: taken.iter(local.pools.packing()).collect(),
+                    borrowed: taken.borrowed(),
                     held: Held::Local(OwnedPermit {
                         inflight: Arc::clone(local),
                         taken,
