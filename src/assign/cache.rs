@@ -206,25 +206,36 @@ impl ShardCache {
     /// back), so a reader never takes one for the other.
     #[inline]
     pub(crate) fn get_or_assign(&self, key: &[u8], assignment: &Assignment, buckets: u32) -> Shard {
-        if self.sets.is_empty() {
-            return assignment.shard_in(key, buckets);
-        }
-        let at = u128::from(self.hashers[0].hash_one(key)) * self.sets.len() as u128;
-        let set = &self.sets[(at >> 64) as usize];
-        let tag = self.tag(key, buckets);
-        // The hit unpacks the shard where the caller keeps it, the miss is
-        // out of line into the same place: a shard merged from both paths
-        // first was copied on by loads wider than the stores that had just
-        // built it, a stall on every keyed check.
-        match self.find(set, tag) {
-            Some(payloads) => self
-                .layout
-                .unpack(payloads.into_iter().take(self.layout.words)),
-            None => self.miss(set, tag, key, assignment, buckets),
-        }
+        // Every path yields the packed payloads, unpacked once at the end:
+        // a shard merged from several paths (a call's among them) was
+        // copied on by loads wider than the stores that had just built it,
+        // a stall on every keyed check.
+        let payloads = if self.sets.is_empty() {
+            self.assign(key, assignment, buckets)
+        } else {
+            let at = u128::from(self.hashers[0].hash_one(key)) * self.sets.len() as u128;
+            let set = &self.sets[(at >> 64) as usize];
+            let tag = self.tag(key, buckets);
+            match self.find(set, tag) {
+                Some(payloads) => payloads,
+                None => self.miss(set, tag, key, assignment, buckets),
+            }
+        };
+        self.layout
+            .unpack(payloads.into_iter().take(self.layout.words))
     }
 
-    /// [`get_or_assign`](Self::get_or_assign) for a key not in the cache.
+    /// The payloads of `key`'s shard, computed: for a cache of no entries.
+    #[inline(never)]
+    fn assign(&self, key: &[u8], assignment: &Assignment, buckets: u32) -> [u64; 4] {
+        let shard = assignment.shard_in(key, buckets);
+        self.layout
+            .entry(0, &shard)
+            .map(|word| word & self.layout.mask())
+    }
+
+    /// [`get_or_assign`](Self::get_or_assign) for a key not in the cache:
+    /// its payloads, computed and cached.
     #[cold]
     #[inline(never)]
     fn miss(
@@ -234,10 +245,10 @@ impl ShardCache {
         key: &[u8],
         assignment: &Assignment,
         buckets: u32,
-    ) -> Shard {
-        let shard = assignment.shard_in(key, buckets);
-        self.insert(set, tag, &shard);
-        shard
+    ) -> [u64; 4] {
+        let entry = self.layout.entry(tag, &assignment.shard_in(key, buckets));
+        self.insert(set, &entry);
+        entry.map(|word| word & self.layout.mask())
     }
 
     /// The tag hash of `key` among `buckets` buckets: N added just above
@@ -279,7 +290,7 @@ impl ShardCache {
         None
     }
 
-    fn insert(&self, set: &Set, tag: u64, shard: &Shard) {
+    fn insert(&self, set: &Set, entry: &[u64; 4]) {
         let words = self.layout.words;
         let empty = set
             .0
@@ -287,8 +298,7 @@ impl ShardCache {
             .position(|way| way[0].load(Ordering::Relaxed) == 0);
         let way =
             empty.unwrap_or_else(|| crate::random::position(self.layout.ways() as u64) as usize);
-        let entry = self.layout.entry(tag, shard);
-        for (atomic, &word) in set.0[way * words..][..words].iter().zip(&entry) {
+        for (atomic, &word) in set.0[way * words..][..words].iter().zip(entry) {
             atomic.store(word, Ordering::Relaxed);
         }
     }

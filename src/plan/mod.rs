@@ -330,9 +330,24 @@ impl Core {
     #[inline]
     pub(crate) fn tenant<'a>(&self, tenant: &'a [u8]) -> Whom<'a> {
         let buckets = self.buckets();
-        let shard = self.shards.tenant(tenant, buckets, &self.cache);
+        // Tiers out of line, and a whole `Whom` from each path: a shard
+        // merged from two paths and then moved into the `Whom` was copied
+        // by loads wider than the stores that had just built it, a stall.
+        if self.shards.tiers.any() {
+            return self.tiered(tenant, buckets);
+        }
         Whom {
-            shard,
+            shard: (self.cache).get_or_assign(tenant, &self.shards.assignment, buckets),
+            buckets,
+            id: Id::Tenant(tenant),
+        }
+    }
+
+    /// [`tenant`](Self::tenant) for a limiter with tiers.
+    #[inline(never)]
+    fn tiered<'a>(&self, tenant: &'a [u8], buckets: u32) -> Whom<'a> {
+        Whom {
+            shard: self.shards.tenant(tenant, buckets, &self.cache),
             buckets,
             id: Id::Tenant(tenant),
         }

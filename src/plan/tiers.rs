@@ -51,6 +51,12 @@ impl Tiers {
         }
     }
 
+    /// Whether some tenant was given a tier.
+    #[inline]
+    pub(crate) fn any(&self) -> bool {
+        self.shards.is_some()
+    }
+
     /// The tier with the most buckets per tenant, if any tenant has a tier.
     pub(crate) fn widest(&self) -> Option<(&str, u32)> {
         self.widest.as_ref().map(|(tier, k)| (tier.as_str(), *k))
