@@ -160,9 +160,16 @@ impl Metrics {
     #[inline]
     pub(crate) fn record(&self, result: &Result<Grant, Denied>) {
         match result {
-            Ok(grant) => self.grants[grant.bucket() as usize].increment(1),
+            Ok(grant) => self.granted(grant.bucket()),
             Err(denied) => self.denied(denied),
         }
+    }
+
+    /// Counts a grant `bucket` paid (as [`record`](Self::record) does), for
+    /// a caller that has not built the grant yet.
+    #[inline]
+    pub(crate) fn granted(&self, bucket: u32) {
+        self.grants[bucket as usize].increment(1);
     }
 
     #[cold]

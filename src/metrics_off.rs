@@ -18,6 +18,9 @@ impl Metrics {
     #[inline(always)]
     pub(crate) fn record(&self, _result: &Result<Grant, Denied>) {}
 
+    #[inline(always)]
+    pub(crate) fn granted(&self, _bucket: u32) {}
+
     #[cfg_attr(not(feature = "wait"), allow(dead_code))] // the waits'
     #[inline(always)]
     pub(crate) fn waiting(&self, _denied: &Denied, _nap: Duration) {}

@@ -400,6 +400,12 @@ impl Core {
     pub(crate) fn record(&self, result: &Result<Grant, Denied>) {
         self.metrics.record(result);
     }
+
+    /// Counts a grant that `bucket` paid, as [`record`](Self::record).
+    #[inline]
+    pub(crate) fn granted(&self, bucket: u32) {
+        self.metrics.granted(bucket);
+    }
 }
 
 #[cfg(test)]

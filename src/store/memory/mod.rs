@@ -82,9 +82,11 @@ impl<C: Clock> InProcess<C> {
         let (shard, now) = (whom.shard(), self.now());
         match self.single(core, shard, whom.buckets(), n, now) {
             Ok((single, version)) => {
-                let result = Ok(Grant::single(single, shard, n, 1, version));
-                core.record(&result);
-                result
+                // Counted before the grant is built, not by a borrow of
+                // it: a borrowed grant had a place of its own, from which
+                // it was copied into the caller's with loads that stalled.
+                core.granted(shard.ranked()[single.index]);
+                Ok(Grant::single(single, shard, n, 1, version))
             }
             Err(declined) => self.take_rest(core, whom, n, now, declined),
         }
