@@ -171,9 +171,10 @@ impl InFlight {
     /// Allocates nothing, but for a permit of several seats taken from
     /// more pools than its two words pack: each pool it takes from packs
     /// in ⌈log₂ N⌉ + ⌊log₂ S⌋ + 1 bits, S the permits of the largest pool,
-    /// and 120 bits hold them (any permit of 8 pools of 40 permits; past
-    /// that, say, a permit of 8 of 64 pools of 512 permits or more keeps
-    /// its pools in one small allocation).
+    /// and 120 bits hold them. Every permit fits for a limit of up to 8
+    /// pools of up to 4 000 permits each; past that, a permit of, say, 8 of
+    /// 64 pools of 512 permits or more keeps its pools in one small
+    /// allocation.
     ///
     /// # Errors
     /// [`Rejected`], as above.
@@ -218,10 +219,7 @@ impl InFlight {
     /// just built it, a stall on every acquire.)
     #[inline(always)]
     fn try_permit(&self, shard: &Shard, seats: u32) -> Result<Permit<'_>, Rejected> {
-        if seats == 1
-            && let Some(pool) = self.pools.take_one(shard.buckets())
-        {
-            let taken = Taken::one(pool, self.pools.packing());
+        if let Some(taken) = self.take_one_own(shard, seats) {
             return Ok(Permit {
                 inflight: self,
                 taken,
@@ -461,12 +459,19 @@ impl InFlight {
     /// borrowing, its spill pools above their reserve.
     #[inline]
     fn try_take(&self, shard: &Shard, seats: u32) -> Option<Taken> {
-        if seats == 1
-            && let Some(pool) = self.pools.take_one(shard.buckets())
-        {
-            return Some(Taken::one(pool, self.pools.packing()));
+        self.take_one_own(shard, seats)
+            .or_else(|| self.try_take_rest(shard, seats))
+    }
+
+    /// The common case of [`try_take`](Self::try_take): one seat of an own
+    /// pool.
+    #[inline(always)]
+    fn take_one_own(&self, shard: &Shard, seats: u32) -> Option<Taken> {
+        if seats != 1 {
+            return None;
         }
-        self.try_take_rest(shard, seats)
+        let pool = self.pools.take_one(shard.buckets())?;
+        Some(Taken::one(pool, self.pools.packing()))
     }
 
     /// [`try_take`](Self::try_take) beyond one seat of an own pool.
