@@ -167,11 +167,13 @@ pub(crate) struct ShardCache {
 }
 
 impl ShardCache {
-    /// A cache for about `entries` tenants of `assignment`'s shards, or none
-    /// for 0.
-    pub(crate) fn new(entries: usize, assignment: &Assignment) -> Self {
+    /// A cache for about `entries` tenants of `assignment`'s shards under
+    /// any N up to `room`, or none for 0. Even with no entries, every shard
+    /// passes through an entry's packing, so its bucket indices must fit
+    /// the bits of the largest N the limiter may change to.
+    pub(crate) fn new(entries: usize, assignment: &Assignment, room: u32) -> Self {
         let layout = Layout::of(
-            assignment.buckets(),
+            room.max(assignment.buckets()),
             assignment.per_tenant(),
             assignment.spill(),
         );

@@ -53,7 +53,7 @@ fn the_cache_returns_exactly_what_the_assignment_computes() {
             .unwrap()
             .with_spill(d)
             .unwrap();
-        let cache = ShardCache::new(8, &a);
+        let cache = ShardCache::new(8, &a, 0);
         assert_eq!(
             cache.capacity(),
             Layout::of(n, k, d).ways() * cache.sets.len()
@@ -69,7 +69,7 @@ fn the_cache_returns_exactly_what_the_assignment_computes() {
         assert_eq!(cache.get_or_assign(&long, &a, a.buckets()), a.shard(&long));
         assert_eq!(cache.get_or_assign(&long, &a, a.buckets()), a.shard(&long));
         assert_eq!(
-            ShardCache::new(0, &a).get_or_assign(b"x", &a, a.buckets()),
+            ShardCache::new(0, &a, 0).get_or_assign(b"x", &a, a.buckets()),
             a.shard(b"x")
         );
     }
@@ -79,22 +79,38 @@ fn the_cache_returns_exactly_what_the_assignment_computes() {
 fn a_cache_is_one_and_a_half_ways_per_tenant_asked_for() {
     let small = Assignment::new(8, 2, b"").unwrap();
     let large = Assignment::new(MAX_BUCKETS, 8, b"").unwrap();
-    let cache = ShardCache::new(100_000, &small);
+    let cache = ShardCache::new(100_000, &small, 0);
     // 150 000 ways of one word, 8 to a set of 64 bytes.
     assert_eq!((cache.capacity(), cache.bytes()), (150_000, 1_200_000));
-    let cache = ShardCache::new(100_000, &large);
+    let cache = ShardCache::new(100_000, &large, 0);
     // Four words an entry: 2 to a set.
     assert_eq!((cache.capacity(), cache.bytes()), (150_000, 4_800_000));
-    let cache = ShardCache::new(1, &small);
+    let cache = ShardCache::new(1, &small, 0);
     assert_eq!((cache.capacity(), cache.bytes()), (8, 64));
-    assert_eq!(ShardCache::new(0, &small).capacity(), 0);
+    assert_eq!(ShardCache::new(0, &small, 0).capacity(), 0);
+}
+
+#[test]
+fn a_cache_of_no_entries_packs_the_shards_of_every_n_up_to_its_room() {
+    // Built at N = 4 with room for 8: indices 4..8 need a third bit.
+    let a = Assignment::new(4, 4, b"").unwrap();
+    for (entries, room) in [(0, 8), (100, 8), (0, 300)] {
+        let cache = ShardCache::new(entries, &a, room);
+        for t in 0..200u32 {
+            let key = t.to_le_bytes();
+            for n in [4, 5, 8, room] {
+                let expected = a.resized(n).shard(&key);
+                assert_eq!(cache.get_or_assign(&key, &a, n), expected, "{entries} {n}");
+            }
+        }
+    }
 }
 
 #[test]
 fn a_change_of_n_misses_what_was_cached_for_another_n() {
     // A cache laid out for up to 16 buckets, used at 8, then 12, then 8.
     let a = Assignment::new(8, 2, b"").unwrap();
-    let cache = ShardCache::new(4_000, &a.resized(16));
+    let cache = ShardCache::new(4_000, &a.resized(16), 0);
     let keys: Vec<[u8; 4]> = (0..500u32).map(u32::to_le_bytes).collect();
     for round in 0..2 {
         for n in [8, 12, 8, 16] {
@@ -136,7 +152,7 @@ fn a_second_lookup_hits_the_cache() {
             Assignment::new(n, k, b"a").unwrap(),
             Assignment::new(n, k, b"b").unwrap(),
         );
-        let cache = ShardCache::new(1_000, &a);
+        let cache = ShardCache::new(1_000, &a, 0);
         let keys = keys_told_apart(&a, &b, 100);
         for key in &keys {
             assert_eq!(cache.get_or_assign(key, &a, a.buckets()), a.shard(key)); // a miss
@@ -157,7 +173,7 @@ fn a_full_set_keeps_what_it_holds_and_evicts_one_entry_per_miss() {
         Assignment::new(64, 4, b"a").unwrap(),
         Assignment::new(64, 4, b"b").unwrap(),
     );
-    let cache = ShardCache::new(1, &a); // one set of 8 ways
+    let cache = ShardCache::new(1, &a, 0); // one set of 8 ways
     let keys = keys_told_apart(&a, &b, 9);
     for key in &keys[..8] {
         cache.get_or_assign(key, &a, a.buckets());
@@ -189,7 +205,7 @@ fn evictions_spread_over_the_ways() {
     // Tenants cycling through one set of 8 ways: each miss replaces a way
     // chosen by the coin, so over many misses every way is replaced.
     let a = Assignment::new(64, 4, b"").unwrap();
-    let cache = ShardCache::new(1, &a);
+    let cache = ShardCache::new(1, &a, 0);
     let mut seen = [false; WORDS];
     for t in 0..200u32 {
         cache.get_or_assign(&t.to_le_bytes(), &a, a.buckets());
@@ -211,7 +227,7 @@ fn false_hits_are_as_rare_as_the_tag_bits_say() {
     // a lookup of an absent tenant in a full set hits one of the tags
     // held with probability (distinct tags held) / 2⁸ — about 3 % for 8.
     let a = Assignment::new(8, 2, b"").unwrap();
-    let mut cache = ShardCache::new(1, &a);
+    let mut cache = ShardCache::new(1, &a, 0);
     cache.layout.payload = 55;
     for t in 0..8u32 {
         cache.get_or_assign(&t.to_le_bytes(), &a, a.buckets());
@@ -248,7 +264,7 @@ fn false_hits_are_as_rare_as_the_tag_bits_say() {
 fn readers_racing_writers_see_whole_entries_or_miss() {
     for (n, k) in [(64, 4), (1024, 8)] {
         let a = Assignment::new(n, k, b"").unwrap();
-        let cache = ShardCache::new(1, &a); // one set: constant eviction
+        let cache = ShardCache::new(1, &a, 0); // one set: constant eviction
         let keys: Vec<[u8; 4]> = (0..16u32).map(|t| t.to_le_bytes()).collect();
         let want: Vec<Shard> = keys.iter().map(|k| a.shard(k)).collect();
         std::thread::scope(|s| {

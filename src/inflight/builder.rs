@@ -215,7 +215,7 @@ impl Builder {
             pools: Pools::split(concurrency, pools).with_reserve(reserve),
             reserve,
             room: crate::sync::Mutex::new(Room::new(pools, self.max_queue)),
-            cache: ShardCache::new(self.cache, &assignment),
+            cache: ShardCache::new(self.cache, &assignment, pools),
             per_user: self.per_user.unwrap_or(per_tenant),
             assignment,
             concurrency,

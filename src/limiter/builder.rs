@@ -322,7 +322,7 @@ impl<C: Clock> Builder<C> {
                 (assignment.buckets(), max_buckets),
                 assignment.per_tenant(),
             ),
-            cache: ShardCache::new(self.cache, &assignment.resized(max_buckets)),
+            cache: ShardCache::new(self.cache, &assignment, max_buckets),
             max_buckets,
             reserve: reserve_parts(self.reserve),
             shards: Shards {

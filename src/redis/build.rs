@@ -400,7 +400,7 @@ impl<L> Parts<L> {
             held: (0..buckets).map(|_| AtomicU64::new(0)).collect(),
             fallback: self.fallback,
             shards: self.core.shards.clone(),
-            no_cache: ShardCache::new(0, &self.core.shards.assignment),
+            no_cache: ShardCache::new(0, &self.core.shards.assignment, self.core.max_buckets),
             metrics: self.core.metrics.clone(),
             redis_metrics: RedisMetrics::new(&self.core.name),
             options,
