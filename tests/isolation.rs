@@ -109,3 +109,45 @@ fn the_weak_isolation_message_says_what_to_change_for_this_config() {
         );
     }
 }
+
+#[test]
+fn the_weak_isolation_message_at_its_thresholds_says_what_is_still_missing() {
+    let shown = |quota: Quota, n: u32, k: u32| {
+        let limiter = ShardedLimiter::builder()
+            .quota(quota)
+            .buckets(n)
+            .per_tenant(k)
+            .build()
+            .unwrap();
+        limiter.isolation().to_string()
+    };
+    // A burst of exactly 5 is enough for 5 buckets: only N is too small.
+    let s = shown(Quota::per_second(5), 3, 2);
+    assert!(
+        s.ends_with("fewer than 10 distinct shards: use 5 buckets (N) or more"),
+        "{s}"
+    );
+    // A burst of 4 is not.
+    let s = shown(Quota::per_second(4), 3, 2);
+    assert!(
+        s.ends_with("raise the burst to at least 5 (each bucket needs a token) and use 5 buckets (N) or more"),
+        "{s}"
+    );
+    // Exactly 5 buckets are enough for 10 shards, with k = 2 (C(5, 1) =
+    // C(5, 4) = 5 are weak): only k is off.
+    for k in [1, 4] {
+        let s = shown(Quota::per_second(5), 5, k);
+        assert!(s.contains("C(N, k) = 5 distinct shards"), "{s}");
+        assert!(
+            s.ends_with("fewer than 10 distinct shards: set per_tenant (k) nearer N/2, such as 2"),
+            "{s}"
+        );
+    }
+    assert!(!shown(Quota::per_second(5), 5, 2).contains("weak isolation"));
+    // Four buckets are not enough for any k (C(4, 2) = 6).
+    let s = shown(Quota::per_second(100), 4, 2);
+    assert!(
+        s.ends_with("fewer than 10 distinct shards: use 5 buckets (N) or more"),
+        "{s}"
+    );
+}
