@@ -177,3 +177,6 @@ impl LiveSplit {
         self.bursts.store(bursts, Ordering::Relaxed);
     }
 }
+
+#[cfg(test)]
+mod tests;
