@@ -179,4 +179,5 @@ impl LiveSplit {
 }
 
 #[cfg(test)]
+#[path = "live_tests.rs"]
 mod tests;
