@@ -15,6 +15,20 @@
 //! decided with one split on a bucket kept in another. Such a check's
 //! tokens stay taken (its new arrival time is never earlier than the one it
 //! replaced), so a change can only cost the budget, never add to it.
+//!
+//! # Why not a swapped pointer
+//! Each even version already names one immutable split, an epoch. Swapping
+//! a pointer to a boxed plan (`arc-swap`, an epoch scheme) would not take
+//! the protocol off the check path: a check that compare-and-swaps a bucket
+//! while a change moves it must still learn that it decided under the old
+//! plan, so it would load the pointer before the draw and compare it after,
+//! the two version loads under another name. It would add a dependent load
+//! (the plan behind the pointer, where the split's three words are read
+//! here side by side from one cache line) and, for `arc-swap`, a
+//! thread-local reader slot written and cleared on every check. The cost
+//! that stays with a limiter that never changes is those two loads of a
+//! line no check writes; tiers, nested users and borrowing are out of line
+//! until a limiter has them (see `Core::tenant`).
 
 use std::sync::PoisonError;
 
