@@ -80,17 +80,19 @@ fn the_default_tenant_cache_holds_what_the_readme_says() {
     assert_eq!(capacity, 150_000);
 }
 
+/// The isolation report of a limiter of `quota` over N = `n`, k = `k`.
+fn shown(quota: Quota, n: u32, k: u32) -> String {
+    let limiter = ShardedLimiter::builder()
+        .quota(quota)
+        .buckets(n)
+        .per_tenant(k)
+        .build()
+        .unwrap();
+    limiter.isolation().to_string()
+}
+
 #[test]
 fn the_weak_isolation_message_says_what_to_change_for_this_config() {
-    let shown = |quota: Quota, n: u32, k: u32| {
-        let limiter = ShardedLimiter::builder()
-            .quota(quota)
-            .buckets(n)
-            .per_tenant(k)
-            .build()
-            .unwrap();
-        limiter.isolation().to_string()
-    };
     // Too small a burst for more buckets: raise it first.
     let s = shown(Quota::per_second(3), 3, 2);
     assert!(s.ends_with("raise the burst to at least 5 (each bucket needs a token) and use 5 buckets (N) or more"), "{s}");
@@ -112,15 +114,6 @@ fn the_weak_isolation_message_says_what_to_change_for_this_config() {
 
 #[test]
 fn the_weak_isolation_message_at_its_thresholds_says_what_is_still_missing() {
-    let shown = |quota: Quota, n: u32, k: u32| {
-        let limiter = ShardedLimiter::builder()
-            .quota(quota)
-            .buckets(n)
-            .per_tenant(k)
-            .build()
-            .unwrap();
-        limiter.isolation().to_string()
-    };
     // A burst of exactly 5 is enough for 5 buckets: only N is too small.
     let s = shown(Quota::per_second(5), 3, 2);
     assert!(

@@ -3,31 +3,14 @@
 //! formula, simulate's measurement on a real in-flight limit, and what
 //! this test works out itself from the limit's assignment.
 
-use serde_json::Value;
 use shuffle_limiter::inflight::InFlight;
 
 #[path = "support/lab.rs"]
 mod lab;
-use lab::{f, json, refused, text};
+use lab::{HUNG_SCENE, f, json, refused, text, u};
 
-fn u(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("{v} is not a count"))
-}
-
-/// The example's scene: 40 tenants, C = 40 over N = 8 pools, k = 2.
-const SCENE: &[&str] = &[
-    "simulate",
-    "--buckets",
-    "8",
-    "--per-tenant",
-    "2",
-    "--tenants",
-    "40",
-    "--seed",
-    "1",
-    "--concurrency",
-    "40",
-];
+/// The example's scene.
+const SCENE: &[&str] = HUNG_SCENE;
 
 /// The tenants 1..40 by how many of `tenant-0`'s pools they hold, on the
 /// assignment simulate uses (salt: the seed's 8 bytes).

@@ -14,29 +14,13 @@ use shuffle_limiter::inflight::InFlight;
 
 #[path = "support/lab.rs"]
 mod lab;
-use lab::{f, json, text};
+use lab::{HUNG_SCENE, f, json, text, u};
 
-fn u(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("{v} is not a count"))
+/// The README's scene: the example's, with d = 2 spill pools; add
+/// `--lender-reserve r`.
+fn scene(extra: &[&'static str]) -> Vec<&'static str> {
+    [HUNG_SCENE, &["--borrow-from", "2"], extra].concat()
 }
-
-/// The README's scene: 40 tenants, C = 40 over N = 8 pools of 5, k = 2,
-/// d = 2 spill pools; add `--lender-reserve r`.
-const SCENE: &[&str] = &[
-    "simulate",
-    "--buckets",
-    "8",
-    "--per-tenant",
-    "2",
-    "--tenants",
-    "40",
-    "--seed",
-    "1",
-    "--concurrency",
-    "40",
-    "--borrow-from",
-    "2",
-];
 
 /// (starved, sharing, untouched) of `tenant-1` … `tenant-39` on the
 /// assignment simulate uses (salt: seed 1's 8 bytes), once `tenant-0`
@@ -84,7 +68,7 @@ fn outcome(v: &Value) -> (u64, u64, u64) {
 
 #[test]
 fn a_hung_tenant_that_borrows_holds_its_spill_pools_to_the_reserve() {
-    let v = json(&[SCENE, &["--lender-reserve", "0.5"]].concat());
+    let v = json(&scene(&["--lender-reserve", "0.5"]));
     let h = &v["hung"];
     assert_eq!((u(&h["spill"]), f(&h["lender_reserve"])), (2, 0.5));
     // The formula: its 40 calls hold its two pools' 10 permits and the 2
@@ -134,7 +118,7 @@ fn a_hung_tenant_that_borrows_holds_its_spill_pools_to_the_reserve() {
     let kept = f(&h["throughput_kept"]);
     assert!((kept - (1.0 - held / 40.0)).abs() < 0.01, "kept {kept}");
 
-    let table = text(&[SCENE, &["--lender-reserve", "0.5"]].concat());
+    let table = text(&scene(&["--lender-reserve", "0.5"]));
     for row in [
         "borrowing (d = 2, r = 0.5): tenant-0 may also take the 4 permits its spill pools",
         "predicted (blast)                      0.09       30.55        8.36           65.0%",
@@ -147,7 +131,7 @@ fn a_hung_tenant_that_borrows_holds_its_spill_pools_to_the_reserve() {
 
 #[test]
 fn without_a_reserve_it_drains_its_spill_pools_which_borrowing_off_would_not() {
-    let v = json(&[SCENE, &["--lender-reserve", "0"]].concat());
+    let v = json(&scene(&["--lender-reserve", "0"]));
     let h = &v["hung"];
     // It holds all 4 of its pools, 20 permits: a tenant on an idle limit
     // is starved when its 4 pools are those 4 (1 in C(8, 4) = 70), and on
@@ -164,7 +148,7 @@ fn without_a_reserve_it_drains_its_spill_pools_which_borrowing_off_would_not() {
 
     // The same scene with borrowing off: its own 10 permits and its twins
     // alone. Had simulate ignored --borrow-from, the two would be equal.
-    let off = json(&SCENE[..11]);
+    let off = json(HUNG_SCENE);
     let o = &off["hung"];
     assert_eq!((u(&o["held_most"]), u(&o["borrowed_most"])), (10, 0));
     let off_first = f(&o["throughput_kept_first"]);

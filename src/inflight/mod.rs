@@ -498,6 +498,17 @@ impl InFlight {
         }
     }
 
+    /// A permit's `Debug`: its type's name and the (pool, seats) it holds.
+    fn debug_taken(
+        &self,
+        name: &str,
+        taken: &Taken,
+        f: &mut std::fmt::Formatter<'_>,
+    ) -> std::fmt::Result {
+        let pools: Vec<_> = taken.iter(self.pools.packing()).collect();
+        f.debug_struct(name).field("pools", &pools).finish()
+    }
+
     /// Gives back what a permit took; the pools callers queue for hand
     /// their seats on under the lock.
     #[inline]

@@ -61,15 +61,7 @@ impl Drop for Permit<'_> {
 
 impl fmt::Debug for Permit<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Permit")
-            .field(
-                "pools",
-                &self
-                    .taken
-                    .iter(self.inflight.pools.packing())
-                    .collect::<Vec<_>>(),
-            )
-            .finish()
+        self.inflight.debug_taken("Permit", &self.taken, f)
     }
 }
 
@@ -130,14 +122,6 @@ impl Drop for OwnedPermit {
 
 impl fmt::Debug for OwnedPermit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OwnedPermit")
-            .field(
-                "pools",
-                &self
-                    .taken
-                    .iter(self.inflight.pools.packing())
-                    .collect::<Vec<_>>(),
-            )
-            .finish()
+        self.inflight.debug_taken("OwnedPermit", &self.taken, f)
     }
 }

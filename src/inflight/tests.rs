@@ -294,3 +294,30 @@ fn a_handle_takes_and_waits_as_the_request_would_in_the_same_queues() {
         RejectReason::ZeroSeats
     );
 }
+
+#[test]
+fn a_permit_shows_the_seats_it_holds_in_each_pool() {
+    let inflight = std::sync::Arc::new(limit(8, 4, 2, 0));
+    let tenant = tenant_on(&inflight, &[1, 3]);
+    // In the shard's order, which the test does not fix.
+    let either = |shown: String, a: &str, b: &str| {
+        assert!(shown == a || shown == b, "{shown}");
+    };
+    // Four seats take both pools whole.
+    let permit = inflight
+        .try_acquire(Request::tenant(&tenant).tokens(4))
+        .unwrap();
+    either(
+        format!("{permit:?}"),
+        "Permit { pools: [(1, 2), (3, 2)] }",
+        "Permit { pools: [(3, 2), (1, 2)] }",
+    );
+    drop(permit);
+    // Three: two from the first pool, one from the other.
+    let owned = inflight
+        .try_acquire_owned(Request::tenant(&tenant).tokens(3))
+        .unwrap();
+    let shown = format!("{owned:?}");
+    assert!(shown.starts_with("OwnedPermit { pools: ["), "{shown}");
+    assert!(shown.contains(", 2)") && shown.contains(", 1)"), "{shown}");
+}

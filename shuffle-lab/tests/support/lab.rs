@@ -40,3 +40,23 @@ pub(crate) fn refused(args: &[&str]) -> String {
 pub(crate) fn f(v: &Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("{v} is not a number"))
 }
+
+pub(crate) fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("{v} is not a count"))
+}
+
+/// The `hung_tenant` example's scene: 40 tenants, C = 40 over N = 8 pools,
+/// k = 2.
+pub(crate) const HUNG_SCENE: &[&str] = &[
+    "simulate",
+    "--buckets",
+    "8",
+    "--per-tenant",
+    "2",
+    "--tenants",
+    "40",
+    "--seed",
+    "1",
+    "--concurrency",
+    "40",
+];
