@@ -99,7 +99,7 @@ fn a_cache_of_no_entries_packs_the_shards_of_every_n_up_to_its_room() {
         for t in 0..200u32 {
             let key = t.to_le_bytes();
             for n in [4, 5, 8, room] {
-                let expected = a.resized(n).shard(&key);
+                let expected = a.resized(n).shard(key);
                 assert_eq!(cache.get_or_assign(&key, &a, n), expected, "{entries} {n}");
             }
         }
