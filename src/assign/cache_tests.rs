@@ -110,7 +110,7 @@ fn a_cache_of_no_entries_packs_the_shards_of_every_n_up_to_its_room() {
 fn a_change_of_n_misses_what_was_cached_for_another_n() {
     // A cache laid out for up to 16 buckets, used at 8, then 12, then 8.
     let a = Assignment::new(8, 2, b"").unwrap();
-    let cache = ShardCache::new(4_000, &a.resized(16), 0);
+    let cache = ShardCache::new(4_000, &a, 16);
     let keys: Vec<[u8; 4]> = (0..500u32).map(u32::to_le_bytes).collect();
     for round in 0..2 {
         for n in [8, 12, 8, 16] {
