@@ -228,9 +228,10 @@ fn tokens_of_removed_buckets_go_to_no_one() {
     limiter.set_buckets(7).unwrap();
     let total = |l: &ShardedLimiter<ManualClock>| held(l).iter().sum::<u64>();
     let before = total(&limiter);
-    // Refunds of what bucket 7 paid give back to nothing.
+    // Refunds of what bucket 7 paid give back to nothing, and say so.
     for grant in grants.into_iter().filter(|g| g.bucket() == 7) {
-        limiter.refund(grant);
+        let refunded = limiter.refund(grant);
+        assert_eq!((refunded.given(), refunded.gone()), (0, 1));
     }
     assert_eq!(total(&limiter), before);
     limiter.set_buckets(8).unwrap();
