@@ -54,11 +54,15 @@ fn debt_stops_at_one_burst_and_the_rest_is_forgiven() {
     // The other bucket, another tenant's, paid nothing.
     let other = (0..)
         .map(|i| format!("o{i}"))
-        .find(|o| limiter.shard(o.as_str()) != limiter.shard("t"));
-    assert_eq!(limiter.remaining(other.unwrap().as_str()), 50);
-    // A grant that took nothing (0 tokens) has no bucket to charge.
-    let none = limiter.check(Request::tenant("u").tokens(0)).unwrap();
-    assert_eq!(limiter.settle(none, 5).forgiven(), 5);
+        .find(|o| limiter.shard(o.as_str()) != limiter.shard("t"))
+        .unwrap();
+    assert_eq!(limiter.remaining(other.as_str()), 50);
+    // A grant that took nothing (0 tokens) has no bucket to charge, not
+    // even its full one.
+    let none = limiter.check(Request::tenant(&other).tokens(0)).unwrap();
+    let settled = limiter.settle(none, 5);
+    assert_eq!((settled.charged(), settled.forgiven()), (0, 5));
+    assert_eq!(limiter.remaining(other.as_str()), 50);
 }
 
 #[test]
