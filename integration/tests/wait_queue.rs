@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use shuffle_limiter::{Quota, ShardedLimiter, TokioClock};
+use shuffle_limiter::{Quota, Request, ShardedLimiter, TokioClock};
 use tokio::sync::Mutex;
 use tokio::time::{Instant, sleep, timeout};
 
@@ -117,6 +117,30 @@ async fn a_waiter_that_gives_up_hands_its_slot_back_if_no_one_queued_behind() {
     // The token at 1 s is there for the next caller.
     limiter.wait("t").await.unwrap();
     assert_eq!(start.elapsed(), Duration::from_secs(1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_weighted_waiter_that_gives_up_hands_back_every_token_it_reserved() {
+    // 4 buckets of 2 tokens, one token a second each; a tenant holds one.
+    let limiter = ShardedLimiter::builder()
+        .quota(Quota::per_second(4).with_burst(8))
+        .buckets(4)
+        .per_tenant(1)
+        .clock(TokioClock::new())
+        .build()
+        .unwrap();
+    let two = || Request::tenant("t").tokens(2);
+    assert!(limiter.check(two()).is_ok());
+    let start = Instant::now();
+    // It reserves the two tokens due at 2 s, then gives up at 0.5 s.
+    assert!(
+        timeout(Duration::from_millis(500), limiter.wait(two()))
+            .await
+            .is_err()
+    );
+    // Both come back: the next two are due at 2 s, not a token later.
+    limiter.wait(two()).await.unwrap();
+    assert_eq!(start.elapsed(), Duration::from_secs(2));
 }
 
 #[tokio::test(start_paused = true)]
