@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use crossbeam_utils::CachePadded;
 use governor::{Quota as GQuota, RateLimiter};
 use shuffle_limiter::{Clock, MonotonicClock, Quota, Request, ShardedLimiter};
 
@@ -103,6 +104,18 @@ fn single(c: &mut Criterion) {
         b.iter(|| bare_atomic(&clock, black_box(&cell)))
     });
     g.finish();
+
+    // A caller that reads only whether it may go: the result is not kept,
+    // so neither library has to build more of it than that one bit.
+    let mut g = c.benchmark_group("check/is_ok only");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("shuffle-limiter tenant handle", |b| {
+        b.iter(|| black_box(tenant.check().is_ok()))
+    });
+    g.bench_function("governor direct check()", |b| {
+        b.iter(|| black_box(direct.check().is_ok()))
+    });
+    g.finish();
 }
 
 /// A flooding tenant's common case: every check denied, by budgets of 8 and
@@ -155,6 +168,16 @@ fn contended(c: &mut Criterion) {
             })
         })
     });
+    g.bench_function(
+        "shuffle-limiter, 2 tenants on disjoint shards, is_ok only",
+        |bench| {
+            bench.iter_custom(|iters| {
+                two_threads(iters, |t| {
+                    black_box(handles[t].check().is_ok());
+                })
+            })
+        },
+    );
     let direct = RateLimiter::direct(governor_quota());
     g.bench_function("governor direct, shared by 2 threads", |bench| {
         bench.iter_custom(|iters| {
@@ -168,6 +191,19 @@ fn contended(c: &mut Criterion) {
         bench.iter_custom(|iters| {
             two_threads(iters, |_| {
                 black_box(bare_atomic(&clock, &cell));
+            })
+        })
+    });
+    // The floor of two threads that share nothing: each its own atomic on
+    // its own cache line, and its own clock read.
+    let cells = [
+        CachePadded::new(AtomicU64::new(0)),
+        CachePadded::new(AtomicU64::new(0)),
+    ];
+    g.bench_function("bare AtomicU64 CAS + clock, one per thread", |bench| {
+        bench.iter_custom(|iters| {
+            two_threads(iters, |t| {
+                black_box(bare_atomic(&clock, &cells[t]));
             })
         })
     });
