@@ -4,18 +4,9 @@
 
 use std::collections::BTreeSet;
 
-use serde_json::Value;
-
 #[path = "support/lab.rs"]
 mod lab;
-use lab::{f, json, refused, text};
-
-/// Asserts that a JSON number is `want` up to serde_json's last bit.
-#[track_caller]
-fn assert_close(v: &Value, want: f64) {
-    let got = f(v);
-    assert!((got - want).abs() <= want.abs() * 1e-15, "{got} != {want}");
-}
+use lab::{assert_close, f, json, keys, refused, text};
 
 const SIZE_KEYS: &[&str] = &[
     "spill",
@@ -31,10 +22,6 @@ const SIZE_KEYS: &[&str] = &[
     "burst_share_exact",
     "owners_keep",
 ];
-
-fn keys(v: &Value) -> BTreeSet<&str> {
-    v.as_object().unwrap().keys().map(String::as_str).collect()
-}
 
 const EIGHT_TWO: &[&str] = &["--buckets", "8", "--per-tenant", "2"];
 

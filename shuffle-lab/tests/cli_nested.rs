@@ -4,26 +4,9 @@
 
 use std::collections::BTreeSet;
 
-use serde_json::Value;
-
 #[path = "support/lab.rs"]
 mod lab;
-use lab::{f, json, refused, text};
-
-fn u(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("{v} is not a count"))
-}
-
-/// Asserts that a JSON number is `want` up to serde_json's last bit.
-#[track_caller]
-fn assert_close(v: &Value, want: f64) {
-    let got = f(v);
-    assert!((got - want).abs() <= want.abs() * 1e-15, "{got} != {want}");
-}
-
-fn keys(v: &Value) -> BTreeSet<&str> {
-    v.as_object().unwrap().keys().map(String::as_str).collect()
-}
+use lab::{assert_close, f, json, keys, refused, text, u};
 
 const EIGHT_FOUR: &[&str] = &["--buckets", "8", "--per-tenant", "4", "--tenants", "400"];
 

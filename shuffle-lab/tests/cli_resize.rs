@@ -8,18 +8,7 @@ use serde_json::Value;
 
 #[path = "support/lab.rs"]
 mod lab;
-use lab::{f, json, refused, text};
-
-fn keys(v: &Value) -> BTreeSet<&str> {
-    v.as_object().unwrap().keys().map(String::as_str).collect()
-}
-
-/// Asserts that a JSON number is `want` up to serde_json's last bit.
-#[track_caller]
-fn assert_close(v: &Value, want: f64) {
-    let got = f(v);
-    assert!((got - want).abs() <= want.abs() * 1e-15, "{got} != {want}");
-}
+use lab::{assert_close, f, json, keys, refused, text};
 
 /// Runs `simulate --resize-to` and checks its count against the exact
 /// share `p`, printed as `exact`: within 4 standard errors of a binomial
