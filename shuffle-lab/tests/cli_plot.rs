@@ -19,10 +19,14 @@ fn temp_svg(tag: &str) -> PathBuf {
     ))
 }
 
-#[test]
-fn plot_writes_an_svg() {
-    let path = temp_svg("plot");
-    let out = run(&["plot", "--buckets", "16", "--svg", path.to_str().unwrap()]);
+/// Runs `shuffle-lab plot` with `args` and `--svg` a fresh path, asserts that
+/// it succeeded, and returns the SVG it wrote (the file is removed).
+fn plot_svg(tag: &str, args: &[&str]) -> String {
+    let path = temp_svg(tag);
+    let mut argv = vec!["plot"];
+    argv.extend_from_slice(args);
+    argv.extend_from_slice(&["--svg", path.to_str().unwrap()]);
+    let out = run(&argv);
     let svg = std::fs::read_to_string(&path);
     let _ = std::fs::remove_file(&path);
     assert!(
@@ -30,7 +34,12 @@ fn plot_writes_an_svg() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let svg = svg.expect("the SVG was written");
+    svg.expect("the SVG was written")
+}
+
+#[test]
+fn plot_writes_an_svg() {
+    let svg = plot_svg("plot", &["--buckets", "16"]);
     assert!(svg.starts_with("<svg"), "{}", &svg[..80.min(svg.len())]);
     assert!(svg.trim_end().ends_with("</svg>"));
     assert!(svg.contains("k, buckets per tenant"));
@@ -39,27 +48,11 @@ fn plot_writes_an_svg() {
     assert!(svg.contains("<circle"), "points are drawn");
 
     // Far below f64's range the curve is still drawn (it plots the exponent).
-    let path = temp_svg("plot-wide");
-    let out = run(&[
-        "plot",
-        "--buckets",
-        "2000",
-        "--per-tenant-max",
-        "512",
-        "--svg",
-        path.to_str().unwrap(),
-    ]);
-    let svg = std::fs::read_to_string(&path);
-    let _ = std::fs::remove_file(&path);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let svg = plot_svg(
+        "plot-wide",
+        &["--buckets", "2000", "--per-tenant-max", "512"],
     );
-    assert!(
-        svg.unwrap().contains("1e-400"),
-        "the axis reaches below f64's range"
-    );
+    assert!(svg.contains("1e-400"), "the axis reaches below f64's range");
 }
 
 #[test]
