@@ -192,6 +192,17 @@ pub(crate) fn decimal<S: serde::Serializer>(x: &Count, s: S) -> Result<S::Ok, S:
     s.collect_str(x)
 }
 
+/// Writes an optional section of a report, after a blank line, when present.
+pub(crate) fn section(
+    f: &mut std::fmt::Formatter<'_>,
+    section: Option<&impl std::fmt::Display>,
+) -> std::fmt::Result {
+    match section {
+        Some(section) => write!(f, "\n{section}"),
+        None => Ok(()),
+    }
+}
+
 /// A probability or share, readably.
 pub(crate) fn p(x: f64) -> String {
     if x == 0.0 || x == 1.0 {

@@ -249,22 +249,10 @@ impl fmt::Display for SizeReport {
                 Short(&m.p_touched_exact)
             )?;
         }
-        if let Some(b) = &self.borrowing {
-            writeln!(f)?;
-            write!(f, "{b}")?;
-        }
-        if let Some(h) = &self.noisy {
-            writeln!(f)?;
-            write!(f, "{h}")?;
-        }
-        if let Some(j) = &self.nested {
-            writeln!(f)?;
-            write!(f, "{j}")?;
-        }
-        if let Some(r) = &self.resize {
-            writeln!(f)?;
-            write!(f, "{r}")?;
-        }
+        common::section(f, self.borrowing.as_ref())?;
+        common::section(f, self.noisy.as_ref())?;
+        common::section(f, self.nested.as_ref())?;
+        common::section(f, self.resize.as_ref())?;
         Ok(())
     }
 }

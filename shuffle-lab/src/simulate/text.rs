@@ -3,6 +3,7 @@
 use std::fmt;
 
 use super::{DOWN_AT_MOST, SimulateReport, UNAFFECTED_AT_LEAST};
+use crate::common;
 
 impl fmt::Display for SimulateReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -110,30 +111,12 @@ impl fmt::Display for SimulateReport {
             }
         }
         writeln!(f)?;
-        if let Some(b) = &self.borrowing {
-            writeln!(f)?;
-            write!(f, "{b}")?;
-        }
-        if let Some(r) = &self.redis {
-            writeln!(f)?;
-            write!(f, "{r}")?;
-        }
-        if let Some(h) = &self.noisy {
-            writeln!(f)?;
-            write!(f, "{h}")?;
-        }
-        if let Some(j) = &self.nested {
-            writeln!(f)?;
-            write!(f, "{j}")?;
-        }
-        if let Some(r) = &self.resize {
-            writeln!(f)?;
-            write!(f, "{r}")?;
-        }
-        if let Some(h) = &self.hung {
-            writeln!(f)?;
-            write!(f, "{h}")?;
-        }
+        common::section(f, self.borrowing.as_ref())?;
+        common::section(f, self.redis.as_ref())?;
+        common::section(f, self.noisy.as_ref())?;
+        common::section(f, self.nested.as_ref())?;
+        common::section(f, self.resize.as_ref())?;
+        common::section(f, self.hung.as_ref())?;
         Ok(())
     }
 }
