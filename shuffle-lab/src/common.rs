@@ -154,6 +154,33 @@ pub(crate) struct Outcome<T> {
     pub(crate) unaffected: T,
 }
 
+impl Outcome<f64> {
+    /// The head of the table a live flood prints, and blast's prediction
+    /// as its first row.
+    pub(crate) fn head(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "                                  fully down    degraded  unaffected"
+        )?;
+        writeln!(
+            f,
+            "  predicted (math)              {:>11.2} {:>11.2} {:>11.2}",
+            self.fully_down, self.degraded, self.unaffected
+        )
+    }
+}
+
+impl Outcome<u64> {
+    /// A row of counts under [`Outcome::head`].
+    pub(crate) fn row(&self, f: &mut std::fmt::Formatter<'_>, label: &str) -> std::fmt::Result {
+        writeln!(
+            f,
+            "  {label:<30}{:>11} {:>11} {:>11}",
+            self.fully_down, self.degraded, self.unaffected
+        )
+    }
+}
+
 impl From<Impact> for Outcome<f64> {
     fn from(i: Impact) -> Self {
         Outcome {
@@ -201,6 +228,22 @@ pub(crate) fn section(
         Some(section) => write!(f, "\n{section}"),
         None => Ok(()),
     }
+}
+
+/// The line under a live flood's table: the others' mean granted share by
+/// how many buckets they share with the flooder.
+pub(crate) fn shares_by_overlap(
+    f: &mut std::fmt::Formatter<'_>,
+    shares: &[Option<f64>],
+) -> std::fmt::Result {
+    write!(f, "  mean granted share by buckets shared:")?;
+    for (j, share) in shares.iter().enumerate() {
+        match share {
+            Some(share) => write!(f, "  {j}: {:.1}%", share * 100.0)?,
+            None => write!(f, "  {j}: -")?,
+        }
+    }
+    writeln!(f)
 }
 
 /// A probability or share, readably.

@@ -17,7 +17,7 @@ use shuffle_limiter::blast::{BlastRadius, BorrowingRadius};
 
 use crate::SimulateArgs;
 use crate::borrow::State;
-use crate::common::{Failure, Outcome, usage};
+use crate::common::{self, Failure, Outcome, usage};
 #[cfg(feature = "redis")]
 use crate::simulate;
 
@@ -335,34 +335,10 @@ impl fmt::Display for RedisLive {
              send 1 request every {} ms",
             self.flood_tasks, self.flood_checks, self.flood_granted, self.request_every_ms
         )?;
-        writeln!(
-            f,
-            "                                  fully down    degraded  unaffected"
-        )?;
-        let (pr, by, me) = (&self.predicted, &self.by_overlap, &self.measured);
-        writeln!(
-            f,
-            "  predicted (math)              {:>11.2} {:>11.2} {:>11.2}",
-            pr.fully_down, pr.degraded, pr.unaffected
-        )?;
-        writeln!(
-            f,
-            "  by assignment                 {:>11} {:>11} {:>11}",
-            by.fully_down, by.degraded, by.unaffected
-        )?;
-        writeln!(
-            f,
-            "  measured over Redis           {:>11} {:>11} {:>11}",
-            me.fully_down, me.degraded, me.unaffected
-        )?;
-        write!(f, "  mean granted share by buckets shared:")?;
-        for (j, m) in self.mean_share_by_overlap.iter().enumerate() {
-            match m {
-                Some(m) => write!(f, "  {j}: {:.1}%", m * 100.0)?,
-                None => write!(f, "  {j}: -")?,
-            }
-        }
-        writeln!(f)?;
+        self.predicted.head(f)?;
+        self.by_overlap.row(f, "by assignment")?;
+        self.measured.row(f, "measured over Redis")?;
+        common::shares_by_overlap(f, &self.mean_share_by_overlap)?;
         writeln!(
             f,
             "  decisions: {} by Redis, {} cached denials, {} by the failure policy; {} errors",

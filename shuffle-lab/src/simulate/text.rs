@@ -59,31 +59,14 @@ impl fmt::Display for SimulateReport {
              every {} ms",
             l.flood_granted, l.request_every_ms
         )?;
-        writeln!(
-            f,
-            "                                  fully down    degraded  unaffected"
-        )?;
-        let (pr, by, me) = (&l.predicted, &l.by_overlap, &l.measured);
-        writeln!(
-            f,
-            "  predicted (math)              {:>11.2} {:>11.2} {:>11.2}",
-            pr.fully_down, pr.degraded, pr.unaffected
-        )?;
+        l.predicted.head(f)?;
         let by_label = if self.borrowing.is_some() {
             "by the model (this assignment)"
         } else {
             "by overlap (this assignment)"
         };
-        writeln!(
-            f,
-            "  {by_label:<30}{:>11} {:>11} {:>11}",
-            by.fully_down, by.degraded, by.unaffected
-        )?;
-        writeln!(
-            f,
-            "  measured (granted share)      {:>11} {:>11} {:>11}",
-            me.fully_down, me.degraded, me.unaffected
-        )?;
+        l.by_overlap.row(f, by_label)?;
+        l.measured.row(f, "measured (granted share)")?;
         writeln!(
             f,
             "  (measured: fully down if granted <= {:.0}% of requests, unaffected if >= {:.0}%)",
@@ -103,14 +86,7 @@ impl fmt::Display for SimulateReport {
                  has room, so a light load still fits in the rest)"
             )?;
         }
-        write!(f, "  mean granted share by buckets shared:")?;
-        for (j, m) in l.mean_share_by_overlap.iter().enumerate() {
-            match m {
-                Some(m) => write!(f, "  {j}: {:.1}%", m * 100.0)?,
-                None => write!(f, "  {j}: -")?,
-            }
-        }
-        writeln!(f)?;
+        common::shares_by_overlap(f, &l.mean_share_by_overlap)?;
         common::section(f, self.borrowing.as_ref())?;
         common::section(f, self.redis.as_ref())?;
         common::section(f, self.noisy.as_ref())?;
