@@ -292,8 +292,9 @@ async fn connect(
     script: &Script,
     wait: Duration,
 ) -> Result<ConnectionManager, Error> {
-    // The limiter's deadline bounds every request, so the connection
-    // needs no timer of its own per request.
+    // The limiter bounds every request (a decision, a refund, a read by
+    // the deadline; a change of the quota or N by the connect timeout), so
+    // the connection needs no timer of its own per request.
     let config = ConnectionManagerConfig::new()
         .set_connection_timeout(Some(wait))
         .set_response_timeout(None)

@@ -125,6 +125,12 @@ impl RedisOptions {
     /// A server that has not answered by then does not fail
     /// `build_redis`: the limiter decides by its failure policy until it
     /// does.
+    ///
+    /// It also bounds a live change of the quota or N
+    /// ([`Limit::set_quota`](crate::Limit::set_quota) and the like), whose
+    /// script moves every bucket and so takes longer than a decision: the
+    /// change fails with [`Error::Timeout`](super::Error::Timeout) past it
+    /// (or past the [deadline](Self::deadline), if that is longer).
     pub fn connect_timeout(mut self, connect_timeout: Duration) -> Self {
         self.connect_timeout = connect_timeout;
         self

@@ -197,22 +197,38 @@ where
     /// [`Error::SpreadQuota`] in the spread layout (not yet),
     /// [`Error::NotAQuota`] or [`Error::NotABucket`] when the quota key or a
     /// bucket key holds something else, and the errors of a round trip;
-    /// nothing is then changed.
+    /// nothing is then changed. [`Error::Timeout`] when Redis has not
+    /// answered within the connect timeout (or the deadline, if that is
+    /// longer): the change may then have been made or not, and making it
+    /// again is safe (a quota and N already in force are set again as they
+    /// are).
     pub(super) async fn change_in_redis(&self, change: Change) -> Result<(), Error> {
+        let (share, tokens) = (Rescale::Share, Rescale::Tokens);
         match change {
             Change::HoldOff(shard, duration) => self.hold_off_in_redis(shard, duration).await,
             Change::Quota(quota) => {
-                self.change(Rescale::Share, |_, buckets| (quota, buckets))
+                self.bounded(self.change(share, |_, buckets| (quota, buckets)))
                     .await
             }
             Change::Buckets(buckets) => {
-                self.change(Rescale::Tokens, |quota, _| (quota, buckets))
+                self.bounded(self.change(tokens, |quota, _| (quota, buckets)))
                     .await
             }
             Change::Both(quota, buckets) => {
-                self.change(Rescale::Share, |_, _| (quota, buckets)).await
+                self.bounded(self.change(share, |_, _| (quota, buckets)))
+                    .await
             }
         }
+    }
+
+    /// `change`, bounded as a decision is (a hold-off bounds itself by the
+    /// deadline), but by the longer of the connect timeout and the
+    /// deadline: its script moves every bucket, which over a large N takes
+    /// longer than a decision, and a change is rarely in a hurry.
+    async fn bounded(&self, change: impl Future<Output = Result<(), Error>>) -> Result<(), Error> {
+        let options = &self.shared.options;
+        let wait = options.connect_timeout.max(options.deadline);
+        (tokio::time::timeout(wait, change).await).unwrap_or(Err(Error::Timeout { after: wait }))
     }
 
     /// Moves every bucket from the quota and N in force to the ones `next`
