@@ -4,7 +4,7 @@
 //! connect timeout), with [`Error::Timeout`] where it can fail, instead of
 //! hanging as long as the connection does.
 
-use std::future::Future;
+use std::future::IntoFuture;
 use std::time::{Duration, Instant};
 
 use shuffle_limiter::redis::{Error, FailurePolicy, RedisLimiter, RedisRetryBudget};
@@ -46,7 +46,7 @@ async fn limiter(server: &RedisServer) -> RedisLimiter {
 
 /// Runs `op`, failing the test if it does not return within `bound` and the
 /// margin; what it returned.
-async fn within<T>(bound: Duration, what: &str, op: impl Future<Output = T>) -> T {
+async fn within<T>(bound: Duration, what: &str, op: impl IntoFuture<Output = T>) -> T {
     let started = Instant::now();
     let Ok(out) = tokio::time::timeout(HUNG, op).await else {
         panic!("{what} hung past {HUNG:?} on a stopped server");
@@ -57,7 +57,7 @@ async fn within<T>(bound: Duration, what: &str, op: impl Future<Output = T>) -> 
 }
 
 /// [`within`] the deadline.
-async fn bounded<T>(what: &str, op: impl Future<Output = T>) -> T {
+async fn bounded<T>(what: &str, op: impl IntoFuture<Output = T>) -> T {
     within(DEADLINE, what, op).await
 }
 
@@ -90,6 +90,9 @@ fn every_operation_returns_within_its_deadline_on_a_stopped_server() {
         timed_out("set_buckets", changed);
         let both = limiter.set_quota_and_buckets(quota, 3);
         timed_out("both", within(CHANGE, "both", both).await);
+        let wait = limiter.wait("tenant").within(DEADLINE);
+        let denied = within(DEADLINE * 2, "wait", wait).await;
+        assert!(denied.is_err(), "fail closed: {denied:?}");
         timed_out(
             "remaining",
             bounded("remaining", limiter.remaining("tenant")).await,
