@@ -37,7 +37,8 @@ where
             return;
         };
         let shared = Arc::clone(shared);
-        runtime.spawn(async move {
+        let deadline = shared.options.deadline;
+        let give_back = async move {
             let (version, split) = shared.current();
             let payments = booked.grant.payments();
             let mut written = booked.written.iter();
@@ -57,7 +58,11 @@ where
                     shared.forget(batch);
                 }
             }
-        });
+        };
+        // Bounded as a refund is: a Redis that stopped answering must not
+        // keep a task per abandoned wait (what is not given back by then
+        // stays taken).
+        runtime.spawn(tokio::time::timeout(deadline, give_back));
     }
 
     /// Forgets what this process knew of the buckets that were just given
