@@ -169,12 +169,19 @@ pub(crate) async fn decide(
                 status.duration_until_reset = Some(proto_duration(full_in));
                 grants.push((rule, grant));
             }
+            // A rule in shadow mode is only watched: whatever it decided,
+            // even that its store could not decide, the answer stays OK.
+            Err(denied) if rule.shadow => {
+                let counter = if denied.reason() == DenialReason::StoreUnavailable {
+                    &rule.counters.unavailable
+                } else {
+                    &rule.counters.shadow_over_limit
+                };
+                counter.increment(1);
+            }
             Err(denied) if denied.reason() == DenialReason::StoreUnavailable => {
                 rule.counters.unavailable.increment(1);
                 unavailable = Some(rule.path.clone());
-            }
-            Err(_) if rule.shadow => {
-                rule.counters.shadow_over_limit.increment(1);
             }
             Err(denied) => {
                 rule.counters.over_limit.increment(1);

@@ -19,7 +19,8 @@ pub(crate) struct Counters {
     pub(crate) over_limit: Counter,
     /// Over the limit, answered OK because of `shadow_mode`.
     pub(crate) shadow_over_limit: Counter,
-    /// The store could not decide (Redis away): answered UNAVAILABLE.
+    /// The store could not decide (Redis away): answered UNAVAILABLE (OK in
+    /// shadow mode).
     pub(crate) unavailable: Counter,
 }
 

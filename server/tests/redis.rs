@@ -1,6 +1,7 @@
 //! Two replicas sharing one real redis-server: together they admit no more
 //! than R·t + B, and a reload keeps the buckets (they are in Redis); with
-//! Redis gone, the answer is UNAVAILABLE, for Envoy's failure mode.
+//! Redis gone, the answer is UNAVAILABLE, for Envoy's failure mode, except
+//! for a rule in shadow mode, which is only watched.
 
 mod support;
 
@@ -65,5 +66,30 @@ async fn without_redis_the_answer_is_unavailable_not_ok_or_over() {
     assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
     let unavailable = r#"shuffle_limiter_server_decisions_total{domain="fleet",descriptor="tenant",code="unavailable"}"#;
     assert_eq!(metric(&server, unavailable).await, Some(1.0));
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_redis_a_rule_in_shadow_mode_still_answers_ok() {
+    let redis = RedisServer::start();
+    let config = ConfigFile::new(
+        "domain: d\ndescriptors:\n  - key: watched\n    rate_limit: {rate: \"100/s\"}\n    \
+         shuffle: {buckets: 1, per_tenant: 1}\n    shadow_mode: true\n",
+    );
+    let mut options = options(&config);
+    options.redis = Some(redis.url());
+    let server = shuffle_limiter_server::start(options).await.unwrap();
+    let mut client = client(&server).await;
+    let asked = request("d", &[("watched", "x")], 1);
+    assert_eq!(code(&ask(&mut client, asked.clone()).await), Code::Ok);
+    drop(redis);
+    // Envoy's failure_mode_deny must not turn a watched rule into denials.
+    assert_eq!(code(&ask(&mut client, asked).await), Code::Ok);
+    let unavailable = r#"shuffle_limiter_server_decisions_total{domain="d",descriptor="watched",code="unavailable"}"#;
+    assert_eq!(
+        metric(&server, unavailable).await,
+        Some(1.0),
+        "still counted"
+    );
     server.shutdown().await;
 }
