@@ -46,7 +46,6 @@ pub(crate) fn router(state: Arc<State>) -> tonic::transport::server::Router {
         .http2_max_header_list_size(Some(16 * 1024))
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .http2_keepalive_timeout(Some(Duration::from_secs(10)))
-        .timeout(Duration::from_secs(5))
-        .tcp_nodelay(true)
+        .timeout(crate::serve::REQUEST_TIMEOUT)
         .add_service(service)
 }

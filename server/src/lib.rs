@@ -27,6 +27,7 @@ pub mod guide;
 mod http;
 mod metrics;
 mod rules;
+mod serve;
 mod state;
 
 use std::net::SocketAddr;
@@ -151,8 +152,7 @@ pub async fn start(options: Options) -> Result<Running, Error> {
         let _ = stopped.wait_for(|&s| s).await;
     };
     let mut tasks = JoinSet::new();
-    let incoming =
-        tonic::transport::server::TcpIncoming::from(grpc_listener).with_nodelay(Some(true));
+    let incoming = serve::Incoming::new(grpc_listener);
     let router = grpc::router(Arc::clone(&state));
     let grpc_stop = until(stopped.clone());
     tasks.spawn(async move {
@@ -164,8 +164,7 @@ pub async fn start(options: Options) -> Result<Running, Error> {
     let app = http::router(Arc::clone(&state));
     let http_stop = until(stopped.clone());
     tasks.spawn(async move {
-        axum::serve(http_listener, app)
-            .with_graceful_shutdown(http_stop)
+        serve::http(http_listener, app, http_stop)
             .await
             .map_err(Error::Io)
     });
@@ -229,10 +228,16 @@ impl Running {
         self.state.reload().await
     }
 
-    /// Stops serving, and waits for the listeners to close.
+    /// Stops serving: closes the listeners, lets open connections finish
+    /// for a few seconds (a stalled one is dropped by then: every request,
+    /// head and preface has a timeout), and returns.
     pub async fn shutdown(mut self) {
         let _ = self.stop.send(true);
-        while self.tasks.join_next().await.is_some() {}
+        let drained = async { while self.tasks.join_next().await.is_some() {} };
+        if tokio::time::timeout(serve::GRACE, drained).await.is_err() {
+            self.tasks.abort_all();
+            while self.tasks.join_next().await.is_some() {}
+        }
     }
 
     /// Serves until a listener fails.
