@@ -267,6 +267,9 @@ impl TryFrom<RawDescriptor> for DescriptorConfig {
 }
 
 /// The limiter of a descriptor with a rate: its `shuffle` settings, the
+/// The tenant cache of a rule without `shuffle` (about 12 KB).
+const ONE_BUCKET_CACHE: usize = 1024;
+
 /// per_user of a user level below it, checked by building it once.
 fn limiter_config(
     rate: Rate,
@@ -292,10 +295,14 @@ fn limiter_config(
             config.salt = s.salt.clone();
             config.tenant_cache = s.tenant_cache;
         }
-        // No shuffle: one budget, one bucket.
+        // No shuffle: one budget, one bucket. Every value's shard is that
+        // bucket, so a small cache does: a fixed value is one tenant, and
+        // the library's default (1.2 MB) per such rule made a config of a
+        // few hundred plain descriptors take hundreds of megabytes.
         None => {
             config.buckets = Some(1);
             config.per_tenant = Some(1);
+            config.tenant_cache = Some(ONE_BUCKET_CACHE);
         }
     }
     let users: Vec<u32> = children
