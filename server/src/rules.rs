@@ -346,29 +346,35 @@ fn sf_string(s: &str) -> String {
 }
 
 /// The configured rate in Envoy's units: the smallest unit of second,
-/// minute, hour or day at least the period that holds a whole count, else
-/// per day rounded down.
+/// minute, hour, day, week, month (30 days) or year (365 days, as
+/// envoyproxy/ratelimit counts them) at least the period that holds a whole
+/// count; else the smallest that holds one request or more, rounded down
+/// (a year's, for a rate slower than one a year).
 fn proto_limit(name: &str, quota: Quota) -> ProtoLimit {
     let period = quota.period().as_nanos().max(1);
+    const DAY: u128 = 86_400;
     let units = [
         (Unit::Second, 1u128),
         (Unit::Minute, 60),
         (Unit::Hour, 3_600),
-        (Unit::Day, 86_400),
+        (Unit::Day, DAY),
+        (Unit::Week, 7 * DAY),
+        (Unit::Month, 30 * DAY),
+        (Unit::Year, 365 * DAY),
     ];
     let count = u128::from(quota.count());
     let per = |secs: u128| count * secs * 1_000_000_000 / period;
-    let (unit, requests) = units
-        .iter()
-        .find(|(_, secs)| {
-            let nanos = secs * 1_000_000_000;
-            nanos >= period && (count * nanos) % period == 0
-        })
-        .map(|&(unit, secs)| (unit, per(secs)))
-        .unwrap_or((Unit::Day, per(86_400)));
+    let whole = units.iter().find(|(_, secs)| {
+        let nanos = secs * 1_000_000_000;
+        nanos >= period && (count * nanos) % period == 0
+    });
+    let (unit, secs) = whole
+        .or_else(|| units.iter().find(|&&(_, secs)| per(secs) >= 1))
+        .copied()
+        .unwrap_or((Unit::Year, 365 * DAY));
     ProtoLimit {
         name: name.to_owned(),
-        requests_per_unit: u32::try_from(requests).unwrap_or(u32::MAX),
+        requests_per_unit: u32::try_from(per(secs)).unwrap_or(u32::MAX),
         unit: unit as i32,
     }
 }
@@ -392,7 +398,23 @@ mod tests {
             (5, Unit::Second as i32)
         );
         let limit = proto_limit("", Quota::with_period(7, Duration::from_secs(7 * 86_400)));
-        assert_eq!((limit.requests_per_unit, limit.unit), (1, Unit::Day as i32));
+        assert_eq!(
+            (limit.requests_per_unit, limit.unit),
+            (7, Unit::Week as i32)
+        );
+        // Slower than one a day: a week, a month or a year holds it.
+        let day = Duration::from_secs(86_400);
+        let read = |count, period| {
+            let limit = proto_limit("", Quota::with_period(count, period));
+            (limit.requests_per_unit, limit.unit)
+        };
+        assert_eq!(read(1, day * 7), (1, Unit::Week as i32));
+        assert_eq!(read(1, day * 30), (1, Unit::Month as i32));
+        assert_eq!(read(3, day * 2), (45, Unit::Month as i32));
+        assert_eq!(read(2, day * 365), (2, Unit::Year as i32));
+        // No whole count in any unit: the first holding one, rounded down.
+        assert_eq!(read(1, day * 11), (2, Unit::Month as i32));
+        assert_eq!(read(1, day * 400), (0, Unit::Year as i32));
     }
 
     #[test]
