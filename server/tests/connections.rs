@@ -14,14 +14,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::{Instant, timeout};
 
-const CONFIG: &str = r#"
-domain: web
-descriptors:
-  - key: tenant
-    rate_limit: {unit: hour, requests_per_unit: 1}
-    shuffle: {buckets: 4, per_tenant: 1, burst: 8}
-"#;
-
 /// The server's timeouts for a request, a head and a preface.
 const TIMEOUT: Duration = Duration::from_secs(5);
 /// Past this, a stalled peer is held without a bound.
@@ -67,7 +59,7 @@ async fn until_closed(stream: &mut TcpStream) -> (String, Duration) {
 
 #[tokio::test(start_paused = true)]
 async fn a_json_body_that_stalls_is_answered_408_at_the_request_timeout() {
-    let config = ConfigFile::new(CONFIG);
+    let config = ConfigFile::new(WEB);
     let server = serve(&config).await;
     let mut stream = stalled_json(&server).await;
     let (answer, after) = until_closed(&mut stream).await;
@@ -78,7 +70,7 @@ async fn a_json_body_that_stalls_is_answered_408_at_the_request_timeout() {
 
 #[tokio::test(start_paused = true)]
 async fn a_request_head_that_never_ends_is_closed_at_the_head_timeout() {
-    let config = ConfigFile::new(CONFIG);
+    let config = ConfigFile::new(WEB);
     let server = serve(&config).await;
     let mut stream = TcpStream::connect(server.http_addr()).await.unwrap();
     stream
@@ -92,7 +84,7 @@ async fn a_request_head_that_never_ends_is_closed_at_the_head_timeout() {
 
 #[tokio::test(start_paused = true)]
 async fn a_grpc_connection_without_its_preface_is_closed_at_the_head_timeout() {
-    let config = ConfigFile::new(CONFIG);
+    let config = ConfigFile::new(WEB);
     let server = serve(&config).await;
     let mut silent = silent_grpc(&server).await;
     let (_, after) = until_closed(&mut silent).await;
@@ -106,7 +98,7 @@ async fn a_grpc_connection_without_its_preface_is_closed_at_the_head_timeout() {
 
 #[tokio::test(start_paused = true)]
 async fn a_shutdown_does_not_wait_for_stalled_peers() {
-    let config = ConfigFile::new(CONFIG);
+    let config = ConfigFile::new(WEB);
     let server = serve(&config).await;
     let _body = stalled_json(&server).await;
     let _silent = silent_grpc(&server).await;
@@ -146,7 +138,7 @@ fn out_of_file_descriptors_the_server_backs_off_and_serves_again() {
     use std::net::TcpStream;
     use std::process::{Command, Stdio};
 
-    let config = ConfigFile::new(CONFIG);
+    let config = ConfigFile::new(WEB);
     let (grpc, http) = (free_port(), free_port());
     let mut child = Command::new("prlimit")
         .arg("--nofile=64")

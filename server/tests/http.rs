@@ -5,14 +5,6 @@ mod support;
 
 use support::*;
 
-const CONFIG: &str = r#"
-domain: web
-descriptors:
-  - key: tenant
-    rate_limit: {unit: hour, requests_per_unit: 1}
-    shuffle: {buckets: 4, per_tenant: 1, burst: 8}
-"#;
-
 fn body(tenant: &str, hits: u32) -> String {
     format!(
         r#"{{"domain":"web","descriptors":[{{"entries":[{{"key":"tenant","value":"{tenant}"}}]}}],"hits_addend":{hits}}}"#
@@ -21,7 +13,7 @@ fn body(tenant: &str, hits: u32) -> String {
 
 #[tokio::test]
 async fn json_answers_200_then_429_in_proto3_json() {
-    let config = ConfigFile::new(CONFIG);
+    let config = ConfigFile::new(WEB);
     let server = serve(&config).await;
     // One bucket of 2 tokens, refilling at 1 per 4 h: 8 h from empty.
     let (status, first) = http(&server, "POST", "/json", &body("acme", 1)).await;
@@ -62,7 +54,7 @@ async fn json_answers_200_then_429_in_proto3_json() {
 
 #[tokio::test]
 async fn json_refuses_what_is_not_a_request_with_400() {
-    let config = ConfigFile::new(CONFIG);
+    let config = ConfigFile::new(WEB);
     let server = serve(&config).await;
     for bad in [
         "not json",
@@ -86,7 +78,7 @@ async fn json_refuses_what_is_not_a_request_with_400() {
 
 #[tokio::test]
 async fn metrics_count_decisions_by_domain_descriptor_and_code() {
-    let config = ConfigFile::new(CONFIG);
+    let config = ConfigFile::new(WEB);
     let server = serve(&config).await;
     for _ in 0..3 {
         http(&server, "POST", "/json", &body("acme", 1)).await;

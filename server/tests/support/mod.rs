@@ -15,6 +15,16 @@ use shuffle_limiter_server::{Options, Running, start};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tonic::transport::Channel;
 
+/// One domain, `web`, one shuffled limit per `tenant` value: 1 an hour
+/// with a burst of 8 over N = 4, k = 1 (2 each).
+pub(crate) const WEB: &str = r#"
+domain: web
+descriptors:
+  - key: tenant
+    rate_limit: {unit: hour, requests_per_unit: 1}
+    shuffle: {buckets: 4, per_tenant: 1, burst: 8}
+"#;
+
 /// A config file of its own in the temp dir, removed on drop.
 pub(crate) struct ConfigFile(pub(crate) PathBuf);
 
