@@ -304,3 +304,43 @@ fn options_that_cannot_work_are_refused_by_name() {
         assert!(matches!(counts, LeaseBuildError::Config(_)), "{counts}");
     });
 }
+
+/// A bounded wait ends within its bound even when an attempt would take a
+/// whole deadline: over a stopped Redis, each attempt is cut at what is left
+/// of the bound (its first one included), and the answer is `TimedOut`.
+#[test]
+fn a_bounded_wait_over_a_stopped_redis_ends_within_its_bound() {
+    let _serial = one_at_a_time();
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let deadline = Duration::from_millis(300);
+        let options = |name| {
+            options(name, TTL)
+                .deadline(deadline)
+                .retry_every(Duration::from_secs(10))
+                .failure_policy(FailurePolicy::LocalFallback { replicas: 1 })
+        };
+        let a = limit(&server, (1, 1, 1), options("bound")).await;
+        let fresh = limit(&server, (1, 1, 1), options("fresh")).await;
+        server.signal("-STOP");
+        // Redis stopped: the fallback's one seat is taken.
+        let fallback = a.try_acquire("t").await.unwrap();
+        assert_eq!(fallback.source(), LeaseSource::Fallback);
+        for (limit, max_wait) in [(&a, 350), (&fresh, 50)] {
+            let max_wait = Duration::from_millis(max_wait);
+            let start = std::time::Instant::now();
+            let answer =
+                tokio::time::timeout(Duration::from_secs(5), limit.acquire_within("t", max_wait))
+                    .await
+                    .expect("hang guard");
+            let took = start.elapsed();
+            assert_eq!(reason(answer), Some(RejectReason::TimedOut { max_wait }));
+            // 604 ms for the 350 ms bound before: an attempt ran its whole deadline.
+            assert!(
+                took <= max_wait + Duration::from_millis(100),
+                "acquire_within({max_wait:?}) answered after {took:?} (deadline {deadline:?})"
+            );
+        }
+        server.signal("-CONT");
+    });
+}

@@ -181,7 +181,21 @@ where
             let (shard, seats) = resolved?;
             // A bound past what the clock counts is no bound.
             let end = Instant::now().checked_add(max_wait);
-            let mut free_in = match shared.try_once(&shard, seats).await? {
+            let timed_out = || Err(Rejected::new(RejectReason::TimedOut { max_wait }).into());
+            // Each attempt within what is left of the bound, not a whole
+            // deadline past it (over a silent Redis an attempt lasts the
+            // deadline).
+            let attempt = || async {
+                let tried = shared.try_once(&shard, seats);
+                match end {
+                    Some(end) => tokio::time::timeout_at(end, tried).await.ok(),
+                    None => Some(tried.await),
+                }
+            };
+            let Some(tried) = attempt().await else {
+                return timed_out();
+            };
+            let mut free_in = match tried? {
                 Tried::Leased(lease) => return Ok(lease),
                 Tried::Busy(free_in) => free_in,
             };
@@ -192,13 +206,16 @@ where
                     end.saturating_duration_since(Instant::now())
                 });
                 if left.is_zero() {
-                    return Err(Rejected::new(RejectReason::TimedOut { max_wait }).into());
+                    return timed_out();
                 }
                 let expiry = free_in.map_or(Duration::MAX, Duration::from_micros);
                 let nap = pause.min(expiry).max(MIN_PAUSE).min(left);
                 tokio::time::sleep(nap).await;
                 pause = pause.saturating_mul(2).min(shared.max_backoff);
-                free_in = match shared.try_once(&shard, seats).await? {
+                let Some(tried) = attempt().await else {
+                    return timed_out();
+                };
+                free_in = match tried? {
                     Tried::Leased(lease) => return Ok(lease),
                     Tried::Busy(free_in) => free_in,
                 };
