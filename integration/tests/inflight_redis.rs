@@ -322,3 +322,31 @@ fn a_lease_forgotten_by_a_restarted_server_is_lost() {
         assert!(freed.await.is_some());
     });
 }
+
+/// A restarted server's counter must not hand out a token a process still
+/// holds: counting from 1 again, it gave another process's lease the only
+/// seat of C = 1 under the same token and member name as the forgotten
+/// one, whose renewals then went on succeeding on it, never lost.
+#[test]
+fn after_a_restart_no_token_is_given_twice_and_the_forgotten_lease_is_lost() {
+    let _serial = one_at_a_time();
+    let mut server = RedisServer::start();
+    runtime().block_on(async {
+        let ttl = Duration::from_millis(1500);
+        let client = redis::Client::open(server.url()).unwrap();
+        let connection = client.get_connection_manager().await.unwrap();
+        let a = shuffle_limiter::inflight::InFlight::builder()
+            .concurrency(1)
+            .build_redis(connection, closed("reuse", ttl))
+            .await
+            .unwrap();
+        let held = a.try_acquire("t").await.unwrap();
+        server.restart(); // no persistence: the lease and the counter forgotten
+        let b = limit(&server, (1, 1, 1), closed("reuse", ttl)).await;
+        let other = b.try_acquire("u").await.unwrap();
+        assert_ne!(other.token(), held.token(), "a token given twice");
+        let lost = tokio::time::timeout(ttl * 3, held.lost()).await;
+        assert!(lost.is_ok(), "C = 1, yet two leases hold its seat");
+        assert!(!other.is_lost());
+    });
+}

@@ -62,7 +62,11 @@ end
 
 -- The counter, read before it is written: a string of digits below 2^53 - 1
 -- (so that the next token is exact in a double, and differs from every
--- token before it), or missing.
+-- token before it), or missing. A missing counter (a server restarted
+-- without its data, the key evicted) starts from the clock, in
+-- microseconds: past every token counted before, unless those outran a
+-- token a microsecond. From 1, a restarted server would give a lease the
+-- token, and so the member name, of one a process still holds and renews.
 local counter = KEYS[k + d + 1]
 local last = redis.pcall('GET', counter)
 if type(last) == 'table' and last.err then
@@ -70,6 +74,9 @@ if type(last) == 'table' and last.err then
 end
 if last and not (string.match(last, '^%d+$') and tonumber(last) < 9007199254740991) then
   return not_a_pool(counter, 'is not a token counter below 2^53: ' .. shown(last))
+end
+if not last then
+  redis.call('SET', counter, string.format('%d', now))
 end
 local counted = redis.call('INCR', counter)
 local expiry = now + ttl

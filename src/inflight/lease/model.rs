@@ -52,13 +52,14 @@ pub(super) enum Acquired {
 }
 
 /// acquire.lua: `seats` of `pools` (with their `shares`), all or nothing,
-/// as the lease `counter + 1`: the first `k` pools (the tenant's own)
-/// first, then the rest (its spill pools) above their `reserves`, each
-/// group the roomiest first, ties from `start`.
+/// as the lease `counter + 1` (`now + 1` while the counter is missing): the
+/// first `k` pools (the tenant's own) first, then the rest (its spill
+/// pools) above their `reserves`, each group the roomiest first, ties from
+/// `start`.
 pub(super) fn acquire(
     pools: &mut [Pool],
     (shares, reserves): (&[u32], &[u32]),
-    counter: &mut u64,
+    counter: &mut Option<u64>,
     (ttl, seats, start, now): (u64, u32, usize, u64),
 ) -> Result<Acquired, NotAPool> {
     let k = pools.len() - reserves.len();
@@ -75,7 +76,8 @@ pub(super) fn acquire(
     if sum < u64::from(seats) {
         return Ok(Acquired::Busy(earliest.map(|e| e - now)));
     }
-    *counter += 1;
+    let token = counter.unwrap_or(now) + 1;
+    *counter = Some(token);
     let expiry = now + ttl;
     let (mut need, mut tried, mut taken) = (u64::from(seats), vec![false; pools.len()], Vec::new());
     for (first, size) in [(0, k), (k, pools.len() - k)] {
@@ -91,12 +93,12 @@ pub(super) fn acquire(
             tried[best] = true;
             let got = most.min(need);
             need -= got;
-            pools[best].push((format!("{counter}:{got}"), expiry));
+            pools[best].push((format!("{token}:{got}"), expiry));
             sorted(&mut pools[best]);
             taken.push((best, got as u32));
         }
     }
-    Ok(Acquired::Leased(*counter, expiry, taken))
+    Ok(Acquired::Leased(token, expiry, taken))
 }
 
 /// renew.lua: the lease's `members` (one per pool) renewed to `now + ttl`,
