@@ -66,7 +66,8 @@
 //! ([`Builder::max_queue`], [`DEFAULT_MAX_QUEUE`] unless set). A caller
 //! that finds no room waits in the queue of *every* pool of its shard that
 //! has room — refused with [`RejectReason::QueueFull`] when none has, or
-//! when those that have cannot hold its seats together — and is woken,
+//! when those that have cannot hold its seats together — joins the others
+//! as soon as they have room, in the order such callers came, and is woken,
 //! never by polling, when a permit of one of them is released and it heads
 //! that pool's queue: a pool's released permits go to its queue in order,
 //! and a caller takes its seats, all at once, from the pools whose queue

@@ -4,7 +4,10 @@
 //!
 //! A waiter joins the queue of every pool of its shard that has room, and
 //! is refused when none has, or when those that have cannot hold its seats
-//! together. It is served, all its seats at once, as soon as the pools it
+//! together; it joins the queue of each other pool of its shard as soon as
+//! that queue has room (it waits beside it till then, in its overflow), so
+//! that a pool whose queue was full when it came still serves it once the
+//! callers before it are gone. It is served, all its seats at once, as soon as the pools it
 //! may take from hold them: the pools nobody queues for, and those whose
 //! queue it heads. So each pool serves its queue in order, and the first
 //! waiter of all, which heads every queue it is in, is always served next
@@ -65,6 +68,9 @@ pub(crate) struct Room {
     slots: Vec<Slot>,
     vacant: Vec<u32>,
     queues: Box<[VecDeque<Key>]>,
+    /// Per pool, in order of arrival, the waiters of its shard that found
+    /// its queue full: the next joins it when the queue has room.
+    overflow: Box<[VecDeque<Key>]>,
     max_queue: usize,
     /// Wakers of waiters served under the lock, to wake once it is let go.
     pub(crate) woken: Vec<Waker>,
@@ -76,6 +82,7 @@ impl Room {
             slots: Vec::new(),
             vacant: Vec::new(),
             queues: (0..pools).map(|_| VecDeque::new()).collect(),
+            overflow: (0..pools).map(|_| VecDeque::new()).collect(),
             max_queue: max_queue as usize,
             woken: Vec::new(),
         }
@@ -115,6 +122,8 @@ impl Room {
             if queue.len() < self.max_queue {
                 queue.push_back(key);
                 pools.set_queued(pool, true);
+            } else {
+                self.overflow[pool as usize].push_back(key);
             }
         }
         // A release may have come in between the take and the flags.
@@ -249,17 +258,27 @@ impl Room {
         Some(taken)
     }
 
-    /// Takes `key` out of the queues of `shard`; the pools whose queue it
-    /// headed (and that have a next waiter), whose flags are cleared when
-    /// their queue is empty.
+    /// Takes `key` out of the queues of `shard` (and their overflows),
+    /// moving the first waiter of a queue's overflow into the room it
+    /// leaves; the pools whose queue has a new head, whose flags are
+    /// cleared when their queue is empty.
     fn unqueue(&mut self, pools: &Pools, key: Key, shard: &[u32]) -> Vec<u32> {
         let mut moved = Vec::new();
         for &pool in shard {
-            let queue = &mut self.queues[pool as usize];
+            let (queue, overflow) = (
+                &mut self.queues[pool as usize],
+                &mut self.overflow[pool as usize],
+            );
             let Some(at) = queue.iter().position(|&k| k == key) else {
+                if let Some(at) = overflow.iter().position(|&k| k == key) {
+                    overflow.remove(at);
+                }
                 continue;
             };
             queue.remove(at);
+            if let Some(next) = overflow.pop_front() {
+                queue.push_back(next);
+            }
             if queue.is_empty() {
                 pools.set_queued(pool, false);
             } else if at == 0 {

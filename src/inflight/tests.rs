@@ -111,6 +111,42 @@ fn a_full_queue_refuses_and_a_shorter_one_of_the_shard_takes_the_waiter() {
     assert!(matches!(poll(&mut wx), Poll::Ready(Ok(_))));
 }
 
+/// A waiter that found one of its pools' queue full joins that queue when
+/// it has room: once the callers before it are gone, a permit that pool
+/// frees is its own, not left free while it waits on its other pool.
+#[test]
+fn a_waiter_joins_a_queue_that_was_full_once_it_has_room() {
+    let inflight = limit(3, 3, 2, 1);
+    let w = tenant_on(&inflight, &[0, 1]);
+    let x = tenant_on(&inflight, &[1, 2]);
+    let held_w = [
+        inflight.try_acquire(&w).unwrap(),
+        inflight.try_acquire(&w).unwrap(),
+    ];
+    let on_2 = inflight.try_acquire(&x).unwrap();
+    assert_eq!(on_2.pools().next().unwrap().0, 2);
+    let [on_0, on_1] = held_w;
+    let (_on_0, on_1) = if on_0.pools().next().unwrap().0 == 0 {
+        (on_0, on_1)
+    } else {
+        (on_1, on_0)
+    };
+    let mut wx = inflight.acquire(&x);
+    assert!(poll(&mut wx).is_pending()); // first in the queues of 1 and 2
+    let mut ww = inflight.acquire(&w);
+    assert!(poll(&mut ww).is_pending()); // in 0's queue; 1's is full
+    assert_eq!((inflight.waiting(0), inflight.waiting(1)), (1, 1));
+    drop(on_2);
+    assert!(matches!(poll(&mut wx), Poll::Ready(Ok(_))));
+    assert_eq!(inflight.waiting(1), 1, "w took x's place in the queue of 1");
+    // Pool 0's holder hangs; pool 1 frees its permit: w's.
+    drop(on_1);
+    let Poll::Ready(Ok(served)) = poll(&mut ww) else {
+        panic!("pool 1 is free, and w waits for it alone");
+    };
+    assert_eq!(served.pools().next().unwrap().0, 1);
+}
+
 #[test]
 fn a_weighted_waiter_takes_its_seats_at_once_never_holding_while_it_waits() {
     let inflight = limit(4, 2, 2, 8); // pools of 2 and 2
