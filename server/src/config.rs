@@ -266,10 +266,10 @@ impl TryFrom<RawDescriptor> for DescriptorConfig {
     }
 }
 
-/// The limiter of a descriptor with a rate: its `shuffle` settings, the
 /// The tenant cache of a rule without `shuffle` (about 12 KB).
 const ONE_BUCKET_CACHE: usize = 1024;
 
+/// The limiter of a descriptor with a rate: its `shuffle` settings, the
 /// per_user of a user level below it, checked by building it once.
 fn limiter_config(
     rate: Rate,

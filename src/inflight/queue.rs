@@ -7,8 +7,8 @@
 //! together; it joins the queue of each other pool of its shard as soon as
 //! that queue has room (it waits beside it till then, in its overflow), so
 //! that a pool whose queue was full when it came still serves it once the
-//! callers before it are gone. It is served, all its seats at once, as soon as the pools it
-//! may take from hold them: the pools nobody queues for, and those whose
+//! callers before it are gone. It is served, all its seats at once, as
+//! soon as the pools it may take from hold them: the pools nobody queues for, and those whose
 //! queue it heads. So each pool serves its queue in order, and the first
 //! waiter of all, which heads every queue it is in, is always served next
 //! by its pools: no waiter holds permits while it waits, and none waits
