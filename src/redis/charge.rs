@@ -4,7 +4,7 @@
 
 use ::redis::aio::ConnectionLike;
 
-use super::error::Error;
+use super::error::{Error, within};
 use super::quota::ATTEMPTS;
 use super::script::MICROS;
 use super::store::RedisStore;
@@ -45,9 +45,7 @@ where
             }
             Ok(tokens - left)
         };
-        let deadline = shared.options.deadline;
-        (tokio::time::timeout(deadline, charge).await)
-            .unwrap_or(Err(Error::Timeout { after: deadline }))
+        within(shared.options.deadline, charge).await
     }
 
     /// Charges up to `tokens` to the buckets of one script call, under the

@@ -465,3 +465,13 @@ impl std::error::Error for Error {
         }
     }
 }
+
+/// `request`'s answer, or [`Error::Timeout`] once `wait` has passed: how
+/// every round trip outside a decision is bounded (the connection has no
+/// timer of its own).
+pub(crate) async fn within<T>(
+    wait: Duration,
+    request: impl std::future::Future<Output = Result<T, Error>>,
+) -> Result<T, Error> {
+    (tokio::time::timeout(wait, request).await).unwrap_or(Err(Error::Timeout { after: wait }))
+}

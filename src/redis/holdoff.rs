@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use ::redis::aio::ConnectionLike;
 
-use super::error::Error;
+use super::error::{Error, within};
 use super::layout::Layout;
 use super::quota::ATTEMPTS;
 use super::script::MICROS;
@@ -43,10 +43,11 @@ where
         }
         // Bounded as a decision is: a Redis that stopped answering must not
         // hold the caller (the fallback, above, holds off at once).
-        let deadline = shared.options.deadline;
-        let held = tokio::time::timeout(deadline, self.hold_off_attempts(shard, duration));
-        held.await
-            .unwrap_or(Err(Error::Timeout { after: deadline }))
+        within(
+            shared.options.deadline,
+            self.hold_off_attempts(shard, duration),
+        )
+        .await
     }
 
     async fn hold_off_attempts(

@@ -17,7 +17,7 @@ use ::redis::Script;
 use ::redis::aio::ConnectionLike;
 
 use super::build::{in_micros, replica_share};
-use super::error::{BuildError, Error};
+use super::error::{BuildError, Error, within};
 use super::layout::Layout;
 use super::script::MICROS;
 use super::store::RedisStore;
@@ -227,8 +227,7 @@ where
     /// longer than a decision, and a change is rarely in a hurry.
     async fn bounded(&self, change: impl Future<Output = Result<(), Error>>) -> Result<(), Error> {
         let options = &self.shared.options;
-        let wait = options.connect_timeout.max(options.deadline);
-        (tokio::time::timeout(wait, change).await).unwrap_or(Err(Error::Timeout { after: wait }))
+        within(options.connect_timeout.max(options.deadline), change).await
     }
 
     /// Moves every bucket from the quota and N in force to the ones `next`

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use ::redis::aio::ConnectionLike;
 
-use super::error::Error;
+use super::error::{Error, within};
 use super::layout::Layout;
 use super::quota::{ATTEMPTS, run};
 use super::script::MICROS;
@@ -132,9 +132,7 @@ where
         // Bounded as a decision is: a Redis that stopped answering must not
         // hold the caller (a refund lost on the way only leaves budget
         // unused).
-        let deadline = shared.options.deadline;
-        (tokio::time::timeout(deadline, refund).await)
-            .unwrap_or(Err(Error::Timeout { after: deadline }))
+        within(shared.options.deadline, refund).await
     }
 
     /// Gives back the payments of one script call, under the quota Redis

@@ -12,7 +12,7 @@ use ::redis::Script;
 use ::redis::aio::{ConnectionLike, ConnectionManager};
 use crossbeam_utils::CachePadded;
 
-use super::error::Error;
+use super::error::{Error, within};
 use super::layout::Layout;
 use super::script::MICROS;
 use super::store::RedisStore;
@@ -265,9 +265,7 @@ where
                 }
             }
         };
-        let deadline = inner.deadline;
-        (tokio::time::timeout(deadline, withdraw).await)
-            .unwrap_or(Err(Error::Timeout { after: deadline }))
+        within(inner.deadline, withdraw).await
     }
 
     /// One withdraw script over `buckets` (see `retry_withdraw.lua`), with
@@ -342,9 +340,7 @@ where
             }
             Ok(banked)
         };
-        let deadline = inner.deadline;
-        (tokio::time::timeout(deadline, read).await)
-            .unwrap_or(Err(Error::Timeout { after: deadline }))
+        within(inner.deadline, read).await
     }
 }
 
