@@ -407,29 +407,33 @@ impl Config {
         };
         let mut domains: Vec<DomainConfig> = Vec::new();
         for document in serde_yaml_ng::Deserializer::from_str(text) {
-            let domain: DomainConfig = serde_path_to_error::deserialize(document).map_err(|e| {
-                let path = e.path().to_string();
-                let inner = e.into_inner();
-                let at = inner.location();
-                // The message without serde_yaml_ng's own " at line ..".
-                let mut message = inner.to_string();
-                if let Some(cut) = message.find(" at line ") {
-                    message.truncate(cut);
-                }
-                // serde_yaml_ng may begin with (a part of) the path too.
-                if let Some((first, rest)) = message.split_once(": ")
-                    && !first.contains(' ')
-                    && path.starts_with(first)
-                {
-                    message = rest.to_owned();
-                }
-                error(
-                    at.as_ref().map(|l| l.line()),
-                    at.as_ref().map(|l| l.column()),
-                    path,
-                    message,
-                )
-            })?;
+            // An empty document (a `---` that ends the file, or two in a
+            // row) holds no domain: YAML reads it as null.
+            let domain: Option<DomainConfig> =
+                serde_path_to_error::deserialize(document).map_err(|e| {
+                    let path = e.path().to_string();
+                    let inner = e.into_inner();
+                    let at = inner.location();
+                    // The message without serde_yaml_ng's own " at line ..".
+                    let mut message = inner.to_string();
+                    if let Some(cut) = message.find(" at line ") {
+                        message.truncate(cut);
+                    }
+                    // serde_yaml_ng may begin with (a part of) the path too.
+                    if let Some((first, rest)) = message.split_once(": ")
+                        && !first.contains(' ')
+                        && path.starts_with(first)
+                    {
+                        message = rest.to_owned();
+                    }
+                    error(
+                        at.as_ref().map(|l| l.line()),
+                        at.as_ref().map(|l| l.column()),
+                        path,
+                        message,
+                    )
+                })?;
+            let Some(domain) = domain else { continue };
             check_string("domain", &domain.domain)
                 .map_err(|e| error(None, None, "domain".into(), e))?;
             if domains.iter().any(|d| d.domain == domain.domain) {
@@ -437,6 +441,12 @@ impl Config {
                 return Err(error(None, None, "domain".into(), message));
             }
             domains.push(domain);
+        }
+        if domains.is_empty() {
+            // An empty file is more likely a write caught halfway than a
+            // wish to limit nothing.
+            let message = "no domain: the file holds no document".to_owned();
+            return Err(error(None, None, String::new(), message));
         }
         let mut warnings = Vec::new();
         for domain in &domains {

@@ -117,3 +117,23 @@ descriptors:
     assert!(warning.contains("remote_address"), "{warning}");
     assert!(warning.contains("add `shuffle"), "{warning}");
 }
+
+#[test]
+fn empty_documents_are_skipped_and_an_empty_file_is_refused() {
+    // A `---` that opens or ends the file, or two in a row, marks an
+    // empty document: no domain, not a domain missing its name.
+    let text = "---\ndomain: a\n---\n---\ndomain: b\n---\n";
+    let config = Config::parse(Path::new("limits.yaml"), text).unwrap();
+    let names: Vec<_> = config.domains.iter().map(|d| d.domain.as_str()).collect();
+    assert_eq!(names, ["a", "b"]);
+
+    // A file with no domain at all is more likely a write caught halfway
+    // than a wish to limit nothing: refused, so a reload keeps the rules.
+    for text in ["", "\n", "---\n", "# nothing yet\n---\n---\n"] {
+        let err = error(text);
+        assert!(err.starts_with("limits.yaml: no domain"), "{text:?}: {err}");
+    }
+    // A document that is not empty still needs its domain.
+    let err = error("---\ndescriptors: []\n");
+    assert!(err.contains("missing field `domain`"), "{err}");
+}
