@@ -8,6 +8,9 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
     RateLimitService, RateLimitServiceServer,
 };
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use tonic::body::Body;
+use tonic::codegen::{BoxFuture, Context, Poll, Service, http};
+use tonic::server::NamedService;
 use tonic::{Request, Response, Status};
 
 use crate::decide::decide;
@@ -37,7 +40,9 @@ impl RateLimitService for Rls {
 /// flow-control windows (what one connection may make the server buffer)
 /// and a deadline per request.
 pub(crate) fn router(state: Arc<State>) -> tonic::transport::server::Router {
+    let invalid = state.metrics.invalid.clone();
     let service = RateLimitServiceServer::new(Rls(state)).max_decoding_message_size(MAX_MESSAGE);
+    let service = CountUndecodable { service, invalid };
     tonic::transport::Server::builder()
         .max_concurrent_streams(Some(MAX_STREAMS))
         .concurrency_limit_per_connection(MAX_STREAMS as usize)
@@ -48,4 +53,45 @@ pub(crate) fn router(state: Arc<State>) -> tonic::transport::server::Router {
         .http2_keepalive_timeout(Some(Duration::from_secs(10)))
         .timeout(crate::serve::REQUEST_TIMEOUT)
         .add_service(service)
+}
+
+/// Counts a request whose message did not decode as `invalid_argument`,
+/// as the HTTP face counts a body that is not a request. tonic answers it
+/// `INTERNAL` before the service sees it (gRPC's code for a message that
+/// does not parse), and the service itself never answers `INTERNAL`.
+#[derive(Clone)]
+struct CountUndecodable<S> {
+    service: S,
+    invalid: metrics::Counter,
+}
+
+impl<S: NamedService> NamedService for CountUndecodable<S> {
+    const NAME: &'static str = S::NAME;
+}
+
+impl<S> Service<http::Request<Body>> for CountUndecodable<S>
+where
+    S: Service<http::Request<Body>, Response = http::Response<Body>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = BoxFuture<S::Response, S::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.service.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
+        let answer = self.service.call(request);
+        let invalid = self.invalid.clone();
+        Box::pin(async move {
+            let response = answer.await?;
+            let internal = tonic::Code::Internal as i32;
+            if response.headers().get("grpc-status") == Some(&internal.into()) {
+                invalid.increment(1);
+            }
+            Ok(response)
+        })
+    }
 }

@@ -234,6 +234,14 @@ async fn bad_requests_get_a_status_and_the_server_keeps_serving() {
     .await;
     assert_eq!(code(&answer), Code::OverLimit);
 
+    // A message that is not a RateLimitRequest (field 1, the domain, as a
+    // varint): gRPC's INTERNAL from tonic, counted as invalid.
+    let invalid = r#"shuffle_limiter_server_decisions_total{domain="",descriptor="",code="invalid_argument"}"#;
+    let before = metric(&server, invalid).await.unwrap_or(0.0);
+    let status = undecodable(&server).await;
+    assert_eq!(status.code(), tonic::Code::Internal, "{status:?}");
+    assert_eq!(metric(&server, invalid).await, Some(before + 1.0));
+
     // Garbage on the socket: that connection fails, the server does not.
     {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -274,4 +282,25 @@ async fn shadow_mode_decides_and_counts_but_answers_ok() {
     assert_eq!(metric(&server, &line("shadow_over_limit")).await, Some(2.0));
     assert_eq!(metric(&server, &line("over_limit")).await, Some(0.0));
     server.shutdown().await;
+}
+
+/// Calls ShouldRateLimit with a `UInt64Value` where a `RateLimitRequest`
+/// belongs, over the same tonic client stack: a message the server cannot
+/// decode.
+async fn undecodable(server: &shuffle_limiter_server::Running) -> tonic::Status {
+    use envoy_types::pb::google::protobuf::UInt64Value;
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", server.grpc_addr()))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.unwrap();
+    let path = tonic::codegen::http::uri::PathAndQuery::from_static(
+        "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit",
+    );
+    let codec = tonic_prost::ProstCodec::<UInt64Value, UInt64Value>::default();
+    grpc.unary(tonic::Request::new(UInt64Value { value: 7 }), path, codec)
+        .await
+        .unwrap_err()
 }
