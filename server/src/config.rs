@@ -8,8 +8,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+use shuffle_limiter::Quota;
 use shuffle_limiter::set::{LimiterConfig, Rate, Reserve};
-use shuffle_limiter::{ManualClock, Quota};
 
 /// The longest key, value or name a config may hold, in bytes; requests are
 /// held to [`MAX_VALUE_LEN`](crate::MAX_VALUE_LEN).
@@ -327,10 +327,11 @@ fn limiter_config(
         }
         config.per_user = Some(j);
     }
+    // Checked without building: a limiter's tenant cache can be tens of
+    // megabytes, and the rules build their own.
     config
         .builder("check")
-        .clock(ManualClock::new())
-        .build()
+        .validate()
         .map_err(|e| format!("shuffle: {e}"))?;
     Ok(config)
 }

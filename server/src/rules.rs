@@ -280,9 +280,11 @@ impl Build<'_> {
         {
             let (old_quota, old_n, max) = old.engine.quota_and_buckets();
             // N when unset: what the build would choose, read from a
-            // throwaway build (the library's defaults, not a copy).
+            // throwaway build (the library's defaults, not a copy), without
+            // a tenant cache, which can be tens of megabytes.
             let check = limiter
                 .builder(full)
+                .tenant_cache(0)
                 .clock(shuffle_limiter::ManualClock::new());
             let n = check.build().map_err(|e| format!("{full}: {e}"))?.buckets();
             if n <= max {

@@ -313,7 +313,7 @@ impl<C: Clock> Builder<C> {
 
     /// Validates everything but the storage: the core every store builds on.
     pub(crate) fn plan(&self) -> Result<Core, ConfigError> {
-        let (quota, split, assignment) = self.validate()?;
+        let (quota, split, assignment) = self.checked()?;
         let max_buckets = self.max_buckets.unwrap_or(assignment.buckets());
         Ok(Core {
             metrics: Metrics::new(
@@ -335,9 +335,28 @@ impl<C: Clock> Builder<C> {
         })
     }
 
+    /// Checks every setting as [`build`](Self::build) does, and builds
+    /// nothing: no bucket, and no tenant cache, which may be sized for
+    /// millions of tenants. For a config read ahead of building, or read
+    /// again at a reload.
+    ///
+    /// ```
+    /// use shuffle_limiter::{ConfigError, Quota, ShardedLimiter};
+    ///
+    /// let builder = ShardedLimiter::builder().quota(Quota::per_second(4)).buckets(8);
+    /// assert_eq!(builder.validate(), Err(ConfigError::BurstTooSmall { burst: 4, buckets: 8 }));
+    /// assert!(builder.quota(Quota::per_second(8)).validate().is_ok());
+    /// ```
+    ///
+    /// # Errors
+    /// The [`ConfigError`] that [`build`](Self::build) would return.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.checked().map(drop)
+    }
+
     /// Checks every setting without allocating the tenant cache, whose size
     /// is one of the settings checked.
-    pub(crate) fn validate(&self) -> Result<(Quota, Split, Assignment), ConfigError> {
+    pub(crate) fn checked(&self) -> Result<(Quota, Split, Assignment), ConfigError> {
         let quota = self.quota.ok_or(ConfigError::MissingQuota)?;
         let (buckets, per_tenant) = self.shape();
         if buckets == 0 {

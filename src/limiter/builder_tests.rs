@@ -4,8 +4,8 @@ use super::*;
 
 #[test]
 fn the_largest_tenant_cache_is_accepted_and_one_entry_more_is_not() {
-    // Checked by `validate`, which allocates no cache: the largest one
-    // takes half a gigabyte.
+    // Checked by `validate` (and `checked`), which allocate no cache: the
+    // largest one takes half a gigabyte.
     let builder = |entries| {
         ShardedLimiter::builder()
             .quota(Quota::per_second(100))
@@ -19,7 +19,14 @@ fn the_largest_tenant_cache_is_accepted_and_one_entry_more_is_not() {
             max: MAX_CACHE_ENTRIES
         }
     );
-    // `plan` reports what `validate` found.
+    assert_eq!(
+        builder(MAX_CACHE_ENTRIES + 1).checked().unwrap_err(),
+        ConfigError::CacheTooLarge {
+            entries: MAX_CACHE_ENTRIES + 1,
+            max: MAX_CACHE_ENTRIES
+        }
+    );
+    // `plan` reports what `checked` found.
     assert_eq!(
         builder(MAX_CACHE_ENTRIES + 1).plan().unwrap_err(),
         ConfigError::CacheTooLarge {

@@ -117,7 +117,7 @@ impl<C: Clock + Clone> LimiterSet<C> {
                     // limiter has no room for, before any limiter changes.
                     let (quota, split, _) = new
                         .builder(name)
-                        .validate()
+                        .checked()
                         .map_err(|e| SetError::config(name, e))?;
                     if let Some(entry) = self.limiters.get(name.as_str())
                         && split.buckets > entry.buckets().1
@@ -343,7 +343,7 @@ impl<C: Clock + Clone> LimiterSet<C> {
         for (name, step) in &steps {
             if let (Step::Change(new), Entry::Redis(limiter)) = (step, &self.limiters[*name]) {
                 let (quota, split, _) =
-                    (new.builder(name).validate()).map_err(|e| SetError::config(name, e))?;
+                    (new.builder(name).checked()).map_err(|e| SetError::config(name, e))?;
                 (crate::Limit::set_quota_and_buckets(&**limiter, quota, split.buckets).await)
                     .map_err(|e| SetError::redis_change(name, e))?;
             }
@@ -364,8 +364,7 @@ fn change_local<C: Clock>(
     name: &str,
     new: &LimiterConfig,
 ) -> Result<(), SetError> {
-    let (quota, split, _) =
-        (new.builder(name).validate()).map_err(|e| SetError::config(name, e))?;
+    let (quota, split, _) = (new.builder(name).checked()).map_err(|e| SetError::config(name, e))?;
     (limiter.set_quota_and_buckets(quota, split.buckets)).map_err(|e| SetError::config(name, e))
 }
 

@@ -10,10 +10,18 @@ use std::sync::atomic::{AtomicIsize, Ordering};
 pub(crate) struct Counting;
 
 static LIVE: AtomicIsize = AtomicIsize::new(0);
+static PEAK: AtomicIsize = AtomicIsize::new(0);
 
 /// The bytes allocated and not yet freed.
 pub(crate) fn live() -> isize {
     LIVE.load(Ordering::Relaxed)
+}
+
+/// The most bytes live at once since the last call, which starts the next
+/// count from the bytes live now.
+#[allow(dead_code, reason = "the memory bench reads `live` alone")]
+pub(crate) fn peak() -> isize {
+    PEAK.swap(live(), Ordering::Relaxed)
 }
 
 // The workspace denies unsafe code; a global allocator needs it. Allowed
@@ -21,7 +29,8 @@ pub(crate) fn live() -> isize {
 #[allow(unsafe_code)]
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        let now = LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        PEAK.fetch_max(now + layout.size() as isize, Ordering::Relaxed);
         // SAFETY: forwarded as received.
         unsafe { System.alloc(layout) }
     }
