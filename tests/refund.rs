@@ -99,7 +99,9 @@ fn a_refund_to_a_limiter_with_fewer_buckets_gives_back_what_fits() {
         .find(|t| small.shard(t).contains(low))
         .unwrap();
     let most = u64::from(small.quota().burst());
-    let spent = (0..=most).take_while(|_| small.check(&taker).is_ok()).count();
+    let spent = (0..=most)
+        .take_while(|_| small.check(&taker).is_ok())
+        .count();
     assert!(spent as u64 <= most, "granted past the burst");
     let refunded = small.refund(grant);
     assert_eq!((refunded.given(), refunded.gone()), (fits, 15 - fits));

@@ -232,3 +232,40 @@ async fn a_client_behind_a_trusted_proxy_cannot_choose_its_key_with_another_head
     let forwarded = peer().trust_proxies(ProxyHeader::Forwarded, proxy());
     forged_headers_are_ignored(forwarded, "forwarded", &["x-forwarded-for", "x-real-ip"]).await;
 }
+
+#[tokio::test]
+async fn a_clients_byte_that_is_not_text_does_not_hide_the_hop_its_proxy_wrote() {
+    // A proxy appends the client's address to the client's own value
+    // (nginx's `$proxy_add_x_forwarded_for`): one byte of the client's that
+    // is not text spoils the client's hop alone, and the client still pays
+    // as the address the proxy reported, not as the proxy.
+    let limiter = limiter();
+    for (header, name, sent) in [
+        (
+            ProxyHeader::XForwardedFor,
+            "x-forwarded-for",
+            &b"\xff, 198.51.100.7"[..],
+        ),
+        (
+            ProxyHeader::Forwarded,
+            "forwarded",
+            &b"for=\"\xe9\", for=198.51.100.7"[..],
+        ),
+    ] {
+        let url = app_url(&limiter, behind_proxies(header)).await;
+        let value = axum::http::HeaderValue::from_bytes(sent).unwrap();
+        let client_key = [198, 51, 100, 7];
+        let (before, proxy) = (
+            limiter.remaining(&client_key),
+            limiter.remaining(&LOCALHOST),
+        );
+        let reply = client().get(&url).header(name, value).send().await.unwrap();
+        assert_eq!(reply.status(), StatusCode::OK, "{name}");
+        assert_eq!(limiter.remaining(&client_key), before - 1, "{name}");
+        assert_eq!(
+            limiter.remaining(&LOCALHOST),
+            proxy,
+            "{name}: the proxy paid"
+        );
+    }
+}

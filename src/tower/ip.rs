@@ -302,15 +302,18 @@ impl fmt::Debug for ClientIp {
     }
 }
 
-/// The hops of all the lines of a header, from the right; a line that is
-/// not text is one hop that does not parse.
+/// The hops of all the lines of a header, from the right; a hop that is
+/// not text does not parse. The line is split before it is read as text:
+/// a proxy appends its hop to the client's own value, and a byte of the
+/// client's that is not text must spoil the client's hop alone, not the
+/// proxy's beside it (which would stop the walk at the proxy).
 fn hops<'a>(
     lines: http::header::ValueIter<'a, HeaderValue>,
     parse: fn(&str) -> Option<IpAddr>,
 ) -> impl Iterator<Item = Option<IpAddr>> + 'a {
     lines.rev().flat_map(move |line| {
-        let text = line.to_str().unwrap_or("\u{0}");
-        text.split(',').rev().map(parse)
+        let hops = line.as_bytes().rsplit(|&b| b == b',');
+        hops.map(move |hop| std::str::from_utf8(hop).ok().and_then(parse))
     })
 }
 
