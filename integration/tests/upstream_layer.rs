@@ -172,3 +172,20 @@ impl<T: axum::response::IntoResponse> IntoParts for T {
         self.into_response()
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_layer_calls_the_service_it_made_ready() {
+    // tower's ConcurrencyLimit takes its permit in `poll_ready` and panics
+    // in a `call` without one: the service the caller made ready must be
+    // the one called, not a clone of it.
+    let upstream = tower::limit::ConcurrencyLimitLayer::new(1)
+        .layer(Router::new().route("/", get(|| async { "ok" })));
+    let key = TenantKey::header(HeaderName::from_static("x-tenant"));
+    let mut service = UpstreamLayer::new(Upstream::new(limiter()), key).layer(upstream);
+    for _ in 0..3 {
+        assert_eq!(
+            send(&mut service, Some("acme")).await.unwrap(),
+            StatusCode::OK
+        );
+    }
+}

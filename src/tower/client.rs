@@ -173,8 +173,9 @@ where
                 return Box::pin(std::future::ready(Err(UpstreamError::MissingTenant)));
             }
         };
-        // The clone made ready goes with the first attempt; retries make
-        // their clone ready first.
+        // The service made ready goes with the first attempt (tower's
+        // contract: a clone is not ready, and one that took a permit in
+        // `poll_ready` needs it in `call`); retries make a clone ready first.
         let ready = self.inner.clone();
         let mut ready = Some(std::mem::replace(&mut self.inner, ready));
         let (upstream, inner) = (Arc::clone(&self.upstream), self.inner.clone());
@@ -182,9 +183,10 @@ where
             let send = move |_: &crate::Grant| {
                 let request = Request::from_parts(parts.clone(), body.clone());
                 let first = ready.take();
-                let mut service = first.clone().unwrap_or_else(|| inner.clone());
+                let made_ready = first.is_some();
+                let mut service = first.unwrap_or_else(|| inner.clone());
                 async move {
-                    if first.is_none() {
+                    if !made_ready {
                         poll_fn(|cx| service.poll_ready(cx)).await?;
                     }
                     service.call(request).await

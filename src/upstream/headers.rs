@@ -12,7 +12,7 @@ use super::MAX_HOLD_OFF;
 ///   cut to [`MAX_HOLD_OFF`] (so are digits beyond what 64 bits hold).
 /// - An HTTP-date (`Wed, 21 Oct 2026 07:28:00 GMT`, or the two obsolete
 ///   forms): the time until then, cut to [`MAX_HOLD_OFF`]; zero for a date
-///   at or before `now`.
+///   at or before `now`. A date before 1970 is not read (`None`).
 /// - Anything else (empty, negative, fractional, not text): `None`.
 ///
 /// Surrounding spaces and tabs are ignored.
@@ -63,7 +63,13 @@ pub fn reset_in(value: &[u8], now: SystemTime) -> Option<Duration> {
     if text.bytes().all(|b| b.is_ascii_digit()) && !text.is_empty() {
         return match text.parse::<u64>() {
             Ok(seconds) if seconds < UNIX_TIME_FROM => Some(cut(seconds)),
-            Ok(seconds) => Some(until(UNIX_EPOCH + Duration::from_secs(seconds), now)),
+            // A time no `SystemTime` holds (from 2^63 s on, here) is very
+            // far ahead: cut, as any.
+            Ok(seconds) => Some(
+                UNIX_EPOCH
+                    .checked_add(Duration::from_secs(seconds))
+                    .map_or(MAX_HOLD_OFF, |then| until(then, now)),
+            ),
             Err(_) => Some(MAX_HOLD_OFF), // beyond 64 bits: a time very far ahead
         };
     }
@@ -181,6 +187,7 @@ mod tests {
             b"5s",
             b"\xff\xfe",
             b"Someday",
+            b"Wed, 31 Dec 1969 23:59:59 GMT", // httpdate reads no date before 1970
         ] {
             assert_eq!(retry_after(bad, now()), None, "{bad:?}");
         }
@@ -218,6 +225,10 @@ mod tests {
             reset_in(b"99999999999999999999999", now()),
             Some(MAX_HOLD_OFF)
         );
+        // Within 64 bits, past what a SystemTime holds: cut, not a panic.
+        for far in [&b"9223372036854775808"[..], b"18446744073709551615"] {
+            assert_eq!(reset_in(far, now()), Some(MAX_HOLD_OFF), "{far:?}");
+        }
         assert_eq!(
             reset_in(b"\"burst\";r=0;t=4, \"day\";r=9;t=80000", now()),
             Some(secs(4))
