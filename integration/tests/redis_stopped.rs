@@ -7,9 +7,9 @@
 use std::future::IntoFuture;
 use std::time::{Duration, Instant};
 
-use shuffle_limiter::redis::{Error, FailurePolicy, RedisLimiter, RedisRetryBudget};
+use shuffle_limiter::redis::{Error, FailurePolicy, RedisLimiter, RedisOptions, RedisRetryBudget};
 use shuffle_limiter::upstream::HoldOff;
-use shuffle_limiter::{Limit, Quota, ShardedLimiter};
+use shuffle_limiter::{DenialReason, Jitter, Limit, Quota, ShardedLimiter};
 
 #[path = "../../tests/support/redis_server.rs"]
 mod redis_server;
@@ -115,5 +115,82 @@ fn every_operation_returns_within_its_deadline_on_a_stopped_server() {
         limiter.set_quota_and_buckets(quota, 3).await.unwrap();
         assert_eq!(limiter.quota(), quota);
         assert_eq!(limiter.buckets(), 3);
+    });
+}
+
+/// A limiter on `server` whose deadline (1 s) is longer than the bounds
+/// of the waits below: a wait's bound, not the store's, ends it.
+async fn slow_limiter(server: &RedisServer, name: &str, quota: Quota) -> RedisLimiter {
+    ShardedLimiter::builder()
+        .quota(quota)
+        .buckets(2)
+        .per_tenant(1)
+        .name(name)
+        .build_redis(&server.url(), options(FailurePolicy::FailClosed))
+        .await
+        .unwrap()
+}
+
+#[test]
+fn a_bounded_wait_ends_within_its_bound_when_the_store_deadline_is_longer() {
+    let server = RedisServer::start();
+    serial(async {
+        let limiter = slow_limiter(&server, "bounded", Quota::per_second(2).with_burst(2)).await;
+        limiter.check("t").await.unwrap(); // its one token; the next in 1 s
+        // Redis goes silent before the wait books: the booking is cut at
+        // the bound, a denial by the store.
+        server.signal("-STOP");
+        let bound = Duration::from_millis(50);
+        let denied = within(bound, "wait", limiter.wait("t").within(bound)).await;
+        server.signal("-CONT");
+        let reason = denied.map(drop).unwrap_err().reason();
+        assert_eq!(reason, DenialReason::StoreUnavailable);
+
+        // Booked while Redis answers, silent while the wait sleeps: the
+        // slot (1 s on) is kept at once, within the bound (1.5 s), with the
+        // quota last heard of.
+        let limiter = slow_limiter(&server, "booked", Quota::per_second(2).with_burst(2)).await;
+        limiter.check("t").await.unwrap();
+        let bound = Duration::from_millis(1500);
+        let stop = async {
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            server.signal("-STOP");
+        };
+        let wait = within(bound, "wait", limiter.wait("t").within(bound));
+        let (granted, ()) = tokio::join!(wait, stop);
+        server.signal("-CONT");
+        assert!(granted.is_ok(), "{granted:?}");
+    });
+}
+
+#[test]
+fn a_wait_denied_by_the_failure_policy_wakes_with_its_jitter() {
+    let mut server = RedisServer::start();
+    serial(async {
+        let limiter = ShardedLimiter::builder()
+            .quota(Quota::per_second(2).with_burst(2))
+            .buckets(2)
+            .per_tenant(1)
+            .name("jittered")
+            .build_redis(
+                &server.url(),
+                RedisOptions::new(FailurePolicy::FailClosed)
+                    .retry_every(Duration::from_millis(100)),
+            )
+            .await
+            .unwrap();
+        server.kill();
+        // The store is tried again every 100 ms; each wake-up at least
+        // 400 ms late: in 1 s, 3 decisions at most (the first, and one
+        // after each of two wake-ups), not 10.
+        let jitter = Jitter::new(Duration::from_millis(400), Duration::from_millis(400));
+        let run = Duration::from_secs(1);
+        let waited = tokio::time::timeout(run, limiter.wait("t").jitter(jitter)).await;
+        assert!(waited.is_err(), "granted with Redis down: {waited:?}");
+        let asked = limiter.stats().from_policy();
+        assert!(
+            (1..=3).contains(&asked),
+            "{asked} decisions by the policy in {run:?}"
+        );
     });
 }

@@ -42,9 +42,14 @@
 //! [`DenialReason::StoreUnavailable`](crate::DenialReason::StoreUnavailable)) is no
 //! slot to queue for: the wait sleeps until its retry time, when the store
 //! is next tried, and asks again from then. It never goes round without
-//! sleeping and never books a slot further ahead on that account. A
-//! bounded wait whose deadline comes first returns that denial at once,
-//! with its reason and retry time.
+//! sleeping and never books a slot further ahead on that account; its
+//! [jitter](Wait::jitter) is added to that sleep too, so that the waiters
+//! an outage denied together do not all come back at once. A bounded wait
+//! whose deadline comes first returns that denial at once, with its reason
+//! and retry time. A bounded wait also cuts each round trip at its bound,
+//! when the store's own deadline is longer: a booking unanswered then is
+//! a `StoreUnavailable` denial, and a slot that came due is kept with the
+//! quota last heard of.
 //!
 //! # Calling a rate-limited upstream
 //! ```

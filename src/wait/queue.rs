@@ -3,12 +3,12 @@
 
 use std::time::Duration;
 
-use tokio::time::{Instant, sleep_until};
+use tokio::time::{Instant, sleep_until, timeout_at};
 
 use super::Jitter;
 use crate::plan::whom::Whom;
 use crate::store::Store;
-use crate::{Denied, Grant, Limiter};
+use crate::{DenialReason, Denied, Grant, Limiter};
 
 impl<S: Store> Limiter<S> {
     /// The one wait: draw now; on a denial, book the earliest slot the
@@ -31,6 +31,10 @@ impl<S: Store> Limiter<S> {
     /// Dropping the future while it sleeps gives the booking back to
     /// the buckets that paid it where nothing drew on them since (otherwise
     /// the callers behind keep their slots, and the budget loses it).
+    ///
+    /// A bounded wait cuts every round trip to the store at its bound (a
+    /// store's own deadline may be longer): a booking unanswered then is a
+    /// denial, and a slot due is kept with the quota last heard of.
     pub(super) async fn wait_for(
         &self,
         whom: Whom<'_>,
@@ -43,8 +47,25 @@ impl<S: Store> Limiter<S> {
         // A deadline too far to represent is no deadline.
         let deadline = max_wait.and_then(|d| Instant::now().checked_add(d));
         let mut lead = Duration::ZERO;
+        let mut last: Option<Denied> = None;
         loop {
-            let reply = limiter.book(whom, n, lead).await;
+            let booking = limiter.book(whom, n, lead);
+            let reply = match deadline {
+                None => booking.await,
+                Some(d) => match timeout_at(d, booking).await {
+                    Ok(reply) => reply,
+                    // The store did not answer within the bound (it may
+                    // still book: a slot the budget loses, never gains).
+                    Err(_) => {
+                        return Err(last.unwrap_or(Denied {
+                            retry_after: max_wait.unwrap_or_default(),
+                            bucket: whom.shard.buckets()[0],
+                            reason: DenialReason::StoreUnavailable,
+                            alone: false,
+                        }));
+                    }
+                },
+            };
             // Times count from the answer: the store drew at or before it,
             // so the wait never ends before the slot it booked.
             let answered = Instant::now();
@@ -54,7 +75,17 @@ impl<S: Store> Limiter<S> {
                     let ready = answered + held.ready_in();
                     let wake = ready + jitter.sample();
                     sleep_until(deadline.map_or(wake, |d| wake.min(d.max(ready)))).await;
-                    limiter.catch_up().await;
+                    // Learning of a change while it slept, within the bound
+                    // (or the timer's millisecond, when the slot is due at
+                    // it); unanswered, the quota last heard of decides, as
+                    // when the store's own deadline passes.
+                    let caught_up = limiter.catch_up();
+                    match deadline {
+                        None => caught_up.await,
+                        Some(d) => {
+                            let _ = timeout_at(d.max(Instant::now() + TICK), caught_up).await;
+                        }
+                    }
                     if held.current() {
                         return Ok(held.keep());
                     }
@@ -65,6 +96,7 @@ impl<S: Store> Limiter<S> {
                 Err(refused) => refused,
             };
             let denied = refused.denied;
+            last = Some(denied);
             // The grant can come `retry_after` after the instant drawn at:
             // `lead` on for a denial the store drew there, now for one its
             // failure policy made.
@@ -90,10 +122,14 @@ impl<S: Store> Limiter<S> {
                 // No slot to line up for: a failure policy's retry time (the
                 // store is tried again then), or a denial that does not end
                 // within a year. Sleep, then draw again from now.
+                // Jittered too, within the bound (checked above): the
+                // waiters an outage denied together do not all come back
+                // at the instant the store is tried again.
                 _ => {
                     let at = at.unwrap_or(answered + FAR);
                     limiter.record_wait(&denied, at - answered);
-                    sleep_until(at).await;
+                    let wake = at + jitter.sample();
+                    sleep_until(deadline.map_or(wake, |d| wake.min(d.max(at)))).await;
                     lead = Duration::ZERO;
                 }
             }
@@ -104,3 +140,7 @@ impl<S: Store> Limiter<S> {
 /// The longest a wait books ahead or sleeps at once: a year, well
 /// within what tokio's timer holds.
 const FAR: Duration = Duration::from_secs(86_400 * 365);
+
+/// The resolution of tokio's timer: what a bounded wait may take past its
+/// bound.
+const TICK: Duration = Duration::from_millis(1);
