@@ -176,6 +176,36 @@ async fn retries_stay_within_the_tenants_budget() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_sent_call_whose_retry_gets_no_grant_returns_its_answer() {
+    let limiter = limiter();
+    // A floor of a retry a second: one is there at once.
+    let budget = RetryBudget::of(&limiter).clock(TokioClock::new());
+    let upstream = Upstream::new(Arc::clone(&limiter))
+        .max_wait(Duration::from_millis(250))
+        .retries(budget);
+    let sent = AtomicU32::new(0);
+    // A 429 for 2 s: the retry's wait, bounded at 250 ms, gets no grant.
+    // The call was sent, and its answer is what the caller gets.
+    let answer = upstream
+        .call("acme", |_| {
+            sent.fetch_add(1, Ordering::Relaxed);
+            async { Reply(429, vec![("retry-after", "2")]) }
+        })
+        .await;
+    assert_eq!(sent.load(Ordering::Relaxed), 1);
+    assert_eq!(answer.map(|a| a.status()).ok(), Some(429));
+    // The next call is held off: denied, nothing sent.
+    let denied = upstream
+        .call("acme", |_| {
+            sent.fetch_add(1, Ordering::Relaxed);
+            async { ok() }
+        })
+        .await;
+    assert!(denied.is_err());
+    assert_eq!(sent.load(Ordering::Relaxed), 1);
+}
+
+#[tokio::test(start_paused = true)]
 async fn the_controller_learns_and_a_cost_header_settles() {
     let limiter = limiter();
     let adaptive = Adaptive::new(8, Quota::per_second(80).with_burst(80)).unwrap();

@@ -228,12 +228,15 @@ impl<S: Store, P: Clock, R: Retries> Upstream<S, P, R> {
 
     /// Sends `request`'s call with `send` once its grant comes, and listens
     /// to the answer (see [`Upstream`]): the last answer, which may be a
-    /// throttle the budget did not retry.
+    /// throttle the budget did not retry, or one whose retry got no grant
+    /// within [`max_wait`](Self::max_wait) (the retry then is not sent,
+    /// and its withdrawal from the budget is spent).
     ///
     /// # Errors
-    /// [`CallError::Denied`] when no grant came (the request never fits,
-    /// or not within [`max_wait`](Self::max_wait)), [`CallError::Store`]
-    /// when the store failed a hold-off, a change or a settlement.
+    /// [`CallError::Denied`] when no grant came for the call (the request
+    /// never fits, or not within [`max_wait`](Self::max_wait)): nothing was
+    /// sent. [`CallError::Store`] when the store failed a hold-off, a
+    /// change or a settlement.
     pub async fn call<'r, A, F, Fut>(
         &self,
         request: impl Into<Request<'r>>,
@@ -246,13 +249,20 @@ impl<S: Store, P: Clock, R: Retries> Upstream<S, P, R> {
     {
         let request = request.into();
         let mut attempt = 0;
+        // The answer a retry is for: what the caller gets if the retry
+        // gets no grant, since the call was sent.
+        let mut retried: Option<A> = None;
         loop {
             let wait = self.limiter.wait(request.clone());
             let wait = match self.max_wait {
                 Some(max_wait) => wait.within(max_wait),
                 None => wait,
             };
-            let grant = wait.await.map_err(CallError::Denied)?;
+            let grant = match (wait.await, retried.take()) {
+                (Ok(grant), _) => grant,
+                (Err(_), Some(answer)) => return Ok(answer),
+                (Err(denied), None) => return Err(CallError::Denied(denied)),
+            };
             let answer = send(&grant).await;
             if !answer.sent() {
                 // Refused before it left (a layer below answered): the
@@ -283,6 +293,7 @@ impl<S: Store, P: Clock, R: Retries> Upstream<S, P, R> {
             if !retry {
                 return Ok(answer);
             }
+            retried = Some(answer);
             attempt += 1;
         }
     }
