@@ -209,6 +209,34 @@ async fn processes_throttled_together_cut_the_shared_quota_once() {
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_that_failed_to_reach_redis_does_not_hold_back_the_next() {
+    let mut server = RedisServer::start();
+    let options = RedisOptions::new(FailurePolicy::FailClosed).deadline(Duration::from_millis(200));
+    let limiter = process(&server, "failed-cut", options).await;
+    let adaptive = Adaptive::new(8, Quota::per_second(800)).unwrap();
+    // Redis is down: the cut fails, and the quota stays.
+    server.kill();
+    let failed = adaptive.observe(&limiter, Signal::Throttled).await;
+    assert!(failed.is_err(), "{failed:?}");
+    assert_eq!(limiter.quota().count(), 800);
+    server.restart();
+    // Back (a few tries while the connection returns), the next throttle,
+    // within the cooldown of the cut that failed, cuts as the first would
+    // have: the failed one is not counted.
+    let mut again = None;
+    for _ in 0..50 {
+        match adaptive.observe(&limiter, Signal::Throttled).await {
+            Ok(cut) => {
+                again = Some(cut);
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    assert_eq!(again.flatten().map(|q| q.count()), Some(560));
+}
+
 /// A caller waiting in one process, on a slot booked before another
 /// process holds the fleet off: it is not granted before the instant (it
 /// learns of the hold-off when it wakes, and books again).

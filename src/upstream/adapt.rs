@@ -161,6 +161,14 @@ pub struct Adaptive<C = MonotonicClock> {
 /// What the controller last saw: the quota in force and since when, the
 /// last throttle, the last cut and the rate it cut from, and the last
 /// advertised limit.
+/// The part of [`State`] a decision replaces.
+#[derive(Debug, Clone, Copy)]
+struct Undo {
+    seen: Option<Quota>,
+    since: Option<u64>,
+    cut: Option<(u64, f64)>,
+}
+
 #[derive(Debug, Clone, Copy, Default)]
 struct State {
     seen: Option<Quota>,
@@ -293,6 +301,13 @@ impl<C: Clock> Adaptive<C> {
     /// `signal`, now; `None` to stay. Records the decision as made: set the
     /// quota returned.
     pub fn next(&self, current: Quota, buckets: u32, signal: Signal) -> Option<Quota> {
+        self.decide(current, buckets, signal)
+            .map(|(quota, _)| quota)
+    }
+
+    /// [`next`](Self::next), with what the decision replaced, for
+    /// [`undo`](Self::undo).
+    fn decide(&self, current: Quota, buckets: u32, signal: Signal) -> Option<(Quota, Undo)> {
         let now = self.clock.now_nanos();
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(seen) = state.seen.filter(|&seen| seen != current) {
@@ -307,6 +322,13 @@ impl<C: Clock> Adaptive<C> {
             }
         }
         state.seen = Some(current);
+        // What was heard is kept whatever the store does with the decision
+        // (the timestamps below); what was decided is undone if it fails.
+        let undo = Undo {
+            seen: state.seen,
+            since: state.since,
+            cut: state.cut,
+        };
         let count = self.rate_of(current);
         // Whether `wait` has passed since `at` (always, when never).
         let after = |at: Option<u64>, wait: Duration| {
@@ -382,7 +404,19 @@ impl<C: Clock> Adaptive<C> {
             since: Some(now),
             ..*state
         };
-        Some(quota)
+        Some((quota, undo))
+    }
+
+    /// Puts back what deciding `made` replaced, when the store did not set
+    /// it, unless another decision came since: a cut that failed must not
+    /// count for the cooldown, nor start a curve.
+    fn undo(&self, made: Quota, undo: Undo) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if state.seen == Some(made) {
+            state.seen = undo.seen;
+            state.since = undo.since;
+            state.cut = undo.cut;
+        }
     }
 
     /// The rate `elapsed` nanoseconds after a cut from `peak`, on CUBIC's
@@ -416,10 +450,13 @@ impl<C: Clock> Adaptive<C> {
         limiter: &Limiter<S>,
         signal: Signal,
     ) -> Result<Option<Quota>, S::Error> {
-        let Some(quota) = self.next(limiter.quota(), limiter.buckets(), signal) else {
+        let Some((quota, undo)) = self.decide(limiter.quota(), limiter.buckets(), signal) else {
             return Ok(None);
         };
-        limiter.set_quota(quota).await?;
+        if let Err(error) = limiter.set_quota(quota).await {
+            self.undo(quota, undo);
+            return Err(error);
+        }
         Ok(Some(quota))
     }
 
@@ -429,9 +466,15 @@ impl<C: Clock> Adaptive<C> {
         limiter: &crate::ShardedLimiter<D>,
         signal: Signal,
     ) -> Option<Quota> {
-        let quota = self.next(limiter.quota(), limiter.buckets(), signal)?;
+        let (quota, undo) = self.decide(limiter.quota(), limiter.buckets(), signal)?;
         // The controller keeps within the ceiling's period and N's burst:
-        // a refusal here leaves the quota as it is.
-        limiter.set_quota(quota).ok().map(|()| quota)
+        // a refusal here leaves the quota, and the controller, as they are.
+        match limiter.set_quota(quota) {
+            Ok(()) => Some(quota),
+            Err(_) => {
+                self.undo(quota, undo);
+                None
+            }
+        }
     }
 }
