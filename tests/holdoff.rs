@@ -206,3 +206,49 @@ fn no_check_after_a_hold_off_is_granted_from_other_threads() {
     assert_eq!(late.load(Ordering::Relaxed), 0);
     assert!(limiter.check("t1").is_err());
 }
+
+/// The guide's upstream: 5 a second, 5 at once, over 5 buckets of one
+/// token a second each, k = 1, so that one bucket is watched.
+fn one_each(clock: &ManualClock) -> ShardedLimiter<ManualClock> {
+    ShardedLimiter::builder()
+        .quota(Quota::per_second(5).with_burst(5))
+        .buckets(5)
+        .per_tenant(1)
+        .clock(clock.clone())
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_refund_or_a_settlement_during_a_hold_off_gives_no_token_before_the_instant() {
+    let clock = ManualClock::new();
+    let limiter = one_each(&clock);
+    // A call in flight when another gets 429 with `Retry-After: 1` (one
+    // interval of the bucket), and then found not sent: refunded.
+    let in_flight = limiter.check("acme").unwrap();
+    limiter.hold_off(HoldOff::tenant("acme", Duration::from_secs(1)));
+    assert!(limiter.check("acme").is_err(), "held off");
+    assert_eq!(limiter.refund(in_flight).given(), 1);
+    assert!(limiter.check("acme").is_err(), "a token before the instant");
+    clock.advance(Duration::from_secs(1));
+    assert!(limiter.check("acme").is_ok(), "its token at the instant");
+
+    // A settlement below the estimate, during a hold-off.
+    let clock = ManualClock::new();
+    let limiter = one_each(&clock);
+    let estimate = limiter.check("acme").unwrap();
+    limiter.hold_off(HoldOff::tenant("acme", Duration::from_secs(1)));
+    clock.advance(Duration::from_millis(100));
+    let _ = limiter.settle(estimate, 0);
+    assert!(limiter.check("acme").is_err(), "a token before the instant");
+    clock.advance(Duration::from_millis(900));
+    assert!(limiter.check("acme").is_ok(), "its token at the instant");
+    // Past the instant, a refund gives back as ever: the bucket is empty,
+    // and the token comes back.
+    let grant = limiter.check("acme");
+    assert!(grant.is_err(), "one token a second");
+    clock.advance(Duration::from_secs(1));
+    let grant = limiter.check("acme").unwrap();
+    assert_eq!(limiter.refund(grant).given(), 1);
+    assert!(limiter.check("acme").is_ok(), "the token refunded");
+}

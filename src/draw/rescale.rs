@@ -76,6 +76,26 @@ pub(crate) fn refund(tat: u64, cost: u64, capacity: u64, now: u64) -> u64 {
     tat.saturating_sub(cost).max(now)
 }
 
+/// Where a give-back at `now` (a [`refund`], or a booking given back) that
+/// would move a bucket's arrival time from `tat` to `back` leaves it while
+/// a hold-off holds the bucket until `held` (0: never held): no earlier
+/// than the hold-off left it ([`hold`]), so that no whole token comes
+/// back before the instant; and never later than `tat`, so that it only
+/// ever gives back.
+pub(crate) fn unheld(
+    tat: u64,
+    back: u64,
+    held: u64,
+    capacity: u64,
+    interval: u64,
+    now: u64,
+) -> u64 {
+    if held <= now {
+        return back;
+    }
+    back.max(hold(0, held, capacity, interval).min(tat))
+}
+
 /// A booking given back at `now` when its waiter gives up: the bucket
 /// that paid `cost` and was left at `written` goes back to `written − cost`
 /// (or full, at `now`) if no one drew on it since, and is left as it is

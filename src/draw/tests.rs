@@ -293,3 +293,25 @@ fn the_start_is_asked_for_only_when_equally_roomy_buckets_tie() {
         assert_eq!(asked.replace(0), 1, "k {k}, all tied");
     }
 }
+
+#[test]
+fn a_give_back_during_a_hold_off_stops_where_the_hold_off_left_the_bucket() {
+    use super::{hold, refund, unheld};
+    // A bucket of 3 tokens, 10 apart: capacity 30. Held until 100, at 95,
+    // it was left at 100 + 30 − 10 = 120: one token at 100.
+    let (capacity, interval, now, held) = (30, 10, 95, 100);
+    let tat = hold(95, held, capacity, interval);
+    assert_eq!(tat, 120);
+    // A refund of 20 would bring it to 100: two tokens before the instant.
+    assert_eq!(refund(tat, 20, capacity, now), 100);
+    assert_eq!(unheld(tat, 100, held, capacity, interval, now), 120);
+    // Beyond the hold-off's mark, a give-back goes as it would.
+    assert_eq!(unheld(150, 130, held, capacity, interval, now), 130);
+    // Below the mark already (a live change since): never moved on.
+    assert_eq!(unheld(110, 105, held, capacity, interval, now), 110);
+    // At the instant and after it, the hold-off is over.
+    assert_eq!(unheld(tat, 100, held, capacity, interval, 100), 100);
+    assert_eq!(unheld(tat, 101, held, capacity, interval, 101), 101);
+    // Never held: as it would.
+    assert_eq!(unheld(tat, 96, 0, capacity, interval, now), 96);
+}

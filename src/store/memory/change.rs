@@ -10,7 +10,7 @@ use super::{InProcess, SEALED};
 use crate::Shard;
 use crate::clock::Clock;
 use crate::denied::Denied;
-use crate::draw::{Pace, Step, charge, give_back, hold, refund, rescale, resize};
+use crate::draw::{Pace, Step, charge, give_back, hold, refund, rescale, resize, unheld};
 use crate::error::ConfigError;
 use crate::grant::{Booked, BucketState, Grant, Refunded};
 use crate::plan::whom::Whom;
@@ -76,24 +76,35 @@ impl<C: Clock> InProcess<C> {
         }
     }
 
-    /// Gives back `cost` units of credit to `bucket` of `capacity`, never
+    /// Gives back `cost` units of credit to `bucket` of `split`, never
     /// beyond its burst: the whole cost, less where the bucket refilled
-    /// meanwhile (`refund` of `src/draw/`). Nothing, and `false`, when the
-    /// bucket is not among the split's `buckets`, or was added after the
+    /// meanwhile (`refund` of `src/draw/`), and no token before the instant
+    /// of a hold-off on it (`unheld`). Nothing, and `false`, when the
+    /// bucket is not among the split's buckets, or was added after the
     /// split's version `generation` (it is not the bucket that paid).
+    /// (Under `LiveSplit::steady`, as a hold-off is: the two do not cross.)
     pub(crate) fn refund(
         &self,
         (bucket, generation): (u32, u64),
         cost: u64,
-        capacity: u64,
-        buckets: u32,
+        split: &Split,
     ) -> bool {
-        let here = self.paid_by(bucket, generation, buckets);
+        let here = self.paid_by(bucket, generation, split.buckets);
         if here {
             let now = self.now();
-            self.swap(bucket, |tat| refund(tat, cost, capacity, now));
+            let capacity = split.pace.capacity(split.burst_of(bucket));
+            let held = self.held_until(bucket);
+            self.swap(bucket, |tat| {
+                let back = refund(tat, cost, capacity, now);
+                unheld(tat, back, held, capacity, split.interval(), now)
+            });
         }
         here
+    }
+
+    /// The instant of the last hold-off on `bucket` (0: never held).
+    fn held_until(&self, bucket: u32) -> u64 {
+        (self.held.get(bucket as usize)).map_or(0, |held| held.load(Ordering::Acquire))
     }
 
     /// Whether `bucket` is among `buckets` and no younger than the split's
@@ -110,8 +121,15 @@ impl<C: Clock> InProcess<C> {
         let now = self.now();
         core.split.steady(|split| {
             for (payment, &written) in booked.grant.payments().iter().zip(&booked.written) {
-                let cost = u64::from(payment.tokens()) * split.interval();
-                self.swap(payment.bucket(), |tat| give_back(tat, written, cost, now));
+                let (b, cost) = (
+                    payment.bucket(),
+                    u64::from(payment.tokens()) * split.interval(),
+                );
+                let (capacity, held) = (split.pace.capacity(split.burst_of(b)), self.held_until(b));
+                self.swap(b, |tat| {
+                    let back = give_back(tat, written, cost, now);
+                    unheld(tat, back, held, capacity, split.interval(), now)
+                });
             }
         });
     }
@@ -235,9 +253,8 @@ impl<C: Clock> InProcess<C> {
             for payment in refunds {
                 let (bucket, tokens) = (payment.bucket(), payment.tokens());
                 let cost = u64::from(tokens) * split.interval();
-                let capacity = split.pace.capacity(split.burst_of(bucket));
                 let here = (bucket, grant.generation().1);
-                refunded.add(tokens, self.refund(here, cost, capacity, split.buckets));
+                refunded.add(tokens, self.refund(here, cost, &split));
             }
             refunded
         })
