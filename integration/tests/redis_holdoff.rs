@@ -210,6 +210,32 @@ async fn processes_throttled_together_cut_the_shared_quota_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refund_during_a_hold_off_gives_no_token_before_the_instant() {
+    // 5 buckets of one token a second, k = 1: a hold-off of one interval.
+    let server = RedisServer::start();
+    let limiter = ShardedLimiter::builder()
+        .quota(Quota::per_second(5).with_burst(5))
+        .buckets(5)
+        .per_tenant(1)
+        .name("refund-held")
+        .build_redis(&server.url(), RedisOptions::new(FailurePolicy::FailClosed))
+        .await
+        .unwrap();
+    let in_flight = limiter.check("acme").await.unwrap();
+    let hold = HoldOff::tenant("acme", Duration::from_secs(1));
+    limiter.hold_off(hold).await.unwrap();
+    assert!(limiter.check("acme").await.is_err(), "held off");
+    let refunded = limiter.refund(in_flight).await.unwrap();
+    assert_eq!(refunded.given(), 1);
+    // Denied until the instant, a second on: far more than these steps.
+    let denied = limiter.check("acme").await.unwrap_err();
+    assert!(
+        denied.retry_after() > Duration::from_millis(500),
+        "{denied:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cut_that_failed_to_reach_redis_does_not_hold_back_the_next() {
     let mut server = RedisServer::start();
     let options = RedisOptions::new(FailurePolicy::FailClosed).deadline(Duration::from_millis(200));

@@ -163,7 +163,8 @@ impl<C: Clock> ShardedLimiter<C> {
     /// back (see [`upstream`](crate::upstream), which reads it from the
     /// headers).
     ///
-    /// No bucket held has a whole token before the instant; they come back
+    /// No bucket held has a whole token before the instant, not even after
+    /// a refund, a settlement or a booking given back; they come back
     /// one after another over one interval of a bucket (the first at the
     /// instant), then refill at their pace; one already emptier stays as it
     /// is. A hold-off only takes tokens, so every budget bound holds. Checks

@@ -32,10 +32,16 @@ use crate::store::sealed::Local;
 /// The scripts after what every script of the limiter starts with.
 pub(super) const RESCALE_LUA: &str =
     concat!(include_str!("prelude.lua"), include_str!("rescale.lua"));
-pub(super) const REFUND_LUA: &str =
-    concat!(include_str!("prelude.lua"), include_str!("refund.lua"));
-pub(super) const GIVEBACK_LUA: &str =
-    concat!(include_str!("prelude.lua"), include_str!("giveback.lua"));
+pub(super) const REFUND_LUA: &str = concat!(
+    include_str!("prelude.lua"),
+    include_str!("held.lua"),
+    include_str!("refund.lua")
+);
+pub(super) const GIVEBACK_LUA: &str = concat!(
+    include_str!("prelude.lua"),
+    include_str!("held.lua"),
+    include_str!("giveback.lua")
+);
 
 /// How many times a change asks again after finding a newer quota.
 pub(super) const ATTEMPTS: usize = 3;

@@ -48,10 +48,13 @@ where
                     invocation.key(shared.script.key(payment.bucket()).unwrap_or_default());
                 }
                 invocation.key(shared.script.quota_key(batch[0].bucket()));
-                invocation.arg(version);
+                let interval = split.interval() / MICROS;
+                let held = shared.held_arg(&mut invocation, interval);
+                invocation.arg(version).arg(held);
                 for (payment, written) in batch.iter().zip(&mut written) {
-                    let cost = u64::from(payment.tokens()) * (split.interval() / MICROS);
-                    invocation.arg(*written).arg(cost);
+                    let cost = u64::from(payment.tokens()) * interval;
+                    let capacity = u64::from(split.burst_of(payment.bucket())) * interval;
+                    invocation.arg(*written).arg(cost).arg(capacity);
                 }
                 // A failure leaves the tokens taken, which is safe.
                 if run(&invocation, &shared.connection).await.is_ok() {
@@ -63,6 +66,20 @@ where
         // keep a task per abandoned wait (what is not given back by then
         // stays taken).
         runtime.spawn(tokio::time::timeout(deadline, give_back));
+    }
+
+    /// Adds the hold-off hash to the keys of a script that gives tokens
+    /// back, where the layout keeps one (no give-back brings a token
+    /// before a hold-off's instant), and returns the argument that says
+    /// so: the interval in microseconds (at least 1), or 0 without it.
+    fn held_arg(&self, invocation: &mut ::redis::ScriptInvocation<'_>, interval: u64) -> u64 {
+        match self.script.held_key() {
+            Some(held) => {
+                invocation.key(held);
+                interval.max(1)
+            }
+            None => 0,
+        }
     }
 
     /// Forgets what this process knew of the buckets that were just given
@@ -156,8 +173,9 @@ where
                 invocation.key(shared.script.key(payment.bucket()).unwrap_or_default());
             }
             invocation.key(shared.script.quota_key(here[0].bucket()));
-            invocation.arg(version).arg(generation);
             let interval = split.interval() / MICROS;
+            let held = shared.held_arg(&mut invocation, interval);
+            invocation.arg(version).arg(generation).arg(held);
             for payment in &here {
                 let capacity = u64::from(split.burst_of(payment.bucket())) * interval;
                 invocation

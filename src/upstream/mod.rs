@@ -29,7 +29,10 @@
 //!   (the buckets it shares with the held tenant stop for it too, as they
 //!   would for a flood).
 //!
-//! No held bucket has a whole token before the instant. They come back one
+//! No held bucket has a whole token before the instant, not even after a
+//! refund, a settlement or a booking given back meanwhile (over Redis, in
+//! the one-slot layout: the spread layout keeps no record of the instant,
+//! and a give-back there can bring a token back early). They come back one
 //! after another over one interval of a bucket (the first at the instant,
 //! each with one token), then refill at their pace: together they resume
 //! at their rate, not as a burst of one token each into an upstream that

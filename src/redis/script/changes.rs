@@ -5,7 +5,7 @@ use redis::{AsyncCommands, Script};
 
 use super::differential::{XorShift, runtime};
 use super::redis_server::RedisServer;
-use crate::draw::{Pace, give_back, refund, rescale, resize};
+use crate::draw::{Pace, give_back, refund, rescale, resize, unheld};
 use crate::redis::quota::{GIVEBACK_LUA, REFUND_LUA, RESCALE_LUA};
 
 /// A bucket's arrival time, from an empty bucket to a full one and a clock
@@ -138,35 +138,61 @@ fn the_refund_script_gives_back_as_the_pure_function() {
             .set(quota_key, "7 5 1000000000 5 4")
             .await
             .unwrap();
+        let held_key = "{refund}:held";
         let mut rng = XorShift(0x0BAC_CAFE);
-        let (mut partial, mut capped, mut booked) = (0, 0, 0);
+        let (mut partial, mut capped, mut booked, mut stopped) = (0, 0, 0, 0);
         for step in 0..1500 {
             let payers = 1 + rng.below(4) as usize;
             let now =
                 [0, 1_000_000, 1_764_000_000_000_000][rng.below(3) as usize] + rng.below(1 << 20);
+            // Every other step with the hold-off hash (the one-slot
+            // layout), some of its buckets held until before or after now.
+            let with_held = step % 2 == 0;
+            let interval = 1 + rng.below(1 << 12);
+            let _: () = connection.del(held_key).await.unwrap();
             let mut invocation = script.prepare_invoke();
             let mut want = Vec::new();
             let mut args = Vec::new();
             for key in &keys[..payers] {
-                let capacity = 1 + rng.below(1 << 24);
+                let capacity = interval * (1 + rng.below(1 << 8));
                 let tat = tat_of(&mut rng, capacity, now);
                 if tat == 0 {
                     let _: () = connection.del(key).await.unwrap();
                 } else {
                     let _: () = connection.set(key, tat).await.unwrap();
                 }
+                let held = match rng.below(3) {
+                    0 => 0,
+                    1 => now.saturating_sub(rng.below(capacity)),
+                    _ => now + 1 + rng.below(capacity),
+                };
+                if held > 0 {
+                    let _: () = connection.hset(held_key, key, held).await.unwrap();
+                }
                 let cost = rng.below(2 * capacity);
-                let after = refund(tat, cost, capacity, now);
+                let back = refund(tat, cost, capacity, now);
+                let after = match with_held {
+                    true => unheld(tat, back, held, capacity, interval, now),
+                    false => back,
+                };
                 partial += usize::from(after > now && after < tat);
                 capped += usize::from(after == now && tat > now);
                 booked += usize::from(tat > now + capacity);
+                stopped += usize::from(after > back);
                 want.push(after);
                 args.push((cost, capacity));
                 invocation.key(key);
             }
             // Drawn under version 7, as the quota stands: every bucket is
             // the one that paid.
-            invocation.key(quota_key).arg(7).arg(7);
+            invocation.key(quota_key);
+            if with_held {
+                invocation.key(held_key);
+            }
+            invocation
+                .arg(7)
+                .arg(7)
+                .arg(if with_held { interval } else { 0 });
             for (cost, capacity) in args {
                 invocation.arg(cost).arg(capacity);
             }
@@ -183,10 +209,11 @@ fn the_refund_script_gives_back_as_the_pure_function() {
             }
         }
         assert!(
-            partial > 300 && capped > 300,
+            partial > 200 && capped > 300,
             "{partial} partial, {capped} capped"
         );
         assert!(booked > 200, "{booked} owing beyond their capacity");
+        assert!(stopped > 100, "{stopped} stopped at a hold-off's mark");
         // A refund counted under another quota gives nothing back.
         let _: () = connection.set(&keys[0], 5_000_000u64).await.unwrap();
         let mut invocation = script.prepare_invoke();
@@ -195,6 +222,7 @@ fn the_refund_script_gives_back_as_the_pure_function() {
             .key(quota_key)
             .arg(6)
             .arg(6)
+            .arg(0)
             .arg(1000)
             .arg(1_000_000);
         let reply: Vec<u64> = invocation.invoke_async(&mut connection).await.unwrap();
@@ -211,7 +239,8 @@ fn the_refund_script_gives_back_as_the_pure_function() {
                 .key(&keys[0])
                 .key(quota_key)
                 .arg(7)
-                .arg(drawn_under);
+                .arg(drawn_under)
+                .arg(0);
             invocation.arg(1000).arg(1_000_000).arg(4_500_000);
             let reply: Vec<u64> = invocation.invoke_async(&mut connection).await.unwrap();
             assert_eq!(
@@ -230,6 +259,7 @@ fn the_refund_script_gives_back_as_the_pure_function() {
             .key(quota_key)
             .arg(7)
             .arg(7)
+            .arg(0)
             .arg(1)
             .arg(1);
         let err = invocation
@@ -248,16 +278,22 @@ fn the_give_back_script_returns_a_reservation_as_the_pure_function() {
         let script = Script::new(GIVEBACK_LUA);
         let keys: Vec<String> = (0..4).map(|i| format!("{{giveback}}:b{i}")).collect();
         let quota_key = "{giveback}:quota";
+        let held_key = "{giveback}:held";
         let mut rng = XorShift(0x0617_EBAC);
-        let (mut returned, mut kept) = (0, 0);
+        let (mut returned, mut kept, mut stopped) = (0, 0, 0);
         for step in 0..1000 {
             let payers = 1 + rng.below(4) as usize;
             let now = 1_764_000_000_000_000 + rng.below(1 << 20);
+            // Every other step with the hold-off hash (the one-slot layout).
+            let with_held = step % 2 == 0;
+            let interval = 1 + rng.below(1 << 12);
+            let _: () = connection.del(held_key).await.unwrap();
             let mut invocation = script.prepare_invoke();
             let (mut want, mut args) = (Vec::new(), Vec::new());
             for key in &keys[..payers] {
-                let cost = 1 + rng.below(1 << 20);
-                let written = now + rng.below(4 << 20);
+                let capacity = interval * (1 + rng.below(1 << 10));
+                let cost = 1 + rng.below(capacity);
+                let written = now + rng.below(2 * capacity);
                 // Half the buckets are as the booking left them.
                 let tat = if rng.below(2) == 0 {
                     written
@@ -265,16 +301,33 @@ fn the_give_back_script_returns_a_reservation_as_the_pure_function() {
                     written + 1 + rng.below(99)
                 };
                 let _: () = connection.set(key, tat).await.unwrap();
-                let after = give_back(tat, written, cost, now);
+                let held = match rng.below(3) {
+                    0 => 0,
+                    1 => now.saturating_sub(rng.below(capacity)),
+                    _ => now + 1 + rng.below(capacity),
+                };
+                if held > 0 {
+                    let _: () = connection.hset(held_key, key, held).await.unwrap();
+                }
+                let back = give_back(tat, written, cost, now);
+                let after = match with_held {
+                    true => unheld(tat, back, held, capacity, interval, now),
+                    false => back,
+                };
                 returned += usize::from(after != tat);
                 kept += usize::from(after == tat);
+                stopped += usize::from(after > back);
                 want.push(after);
-                args.push((written, cost));
+                args.push((written, cost, capacity));
                 invocation.key(key);
             }
-            invocation.key(quota_key).arg(0);
-            for (written, cost) in args {
-                invocation.arg(written).arg(cost);
+            invocation.key(quota_key);
+            if with_held {
+                invocation.key(held_key);
+            }
+            invocation.arg(0).arg(if with_held { interval } else { 0 });
+            for (written, cost, capacity) in args {
+                invocation.arg(written).arg(cost).arg(capacity);
             }
             invocation.arg(now);
             let reply: Vec<u64> = invocation.invoke_async(&mut connection).await.unwrap();
@@ -291,5 +344,6 @@ fn the_give_back_script_returns_a_reservation_as_the_pure_function() {
             returned > 500 && kept > 500,
             "{returned} returned, {kept} kept"
         );
+        assert!(stopped > 50, "{stopped} stopped at a hold-off's mark");
     });
 }
