@@ -155,6 +155,11 @@ async fn a_floor_gives_the_fleet_one_retry_a_bucket_not_one_a_process() {
         granted += u32::from(rb.try_withdraw(&shard).await.unwrap());
     }
     assert_eq!(granted, 2);
+    // A floor above what microseconds count (10⁶ a second) is a floor
+    // still, not none: it gives retries with nothing deposited.
+    let rc = RedisRetryBudget::of(&a).floor_per_second(2_000_000);
+    let shard = a.shard("busy");
+    assert!(rc.try_withdraw(&shard).await.unwrap());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -167,7 +167,7 @@ where
     }
 
     /// Retries per second every bucket earns whatever the calls (0: none),
-    /// for the whole fleet.
+    /// for the whole fleet; at most 10⁶ (the script counts microseconds).
     pub fn floor_per_second(mut self, retries: u32) -> Self {
         self.terms = self.terms.floor_per_second(retries);
         self
@@ -279,8 +279,9 @@ where
         for &b in buckets {
             invocation.key(inner.keys[b as usize].as_str());
         }
-        // The script counts microseconds (⌊⌊10⁹/r⌋/1000⌋ = ⌊10⁶/r⌋).
-        let every = self.terms.every / MICROS;
+        // The script counts microseconds (⌊⌊10⁹/r⌋/1000⌋ = ⌊10⁶/r⌋), and 0
+        // is no floor: a floor above 10⁶ a second is 10⁶ here.
+        let every = (self.terms.every / MICROS).max(u64::from(self.terms.every > 0));
         invocation.arg(self.terms.cap).arg(every).arg(mode);
         for &t in &taken {
             invocation.arg(t);
