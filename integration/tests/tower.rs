@@ -187,6 +187,17 @@ async fn requests_without_a_tenant_get_the_configured_answer() {
         get_as(&client, &url, Some("")).await.status,
         StatusCode::BAD_REQUEST
     );
+    // Nor is a header sent twice: a client's own in front of the one a
+    // gateway adds must not choose the tenant.
+    let twice = client
+        .get(&url)
+        .header("x-tenant-id", "victim")
+        .header("x-tenant-id", "acme")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(twice.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(limiter.remaining("victim"), limiter.remaining("acme"));
 
     // 401 with the challenge a 401 must carry.
     let challenge = HeaderValue::from_static("Bearer realm=\"api\"");

@@ -93,8 +93,9 @@ impl TenantKey {
         }
     }
 
-    /// The value of the header `name`; a request without it, or with an
-    /// empty value, has no tenant.
+    /// The value of the header `name`; a request without it, with an
+    /// empty value, or with it more than once has no tenant (of two, which
+    /// one a gateway set and which one its client sent cannot be told).
     pub fn header(name: HeaderName) -> Self {
         Self::of(Source::Header(name))
     }
@@ -224,7 +225,13 @@ impl TenantKey {
             return Found::Exempt;
         }
         let key = match &self.source {
-            Source::Header(name) => parts.headers.get(name).map(HeaderValue::as_bytes),
+            Source::Header(name) => {
+                let mut values = parts.headers.get_all(name).iter();
+                match (values.next(), values.next()) {
+                    (Some(value), None) => Some(value.as_bytes()),
+                    _ => None,
+                }
+            }
             Source::Extension(get, _) => get(&parts.extensions),
             Source::Custom(f) => {
                 let mut decide = Some(decide);
