@@ -57,15 +57,16 @@ pub enum Scope {
     PerTenant,
 }
 
-/// Why a call was not sent.
+/// Why a call gave no answer back.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum CallError<E> {
     /// The limiter denied it: it can never fit, or it could not be granted
-    /// within the wait allowed.
+    /// within the wait allowed. Nothing was sent.
     Denied(Denied),
-    /// The store failed a hold-off, a quota change or a settlement (over
-    /// Redis, a round trip).
+    /// The store failed a refund, a hold-off, a quota change or a
+    /// settlement (over Redis, a round trip): the call may have been sent,
+    /// and its answer is lost.
     Store(E),
 }
 
