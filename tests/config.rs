@@ -115,6 +115,15 @@ fn every_bad_configuration_is_a_typed_error_that_says_what_to_change() {
     }
     // The edges that are fine.
     assert!(base().buckets(8).per_tenant(8).build().is_ok());
+    let large = base().quota(Quota::per_second(u32::MAX)).buckets(8);
+    assert!(large.clone().max_buckets(MAX_BUCKETS).validate().is_ok());
+    assert_eq!(
+        large.max_buckets(MAX_BUCKETS + 1).validate(),
+        Err(ConfigError::TooManyBuckets {
+            buckets: MAX_BUCKETS + 1,
+            max: MAX_BUCKETS
+        })
+    );
     assert!(
         base()
             .quota(Quota::per_second(u32::MAX))

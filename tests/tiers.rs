@@ -116,10 +116,14 @@ fn bad_tiers_say_what_to_change() {
         .tenant_tier("a", "gold")
         .build();
     assert_eq!(limiter.unwrap().shard("a").buckets().len(), 3);
-    let too_many = (0..=MAX_TIERED_TENANTS).fold(builder().tier("gold", 4), |b, t| {
-        b.tenant_tier(t.to_le_bytes(), "gold")
-    });
-    let err = too_many.build().unwrap_err();
+    let tiered = |n: usize| {
+        (0..n).fold(builder().tier("gold", 4), |b, t| {
+            b.tenant_tier(t.to_le_bytes(), "gold")
+        })
+    };
+    // As many as there may be; one more is refused.
+    assert!(tiered(MAX_TIERED_TENANTS).validate().is_ok());
+    let err = tiered(MAX_TIERED_TENANTS + 1).build().unwrap_err();
     assert!(
         matches!(err, ConfigError::TooManyTieredTenants { tenants, .. } if tenants == MAX_TIERED_TENANTS + 1)
     );

@@ -344,3 +344,22 @@ fn a_bounded_wait_over_a_stopped_redis_ends_within_its_bound() {
         server.signal("-CONT");
     });
 }
+
+/// A bound of zero waits for no seat, not for no answer: its one try is
+/// bounded by the deadline, as `try_acquire`'s is, so a slow round trip
+/// (here Redis paused for 50 ms) still takes a free seat.
+#[test]
+fn a_zero_bound_is_one_try_however_long_its_round_trip() {
+    let _serial = one_at_a_time();
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let limit = limit(&server, (2, 2, 1), options("zero", TTL)).await;
+        server.signal("-STOP");
+        let resume = async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            server.signal("-CONT");
+        };
+        let (taken, ()) = tokio::join!(limit.acquire_within("t", Duration::ZERO), resume);
+        assert_eq!(taken.unwrap().source(), LeaseSource::Redis);
+    });
+}

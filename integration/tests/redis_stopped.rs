@@ -164,6 +164,26 @@ fn a_bounded_wait_ends_within_its_bound_when_the_store_deadline_is_longer() {
 }
 
 #[test]
+fn a_wait_within_zero_is_a_check_however_long_its_round_trip() {
+    let server = RedisServer::start();
+    serial(async {
+        let limiter = slow_limiter(&server, "zero", Quota::per_second(2).with_burst(2)).await;
+        // Redis paused for 50 ms: the bound of zero waits for no slot, and
+        // the check's round trip is the store's deadline's (1 s) to bound.
+        server.signal("-STOP");
+        let resume = async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            server.signal("-CONT");
+        };
+        let (granted, ()) = tokio::join!(limiter.wait("t").within(Duration::ZERO), resume);
+        assert!(granted.is_ok(), "{granted:?}");
+        // Its one token taken, the next a second away: denied at once.
+        let denied = within(Duration::ZERO, "wait", limiter.wait("t").within(Duration::ZERO)).await;
+        assert_eq!(denied.map(drop).unwrap_err().reason(), DenialReason::Limited);
+    });
+}
+
+#[test]
 fn a_wait_denied_by_the_failure_policy_wakes_with_its_jitter() {
     let mut server = RedisServer::start();
     serial(async {

@@ -49,7 +49,9 @@
 //! and retry time. A bounded wait also cuts each round trip at its bound,
 //! when the store's own deadline is longer: a booking unanswered then is
 //! a `StoreUnavailable` denial, and a slot that came due is kept with the
-//! quota last heard of.
+//! quota last heard of. So over Redis a bound shorter than a round trip is
+//! denied every time, whatever the buckets hold; a bound of zero is a
+//! check (its round trip bounded by the store's deadline).
 //!
 //! # Calling a rate-limited upstream
 //! ```

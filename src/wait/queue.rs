@@ -34,7 +34,8 @@ impl<S: Store> Limiter<S> {
     ///
     /// A bounded wait cuts every round trip to the store at its bound (a
     /// store's own deadline may be longer): a booking unanswered then is a
-    /// denial, and a slot due is kept with the quota last heard of.
+    /// denial, and a slot due is kept with the quota last heard of. A bound
+    /// of zero is a check: its one round trip is the store's to bound.
     pub(super) async fn wait_for(
         &self,
         whom: Whom<'_>,
@@ -46,11 +47,15 @@ impl<S: Store> Limiter<S> {
         limiter.fits(&whom, n)?;
         // A deadline too far to represent is no deadline.
         let deadline = max_wait.and_then(|d| Instant::now().checked_add(d));
+        // Where round trips are cut: at the bound, but for a bound of zero,
+        // which waits for no slot, not for no answer (a check, whose round
+        // trip the store's own deadline bounds).
+        let cut = deadline.filter(|_| max_wait != Some(Duration::ZERO));
         let mut lead = Duration::ZERO;
         let mut last: Option<Denied> = None;
         loop {
             let booking = limiter.book(whom, n, lead);
-            let reply = match deadline {
+            let reply = match cut {
                 None => booking.await,
                 Some(d) => match timeout_at(d, booking).await {
                     Ok(reply) => reply,
@@ -80,7 +85,7 @@ impl<S: Store> Limiter<S> {
                     // it); unanswered, the quota last heard of decides, as
                     // when the store's own deadline passes.
                     let caught_up = limiter.catch_up();
-                    match deadline {
+                    match cut {
                         None => caught_up.await,
                         Some(d) => {
                             let _ = timeout_at(d.max(Instant::now() + TICK), caught_up).await;

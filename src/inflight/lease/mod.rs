@@ -152,7 +152,11 @@ where
         self.acquire_within(request, self.shared.max_wait)
     }
 
-    /// Waits at most `max_wait` for the request's seats.
+    /// Waits at most `max_wait` for the request's seats. Each round trip
+    /// counts against the bound, so a bound shorter than a round trip is
+    /// refused every time; `Duration::ZERO` is one try, bounded by the
+    /// [deadline](LeaseOptions::deadline) as
+    /// [`try_acquire`](RedisInFlight::try_acquire) is.
     ///
     /// Over Redis nobody is woken by a release in another process: a
     /// waiting acquire tries again after 1 ms, then after twice as long
@@ -185,9 +189,12 @@ where
             // Each attempt within what is left of the bound, not a whole
             // deadline past it (over a silent Redis an attempt lasts the
             // deadline).
+            // A bound of zero waits for no seat, not for no answer: its one
+            // try is bounded by the deadline, as `try_acquire`'s is.
+            let cut = end.filter(|_| !max_wait.is_zero());
             let attempt = || async {
                 let tried = shared.try_once(&shard, seats);
-                match end {
+                match cut {
                     Some(end) => tokio::time::timeout_at(end, tried).await.ok(),
                     None => Some(tried.await),
                 }
