@@ -178,8 +178,16 @@ fn a_wait_within_zero_is_a_check_however_long_its_round_trip() {
         let (granted, ()) = tokio::join!(limiter.wait("t").within(Duration::ZERO), resume);
         assert!(granted.is_ok(), "{granted:?}");
         // Its one token taken, the next a second away: denied at once.
-        let denied = within(Duration::ZERO, "wait", limiter.wait("t").within(Duration::ZERO)).await;
-        assert_eq!(denied.map(drop).unwrap_err().reason(), DenialReason::Limited);
+        let denied = within(
+            Duration::ZERO,
+            "wait",
+            limiter.wait("t").within(Duration::ZERO),
+        )
+        .await;
+        assert_eq!(
+            denied.map(drop).unwrap_err().reason(),
+            DenialReason::Limited
+        );
     });
 }
 
