@@ -126,6 +126,26 @@ fn the_rescale_script_moves_every_bucket_as_the_pure_functions() {
     });
 }
 
+/// A hold-off instant for `key` in the hash `held_key`, drawn: none (0),
+/// over by `now`, or still to come within a capacity; written there.
+async fn held_at(
+    connection: &mut redis::aio::MultiplexedConnection,
+    rng: &mut XorShift,
+    (held_key, key): (&str, &str),
+    capacity: u64,
+    now: u64,
+) -> u64 {
+    let held = match rng.below(3) {
+        0 => 0,
+        1 => now.saturating_sub(rng.below(capacity)),
+        _ => now + 1 + rng.below(capacity),
+    };
+    if held > 0 {
+        let _: () = connection.hset(held_key, key, held).await.unwrap();
+    }
+    held
+}
+
 #[test]
 fn the_refund_script_gives_back_as_the_pure_function() {
     let server = RedisServer::start();
@@ -161,14 +181,7 @@ fn the_refund_script_gives_back_as_the_pure_function() {
                 } else {
                     let _: () = connection.set(key, tat).await.unwrap();
                 }
-                let held = match rng.below(3) {
-                    0 => 0,
-                    1 => now.saturating_sub(rng.below(capacity)),
-                    _ => now + 1 + rng.below(capacity),
-                };
-                if held > 0 {
-                    let _: () = connection.hset(held_key, key, held).await.unwrap();
-                }
+                let held = held_at(&mut connection, &mut rng, (held_key, key), capacity, now).await;
                 let cost = rng.below(2 * capacity);
                 let back = refund(tat, cost, capacity, now);
                 let after = match with_held {
@@ -301,14 +314,7 @@ fn the_give_back_script_returns_a_reservation_as_the_pure_function() {
                     written + 1 + rng.below(99)
                 };
                 let _: () = connection.set(key, tat).await.unwrap();
-                let held = match rng.below(3) {
-                    0 => 0,
-                    1 => now.saturating_sub(rng.below(capacity)),
-                    _ => now + 1 + rng.below(capacity),
-                };
-                if held > 0 {
-                    let _: () = connection.hset(held_key, key, held).await.unwrap();
-                }
+                let held = held_at(&mut connection, &mut rng, (held_key, key), capacity, now).await;
                 let back = give_back(tat, written, cost, now);
                 let after = match with_held {
                     true => unheld(tat, back, held, capacity, interval, now),
