@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use shuffle_limiter::Quota;
-use shuffle_limiter::set::{Rate, RateErrorKind};
+use shuffle_limiter::set::{LimiterSet, Rate, RateErrorKind, SetConfig};
+use shuffle_limiter::{ManualClock, Quota};
 
 #[test]
 fn rates_in_seconds_minutes_and_hours_parse() {
@@ -85,20 +85,50 @@ fn spans_days_and_milliseconds_read_as_their_period() {
         ("3600/h", 3600, Duration::from_secs(3600), "3600/h"),
         ("5/1s", 5, Duration::from_secs(1), "5/s"),
         ("7/90m", 7, Duration::from_secs(90 * 60), "7/90m"),
-        ("0.5/s", 1, Duration::from_secs(2), "1/2s"),
-        ("1.5/m", 3, Duration::from_secs(120), "3/2m"),
-        ("2.50/s", 5, Duration::from_secs(2), "5/2s"),
-        ("0.25/10ms", 1, Duration::from_millis(40), "1/40ms"),
+        ("0.5/s", 1, Duration::from_secs(2), "0.5/s"),
+        ("1.5/m", 3, Duration::from_secs(120), "1.5/m"),
+        ("2.50/s", 5, Duration::from_secs(2), "2.5/s"),
+        ("0.25/10ms", 1, Duration::from_millis(40), "0.25/10ms"),
         ("3.0/s", 3, Duration::from_secs(1), "3/s"),
-        ("0.001/ms", 1, Duration::from_secs(1), "1/1000ms"),
+        ("0.001/ms", 1, Duration::from_secs(1), "0.001/ms"),
+        ("99.99/s", 9999, Duration::from_secs(100), "99.99/s"),
+        ("1/2s", 1, Duration::from_secs(2), "1/2s"),
     ] {
         let rate: Rate = text.parse().unwrap_or_else(|e| panic!("{text}: {e}"));
         assert_eq!((rate.count(), rate.period()), (count, period), "{text}");
         assert_eq!(rate.to_string(), shown, "{text}");
         // What prints reads back as the same rate.
         assert_eq!(shown.parse::<Rate>().unwrap(), rate, "{text}");
-        assert_eq!(rate.quota(), Quota::with_period(count, period));
     }
+}
+
+#[test]
+fn the_default_burst_is_the_count_as_written_rounded_up() {
+    for (text, burst) in [
+        ("5/s", 5),
+        ("100/10s", 100),
+        ("0.5/s", 1),
+        ("1.5/m", 2),
+        ("3/2m", 3),
+        ("99.99/s", 100),
+        ("0.001/ms", 1),
+    ] {
+        let rate: Rate = text.parse().unwrap();
+        let quota = rate.quota();
+        assert_eq!(quota.burst(), burst, "{text}");
+        assert_eq!(
+            (quota.count(), quota.period()),
+            (rate.count(), rate.period())
+        );
+    }
+    // A limiter of "99.99/s" grants about 100 at once, not the 9999 of the
+    // whole count it stands for (over 100 s).
+    let config: SetConfig =
+        toml::from_str("[limiters.a]\nrate = \"99.99/s\"\nbuckets = 1\nper_tenant = 1").unwrap();
+    let set = LimiterSet::from_config_with_clock(&config, ManualClock::new()).unwrap();
+    let a = set.get("a").unwrap();
+    let granted = (0..20_000).filter(|_| a.check("t").is_ok()).count();
+    assert_eq!(granted, 100);
 }
 
 #[test]

@@ -26,7 +26,7 @@ const FULL: &str = r#"
 fn a_config_round_trips_through_toml_and_json() {
     let config: SetConfig = toml::from_str(FULL).unwrap();
     let amazon = &config.limiters["amazon"];
-    assert_eq!(amazon.rate.to_string(), "1/2s");
+    assert_eq!(amazon.rate.to_string(), "0.5/s");
     assert_eq!(amazon.lender_reserve.unwrap().get(), 0.25);
 
     let printed = toml::to_string(&config).unwrap();

@@ -208,7 +208,7 @@ impl LimiterConfig {
 ///     buckets = 1
 /// "#)?;
 /// let printed = toml::to_string(&config)?;
-/// assert_eq!(printed, "[limiters.amazon]\nrate = \"1/2s\"\nbuckets = 1\n");
+/// assert_eq!(printed, "[limiters.amazon]\nrate = \"0.5/s\"\nbuckets = 1\n");
 /// assert_eq!(toml::from_str::<SetConfig>(&printed)?, config);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```

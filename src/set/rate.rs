@@ -19,9 +19,12 @@ use crate::quota::Quota;
 /// | `"100/10s"`, `"250/500ms"` | per a span of several units |
 /// | `"0.5/s"`, `"1.5/m"` | a fractional count, kept exact as a whole count over a longer span: 1 per 2 s, 3 per 2 min |
 ///
-/// A rate prints in its own unit, as it reads back: `"3600/h"` prints as
-/// `3600/h`, and a fractional count as the whole count it stands for
-/// (`"0.5/s"` prints as `1/2s`).
+/// The burst a rate gives when none is set ([`quota`](Rate::quota)) is its
+/// count as written, rounded up: 5 for `"5/s"`, 100 for `"100/10s"`, 2 for
+/// `"1.5/m"` (not the 3 of the whole count it stands for).
+///
+/// A rate prints in its own unit, as written, and reads back as the same
+/// rate: `"3600/h"` prints as `3600/h`, `"0.50/s"` as `0.5/s`.
 ///
 /// ```
 /// use std::time::Duration;
@@ -36,7 +39,11 @@ use crate::quota::Quota;
 ///
 /// let rate: Rate = "0.5/s".parse()?;
 /// assert_eq!((rate.count(), rate.period()), (1, Duration::from_secs(2)));
-/// assert_eq!(rate.to_string(), "1/2s");
+/// assert_eq!(rate.to_string(), "0.5/s");
+///
+/// let rate: Rate = "99.99/s".parse()?;
+/// assert_eq!((rate.count(), rate.period()), (9999, Duration::from_secs(100)));
+/// assert_eq!(rate.quota().burst(), 100); // 99.99 at once, rounded up
 ///
 /// let err = "5/w".parse::<Rate>().unwrap_err();
 /// assert_eq!(
@@ -49,9 +56,14 @@ use crate::quota::Quota;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Rate {
     count: u32,
-    /// How many units make the period: 10 in `"100/10s"`.
+    /// How many units make the period: 10 in `"100/10s"`, 100 in
+    /// `"99.99/s"` (9999 per 100 s).
     span: u32,
     unit: Unit,
+    /// How many times a fractional count lengthened the span: 100 in
+    /// `"99.99/s"`, 1 for a whole count. The count as written is `count /
+    /// scale` per `span / scale` units.
+    scale: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -99,6 +111,7 @@ impl Rate {
         count: 1,
         span: 1,
         unit: Unit::Second,
+        scale: 1,
     };
 
     /// Requests per period.
@@ -112,17 +125,34 @@ impl Rate {
         self.unit.period() * self.span
     }
 
-    /// The quota of this rate, with the burst equal to the count.
+    /// The quota of this rate, with the burst its count as written,
+    /// rounded up (see [`Rate`]).
     pub fn quota(&self) -> Quota {
-        Quota::with_period(self.count, self.period())
+        let burst = self.count.div_ceil(self.scale).max(1);
+        Quota::with_period(self.count, self.period()).with_burst(burst)
     }
 }
 
 impl fmt::Display for Rate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/", self.count)?;
-        if self.span != 1 {
-            write!(f, "{}", self.span)?;
+        write!(f, "{}", self.count / self.scale)?;
+        let fraction = self.count % self.scale;
+        if fraction > 0 {
+            // `scale` divides a power of ten (it came from one): the
+            // fraction has that many decimal places, or fewer.
+            let mut places = 0;
+            let mut ten = 1u64;
+            while !ten.is_multiple_of(u64::from(self.scale)) {
+                (places, ten) = (places + 1, ten * 10);
+            }
+            let digits = u64::from(fraction) * (ten / u64::from(self.scale));
+            let digits = format!("{digits:0places$}");
+            write!(f, ".{}", digits.trim_end_matches('0'))?;
+        }
+        f.write_str("/")?;
+        let span = self.span / self.scale;
+        if span != 1 {
+            write!(f, "{span}")?;
         }
         f.write_str(self.unit.symbol())
     }
@@ -185,6 +215,7 @@ impl FromStr for Rate {
                 RateErrorKind::TooFine
             })
         })?;
+        let lengthened = u32::try_from(scale / g).map_err(|_| too_fine())?;
         let span = (scale / g)
             .checked_mul(span)
             .and_then(|s| u32::try_from(s).ok())
@@ -195,7 +226,12 @@ impl FromStr for Rate {
                     RateErrorKind::TooFine
                 })
             })?;
-        Ok(Rate { count, span, unit })
+        Ok(Rate {
+            count,
+            span,
+            unit,
+            scale: lengthened,
+        })
     }
 }
 
