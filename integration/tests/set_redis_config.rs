@@ -58,6 +58,23 @@ fn every_redis_key_is_read() {
         shown.contains(r#"url: "redis://:***@127.0.0.1:6380/2""#),
         "{shown}"
     );
+    // And a password the query holds, as a unix socket's URL does.
+    for (url, hidden) in [
+        (
+            "redis+unix:///tmp/redis.sock?db=1&pass=s3cret",
+            "redis+unix:///tmp/redis.sock?db=1&pass=***",
+        ),
+        (
+            "unix:///tmp/redis.sock?password=s3cret",
+            "unix:///tmp/redis.sock?password=***",
+        ),
+    ] {
+        let text = format!("[limiters.a]\nrate = \"5/s\"\nredis = \"{url}\"");
+        let config: SetConfig = toml::from_str(&text).unwrap_or_else(|e| panic!("{url}: {e}"));
+        let shown = format!("{config:?}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert!(shown.contains(hidden), "{shown}");
+    }
 
     // The same from JSON.
     let json = r#"{"limiters": {"walmart": {

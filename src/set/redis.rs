@@ -116,23 +116,37 @@ impl fmt::Debug for RedisConfig {
     }
 }
 
-/// A URL with the password of `scheme://user:password@host` shown as `***`:
-/// configs get logged.
+/// A URL with its password shown as `***`, wherever a URL the `redis`
+/// crate reads may hold one: `scheme://user:password@host`, or the `pass`
+/// or `password` of the query (`redis+unix:///path?pass=...`). Configs get
+/// logged.
 struct Redacted<'a>(&'a str);
 
 impl fmt::Debug for Redacted<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let url = self.0;
-        let start = url.find("://").map_or(0, |i| i + 3);
-        let authority = url[start..].split('/').next().unwrap_or("");
-        let Some(at) = authority.rfind('@') else {
-            return fmt::Debug::fmt(url, f);
+        let (head, query) = match self.0.split_once('?') {
+            Some((head, query)) => (head, Some(query)),
+            None => (self.0, None),
         };
-        let Some((user, _password)) = authority[..at].split_once(':') else {
-            return fmt::Debug::fmt(url, f);
+        let start = head.find("://").map_or(0, |i| i + 3);
+        let authority = head[start..].split('/').next().unwrap_or("");
+        let mut shown = match authority.rfind('@').and_then(|at| {
+            let (user, _password) = authority[..at].split_once(':')?;
+            Some((user, at))
+        }) {
+            Some((user, at)) => format!("{}{user}:***{}", &head[..start], &head[start + at..]),
+            None => head.to_owned(),
         };
-        let rest = &url[start + at..];
-        write!(f, "\"{}{user}:***{rest}\"", &url[..start])
+        if let Some(query) = query {
+            let pairs: Vec<String> = (query.split('&'))
+                .map(|pair| match pair.split_once('=') {
+                    Some((key, _)) if ["pass", "password"].contains(&key) => format!("{key}=***"),
+                    _ => pair.to_owned(),
+                })
+                .collect();
+            shown = format!("{shown}?{}", pairs.join("&"));
+        }
+        fmt::Debug::fmt(&shown, f)
     }
 }
 
