@@ -322,3 +322,13 @@ fn without_the_wait_feature_max_wait_is_refused_with_what_to_enable() {
     let err = LimiterSet::from_config(&config).unwrap_err();
     assert_eq!(err.field(), Some("max_wait"));
 }
+
+#[test]
+fn the_error_is_the_first_limiters_in_name_order_whichever_limit_it_is_in() {
+    // `a`'s in-flight limit cannot work, and so cannot `b`'s rate limiter:
+    // the error is `a`'s, as `from_config` says.
+    let text = "[limiters.a]\nrate = \"8/s\"\nconcurrency = 4\npools = 0\n\
+                [limiters.b]\nrate = \"8/s\"\nbuckets = 0\n";
+    let err = LimiterSet::from_config(&config(text)).unwrap_err();
+    assert_eq!(err.limiter(), "a", "{err}");
+}

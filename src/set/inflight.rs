@@ -327,15 +327,3 @@ pub(super) async fn connect_entry<C: crate::clock::Clock>(
         super::member::Entry::Local(_) => Ok(None),
     }
 }
-
-/// The in-flight limit of every limiter of `config` that has one in this
-/// process.
-pub(super) fn build_all(config: &super::SetConfig) -> Result<super::InFlights, SetError> {
-    let mut inflights = super::InFlights::default();
-    for (name, settings) in &config.limiters {
-        if let Some(limit) = build(name, settings)? {
-            inflights.insert(name.as_str().into(), limit);
-        }
-    }
-    Ok(inflights)
-}

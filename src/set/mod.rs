@@ -260,17 +260,16 @@ impl<C: Clock> LimiterSet<C> {
     where
         C: Clone,
     {
-        let mut map = Map::default();
+        let (mut map, mut inflights) = (Map::default(), InFlights::default());
         for (name, settings) in &config.limiters {
             if settings.is_redis() {
                 return Err(SetError::new(name, SetErrorKind::NeedsConnect));
             }
-            let limiter = build_local(name, settings, clock.clone())?;
-            map.insert(name.as_str().into(), limiter);
+            build_in_process(name, settings, clock.clone(), &mut map, &mut inflights)?;
         }
         Ok(LimiterSet {
             limiters: Arc::new(map),
-            inflights: Arc::new(inflight::build_all(config)?),
+            inflights: Arc::new(inflights),
             redis_inflights: Arc::default(),
             configs: Arc::new(config.limiters.clone()),
         })
@@ -287,12 +286,14 @@ impl<C: Clock> LimiterSet<C> {
     where
         C: Clone,
     {
-        let inflights = inflight::build_all(config)?;
-        let mut map = Map::default();
+        // What is built in process first, in name order: a mistake there is
+        // reported before any wait on the network.
+        let (mut map, mut inflights) = (Map::default(), InFlights::default());
         for (name, settings) in &config.limiters {
             if !settings.is_redis() {
-                let limiter = build_local(name, settings, clock.clone())?;
-                map.insert(name.as_str().into(), limiter);
+                build_in_process(name, settings, clock.clone(), &mut map, &mut inflights)?;
+            } else if let Some(limit) = inflight::build(name, settings)? {
+                inflights.insert(name.as_str().into(), limit);
             }
         }
         let mut redis_inflights = RedisInFlights::default();
@@ -364,6 +365,23 @@ async fn build_any<C: Clock>(
         .await
         .map_err(|e| SetError::redis(name, e))?;
     Ok(Entry::Redis(Arc::new(limiter)))
+}
+
+/// Builds `name`'s in-process limiter, then its in-flight limit if it has
+/// one, into `map` and `inflights`.
+fn build_in_process<C: Clock>(
+    name: &str,
+    settings: &LimiterConfig,
+    clock: C,
+    map: &mut Map<C>,
+    inflights: &mut InFlights,
+) -> Result<(), SetError> {
+    let limiter = build_local(name, settings, clock)?;
+    if let Some(limit) = inflight::build(name, settings)? {
+        inflights.insert(name.into(), limit);
+    }
+    map.insert(name.into(), limiter);
+    Ok(())
 }
 
 fn build_local<C: Clock>(
