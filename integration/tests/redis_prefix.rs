@@ -94,7 +94,23 @@ async fn two_configs_with_the_same_limiter_keep_apart_by_their_prefixes() {
         .reload_connect(&config("key_prefix = \"other:\""), Default::default())
         .await
         .unwrap_err();
-    assert_eq!(err.field(), Some("redis"), "{err}");
+    assert_eq!(err.field(), Some("key_prefix"), "{err}");
+    // Each option refused names itself; the URL is `redis`.
+    for (changed, field) in [
+        ("connect_timeout = \"9s\"", "connect_timeout"),
+        ("failure_policy = \"fail_open\"", "failure_policy"),
+        ("retry_every = \"9s\"", "retry_every"),
+        ("cache_denials = false", "cache_denials"),
+    ] {
+        let err = billing
+            .reload_connect(
+                &config(&format!("key_prefix = \"billing:\"\n{changed}")),
+                Default::default(),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(err.field(), Some(field), "{err}");
+    }
 }
 
 #[tokio::test]

@@ -149,6 +149,28 @@ fn a_setting_a_running_limiter_keeps_is_refused_and_nothing_changes() {
 }
 
 #[test]
+fn writing_out_a_default_is_no_change_of_a_fixed_setting() {
+    let clock = ManualClock::new();
+    let before = config("[limiters.a]\nrate = \"8/s\"\nbuckets = 8\nper_tenant = 2");
+    let set = LimiterSet::from_config_with_clock(&before, clock.clone()).unwrap();
+    for extra in [
+        "borrow_from = 0",
+        "max_buckets = 8",
+        "tenant_cache = 100000",
+    ] {
+        let after = config(&format!(
+            "[limiters.a]\nrate = \"8/s\"\nbuckets = 8\nper_tenant = 2\n{extra}"
+        ));
+        let reload = set.reload(&after, clock.clone());
+        assert!(reload.is_ok(), "{extra}: {:?}", reload.err());
+    }
+    // A setting that does differ is still refused, by its name.
+    let lending = config("[limiters.a]\nrate = \"8/s\"\nbuckets = 8\nborrow_from = 2");
+    let err = set.reload(&lending, clock).unwrap_err();
+    assert_eq!(err.field(), Some("borrow_from"), "{err}");
+}
+
+#[test]
 fn a_reload_changes_n_live_within_the_room_the_limiter_has() {
     let clock = ManualClock::new();
     let before = BEFORE.replace("buckets = 4", "buckets = 4\n    max_buckets = 8");

@@ -102,6 +102,36 @@ impl RedisConfig {
     }
 }
 
+/// The config key of the first Redis setting in which `new` differs from
+/// `old`, for a reload that refuses it: `redis` for the URL, or when only
+/// one of them is in Redis.
+pub(super) fn changed(old: Option<&RedisConfig>, new: Option<&RedisConfig>) -> &'static str {
+    let (Some(old), Some(new)) = (old, new) else {
+        return "redis";
+    };
+    let policies = (old.failure_policy, new.failure_policy);
+    if old.url != new.url {
+        "redis"
+    } else if policies.0 != policies.1 {
+        match policies {
+            (FailurePolicy::LocalFallback { .. }, FailurePolicy::LocalFallback { .. }) => {
+                "replicas"
+            }
+            _ => "failure_policy",
+        }
+    } else if old.deadline != new.deadline {
+        "deadline"
+    } else if old.retry_every != new.retry_every {
+        "retry_every"
+    } else if old.connect_timeout != new.connect_timeout {
+        "connect_timeout"
+    } else if old.cache_denials != new.cache_denials {
+        "cache_denials"
+    } else {
+        "key_prefix"
+    }
+}
+
 impl fmt::Debug for RedisConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisConfig")

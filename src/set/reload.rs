@@ -13,9 +13,9 @@ use super::member::Entry;
 use super::{
     InFlights, LimiterConfig, LimiterSet, Map, RedisInFlights, SetConfig, SetError, build_local,
 };
-use crate::ShardedLimiter;
 use crate::clock::Clock;
 use crate::error::ConfigError;
+use crate::{DEFAULT_LENDER_RESERVE, DEFAULT_TENANT_CACHE, ShardedLimiter};
 
 /// What [`LimiterSet::reload`] did, limiter by limiter, each list sorted by
 /// name: the new set is in [`set`](Reload::set).
@@ -73,25 +73,35 @@ fn fixed_change(name: &str, old: &LimiterConfig, new: &LimiterConfig) -> Option<
         return Some("per_tenant");
     }
     let same = |a: bool| (!a).then_some(());
+    // A default written out is no change: `borrow_from = 0` is unset, and
+    // so on. `max_buckets` unset keeps the running limiter's room; set, it
+    // must be that room (N as built, when the old config left it unset).
+    let max_buckets = old.max_buckets.unwrap_or(old_shape.0);
+    let lending = |c: &LimiterConfig| c.borrow_from.unwrap_or(0);
+    let reserve = |c: &LimiterConfig| c.lender_reserve.map_or(DEFAULT_LENDER_RESERVE, |r| r.get());
+    let cache = |c: &LimiterConfig| c.tenant_cache.unwrap_or(DEFAULT_TENANT_CACHE);
     let fields = [
-        ("max_buckets", same(old.max_buckets == new.max_buckets)),
+        (
+            "max_buckets",
+            same(new.max_buckets.is_none_or(|m| m == max_buckets)),
+        ),
         ("per_user", same(old.per_user == new.per_user)),
         ("tiers", same(old.tiers == new.tiers)),
         ("tenant_tiers", same(old.tenant_tiers == new.tenant_tiers)),
-        ("borrow_from", same(old.borrow_from == new.borrow_from)),
-        (
-            "lender_reserve",
-            same(old.lender_reserve == new.lender_reserve),
-        ),
+        ("borrow_from", same(lending(old) == lending(new))),
+        ("lender_reserve", same(reserve(old) == reserve(new))),
         ("salt", same(old.salt == new.salt)),
         (
             super::inflight::changed(old.inflight.as_ref(), new.inflight.as_ref()),
             same(old.inflight == new.inflight),
         ),
-        ("tenant_cache", same(old.tenant_cache == new.tenant_cache)),
+        ("tenant_cache", same(cache(old) == cache(new))),
         ("redis", same(old.is_redis() == new.is_redis())),
         #[cfg(feature = "redis")]
-        ("redis", same(old.redis == new.redis)),
+        (
+            super::redis::changed(old.redis.as_ref(), new.redis.as_ref()),
+            same(old.redis == new.redis),
+        ),
     ];
     fields
         .into_iter()
@@ -273,7 +283,9 @@ impl<C: Clock + Clone> LimiterSet<C> {
     /// A [`SetError`] naming the first limiter whose new settings cannot
     /// work, or grow N past its `max_buckets`, or change a setting other
     /// than the rate, the burst and N (k, `max_buckets`, the salt, tiers,
-    /// borrowing, the cache, where the buckets live), or that is a Redis
+    /// borrowing, the cache, where the buckets live and the Redis options;
+    /// a default written out, such as `borrow_from = 0`, is no change), or
+    /// that is a Redis
     /// limiter to add or change (use `reload_connect`). Every limiter's new
     /// settings are checked before any changes, so nothing changes then.
     pub fn reload(&self, config: &SetConfig, clock: C) -> Result<Reload<C>, SetError> {
