@@ -149,6 +149,23 @@ fn a_setting_a_running_limiter_keeps_is_refused_and_nothing_changes() {
 }
 
 #[test]
+fn a_rate_raised_alone_is_set_live_with_n_left_to_its_default() {
+    // At 4/s, N's default is 4 (a bucket needs a token), and so is the
+    // room; at 8/s it would be 8: the rate is set live, N stays in the
+    // room the limiter has.
+    let clock = ManualClock::new();
+    let set =
+        LimiterSet::from_config_with_clock(&config("[limiters.a]\nrate = \"4/s\""), clock.clone())
+            .unwrap();
+    let reload = set
+        .reload(&config("[limiters.a]\nrate = \"8/s\""), clock)
+        .unwrap();
+    assert_eq!(reload.changed(), ["a"]);
+    let a = reload.set().get("a").unwrap();
+    assert_eq!((a.quota().count(), a.buckets()), (8, 4));
+}
+
+#[test]
 fn writing_out_a_default_is_no_change_of_a_fixed_setting() {
     let clock = ManualClock::new();
     let before = config("[limiters.a]\nrate = \"8/s\"\nbuckets = 8\nper_tenant = 2");

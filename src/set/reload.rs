@@ -15,7 +15,7 @@ use super::{
 };
 use crate::clock::Clock;
 use crate::error::ConfigError;
-use crate::{DEFAULT_LENDER_RESERVE, DEFAULT_TENANT_CACHE, ShardedLimiter};
+use crate::{DEFAULT_LENDER_RESERVE, DEFAULT_TENANT_CACHE, Quota, ShardedLimiter};
 
 /// What [`LimiterSet::reload`] did, limiter by limiter, each list sorted by
 /// name: the new set is in [`set`](Reload::set).
@@ -125,16 +125,14 @@ impl<C: Clock + Clone> LimiterSet<C> {
                     }
                     // Refuse a quota the buckets cannot take, or an N the
                     // limiter has no room for, before any limiter changes.
-                    let (quota, split, _) = new
-                        .builder(name)
-                        .checked()
-                        .map_err(|e| SetError::config(name, e))?;
-                    if let Some(entry) = self.limiters.get(name.as_str())
-                        && split.buckets > entry.buckets().1
+                    let room = self.limiters.get(name.as_str()).map(|e| e.buckets().1);
+                    let (quota, buckets) = target(name, new, room.unwrap_or(u32::MAX))?;
+                    if let Some(room) = room
+                        && buckets > room
                     {
                         let e = ConfigError::BucketsAboveMax {
-                            buckets: split.buckets,
-                            max_buckets: entry.buckets().1,
+                            buckets,
+                            max_buckets: room,
                         };
                         return Err(SetError::config(name, e));
                     }
@@ -144,7 +142,7 @@ impl<C: Clock + Clone> LimiterSet<C> {
                     let _ = quota;
                     #[cfg(feature = "redis")]
                     if let Some(Entry::Redis(limiter)) = self.limiters.get(name.as_str()) {
-                        (limiter.can_change(quota, split.buckets))
+                        (limiter.can_change(quota, buckets))
                             .map_err(|e| SetError::redis(name, e))?;
                     }
                     Step::Change(new)
@@ -354,9 +352,8 @@ impl<C: Clock + Clone> LimiterSet<C> {
         // leaves no limiter half-changed and no in-process one changed.
         for (name, step) in &steps {
             if let (Step::Change(new), Entry::Redis(limiter)) = (step, &self.limiters[*name]) {
-                let (quota, split, _) =
-                    (new.builder(name).checked()).map_err(|e| SetError::config(name, e))?;
-                (crate::Limit::set_quota_and_buckets(&**limiter, quota, split.buckets).await)
+                let (quota, buckets) = target(name, new, limiter.max_buckets())?;
+                (crate::Limit::set_quota_and_buckets(&**limiter, quota, buckets).await)
                     .map_err(|e| SetError::redis_change(name, e))?;
             }
         }
@@ -376,8 +373,20 @@ fn change_local<C: Clock>(
     name: &str,
     new: &LimiterConfig,
 ) -> Result<(), SetError> {
+    let (quota, buckets) = target(name, new, limiter.max_buckets())?;
+    (limiter.set_quota_and_buckets(quota, buckets)).map_err(|e| SetError::config(name, e))
+}
+
+/// The quota and N `new` asks of a running limiter with room for `room`
+/// buckets: N as set, or, left unset, its default (which follows the
+/// burst) within that room, so that a changed rate alone is set live.
+fn target(name: &str, new: &LimiterConfig, room: u32) -> Result<(Quota, u32), SetError> {
     let (quota, split, _) = (new.builder(name).checked()).map_err(|e| SetError::config(name, e))?;
-    (limiter.set_quota_and_buckets(quota, split.buckets)).map_err(|e| SetError::config(name, e))
+    let buckets = match new.buckets {
+        Some(_) => split.buckets,
+        None => split.buckets.min(room),
+    };
+    Ok((quota, buckets))
 }
 
 /// The settings of each limiter of a set built from a config.
