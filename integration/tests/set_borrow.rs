@@ -188,6 +188,16 @@ fn a_bad_borrowing_value_is_named_where_it_is_written() {
             "{borrow:?}\n{e}"
         );
     }
+    // And so it is from a config built in code, which would not read back.
+    let mut amazon = LimiterConfig::new("5/s".parse().unwrap());
+    amazon.lender_reserve = Some(Reserve::new(0.25).unwrap());
+    let mut config = SetConfig::default();
+    config.limiters.insert("amazon".to_owned(), amazon);
+    let err = LimiterSet::from_config(&config).unwrap_err();
+    assert_eq!(err.field(), Some("lender_reserve"), "{err}");
+    let json = serde_json::to_string(&config).unwrap();
+    let read = serde_json::from_str::<SetConfig>(&json).unwrap_err();
+    assert!(read.to_string().contains(&err.to_string()), "{read}\n{err}");
     let e = serde_json::from_str::<SetConfig>(
         r#"{"limiters": {"amazon": {"rate": "5/s", "borrow_from": 1, "borrow_from": 2}}}"#,
     )

@@ -9,6 +9,7 @@ use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 
 use super::SetError;
+use super::error::SetErrorKind;
 use super::inflight::{INFLIGHT_KEYS, InFlightConfig, InFlightKeys};
 #[cfg(not(feature = "redis"))]
 use super::no_redis::RedisKeys;
@@ -84,6 +85,16 @@ impl LimiterConfig {
             #[cfg(feature = "redis")]
             redis: None,
         }
+    }
+
+    /// What the reader refuses of a limiter's table that the builder would
+    /// take (a reserve without lending, which would do nothing), so that a
+    /// config the set builds is one that reads back.
+    pub(super) fn check(&self, name: &str) -> Result<(), SetError> {
+        if self.lender_reserve.is_some() && self.borrow_from.unwrap_or(0) == 0 {
+            return Err(SetError::new(name, SetErrorKind::ReserveWithoutLending));
+        }
+        Ok(())
     }
 
     /// Whether the buckets live in Redis.
@@ -414,14 +425,7 @@ impl<'de> Visitor<'de> for EntrySeed<'_> {
                  rate = \"5/s\""
             ))
         })?;
-        // A reserve without borrowing would be accepted and do nothing.
-        if config.lender_reserve.is_some() && config.borrow_from.unwrap_or(0) == 0 {
-            return Err(de::Error::custom(format_args!(
-                "limiters.{name}.lender_reserve: only a limiter that lends takes a reserve: \
-                 set borrow_from to 1 or more, such as borrow_from = 2, or remove \
-                 lender_reserve"
-            )));
-        }
+        config.check(name).map_err(de::Error::custom)?;
         redis.finish(name, &mut config)?;
         inflight.finish(name, &mut config)?;
         if self.check && !config.is_redis() {

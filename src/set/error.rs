@@ -55,6 +55,9 @@ pub(super) enum SetErrorKind {
     /// A `max_wait` set in code, in a build without the `wait` feature.
     #[cfg(not(feature = "wait"))]
     NeedsWait,
+    /// A `lender_reserve` on a limiter that does not lend, which would be
+    /// accepted and do nothing.
+    ReserveWithoutLending,
 }
 
 /// What to do about a `max_wait` without the `wait` feature.
@@ -109,6 +112,7 @@ impl SetError {
             SetErrorKind::InFlight { field, .. } => Some(field),
             #[cfg(not(feature = "wait"))]
             SetErrorKind::NeedsWait => Some("max_wait"),
+            SetErrorKind::ReserveWithoutLending => Some("lender_reserve"),
             #[cfg(feature = "redis")]
             SetErrorKind::RedisChange(e) => match &e.0 {
                 crate::redis::Error::Config(e) => config_field(e),
@@ -270,6 +274,10 @@ impl fmt::Display for SetError {
             SetErrorKind::InFlight { error, .. } => write!(f, ": {error}"),
             #[cfg(not(feature = "wait"))]
             SetErrorKind::NeedsWait => write!(f, ": {NEEDS_WAIT}"),
+            SetErrorKind::ReserveWithoutLending => f.write_str(
+                ": only a limiter that lends takes a reserve: set borrow_from to 1 or \
+                 more, such as borrow_from = 2, or remove lender_reserve",
+            ),
             #[cfg(feature = "redis")]
             SetErrorKind::Redis(e) => write!(f, ": {}", e.0),
             #[cfg(feature = "redis")]

@@ -358,6 +358,7 @@ async fn build_any<C: Clock>(
     let Some(redis) = &settings.redis else {
         return build_local(name, settings, clock);
     };
+    settings.check(name)?;
     let limiter = settings
         .builder(name)
         .clock(clock)
@@ -389,6 +390,7 @@ fn build_local<C: Clock>(
     settings: &LimiterConfig,
     clock: C,
 ) -> Result<Entry<C>, SetError> {
+    settings.check(name)?;
     let limiter = settings
         .builder(name)
         .clock(clock)

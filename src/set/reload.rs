@@ -120,6 +120,7 @@ impl<C: Clock + Clone> LimiterSet<C> {
                 None => Step::Add(new),
                 Some(old) if old == new => Step::Keep,
                 Some(old) => {
+                    new.check(name)?;
                     if let Some(field) = fixed_change(name, old, new) {
                         return Err(SetError::new(name, SetErrorKind::FixedSetting { field }));
                     }
