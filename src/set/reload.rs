@@ -284,9 +284,9 @@ impl<C: Clock + Clone> LimiterSet<C> {
     /// than the rate, the burst and N (k, `max_buckets`, the salt, tiers,
     /// borrowing, the cache, where the buckets live and the Redis options;
     /// a default written out, such as `borrow_from = 0`, is no change), or
-    /// that is a Redis
-    /// limiter to add or change (use `reload_connect`). Every limiter's new
-    /// settings are checked before any changes, so nothing changes then.
+    /// that is a Redis limiter to add or change (use `reload_connect`).
+    /// Every limiter's new settings are checked before any changes, so
+    /// nothing changes then.
     pub fn reload(&self, config: &SetConfig, clock: C) -> Result<Reload<C>, SetError> {
         let steps = self.plan(config)?;
         let added_inflights = self.added_inflights(&steps)?;

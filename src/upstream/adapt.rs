@@ -158,9 +158,6 @@ pub struct Adaptive<C = MonotonicClock> {
     state: Mutex<State>,
 }
 
-/// What the controller last saw: the quota in force and since when, the
-/// last throttle, the last cut and the rate it cut from, and the last
-/// advertised limit.
 /// The part of [`State`] a decision replaces.
 #[derive(Debug, Clone, Copy)]
 struct Undo {
@@ -169,6 +166,9 @@ struct Undo {
     cut: Option<(u64, f64)>,
 }
 
+/// What the controller last saw: the quota in force and since when, the
+/// last throttle, the last cut and the rate it cut from, and the last
+/// advertised limit.
 #[derive(Debug, Clone, Copy, Default)]
 struct State {
     seen: Option<Quota>,
