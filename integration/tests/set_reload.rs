@@ -183,8 +183,20 @@ fn writing_out_a_default_is_no_change_of_a_fixed_setting() {
     }
     // A setting that does differ is still refused, by its name.
     let lending = config("[limiters.a]\nrate = \"8/s\"\nbuckets = 8\nborrow_from = 2");
-    let err = set.reload(&lending, clock).unwrap_err();
+    let err = set.reload(&lending, clock.clone()).unwrap_err();
     assert_eq!(err.field(), Some("borrow_from"), "{err}");
+
+    // `max_buckets` is the room the running limiter has, whatever the last
+    // config said: left out, then written out again, it is no change.
+    let roomy = |max: &str| config(&format!("[limiters.a]\nrate = \"8/s\"\nbuckets = 8\n{max}"));
+    let set =
+        LimiterSet::from_config_with_clock(&roomy("max_buckets = 16"), clock.clone()).unwrap();
+    let set = set.reload(&roomy(""), clock.clone()).unwrap().set().clone();
+    assert_eq!(set.get("a").unwrap().max_buckets(), 16);
+    let again = set.reload(&roomy("max_buckets = 16"), clock.clone());
+    assert!(again.is_ok(), "{:?}", again.err());
+    let err = set.reload(&roomy("max_buckets = 8"), clock).unwrap_err();
+    assert_eq!(err.field(), Some("max_buckets"), "{err}");
 }
 
 #[test]

@@ -67,16 +67,21 @@ enum Step<'a> {
 /// The first setting, other than the rate, the burst and N, in which `new` differs from `old` as it would be built (N and k as
 /// resolved from their defaults too): those cannot change while the limiter
 /// runs.
-fn fixed_change(name: &str, old: &LimiterConfig, new: &LimiterConfig) -> Option<&'static str> {
+fn fixed_change(
+    name: &str,
+    old: &LimiterConfig,
+    new: &LimiterConfig,
+    room: Option<u32>,
+) -> Option<&'static str> {
     let (old_shape, new_shape) = (old.builder(name).shape(), new.builder(name).shape());
     if old_shape.1 != new_shape.1 {
         return Some("per_tenant");
     }
     let same = |a: bool| (!a).then_some(());
     // A default written out is no change: `borrow_from = 0` is unset, and
-    // so on. `max_buckets` unset keeps the running limiter's room; set, it
-    // must be that room (N as built, when the old config left it unset).
-    let max_buckets = old.max_buckets.unwrap_or(old_shape.0);
+    // so on. `max_buckets` unset keeps the running limiter's `room`; set,
+    // it must be that room.
+    let max_buckets = room.unwrap_or(old.max_buckets.unwrap_or(old_shape.0));
     let lending = |c: &LimiterConfig| c.borrow_from.unwrap_or(0);
     let reserve = |c: &LimiterConfig| c.lender_reserve.map_or(DEFAULT_LENDER_RESERVE, |r| r.get());
     let cache = |c: &LimiterConfig| c.tenant_cache.unwrap_or(DEFAULT_TENANT_CACHE);
@@ -121,12 +126,12 @@ impl<C: Clock + Clone> LimiterSet<C> {
                 Some(old) if old == new => Step::Keep,
                 Some(old) => {
                     new.check(name)?;
-                    if let Some(field) = fixed_change(name, old, new) {
+                    let room = self.limiters.get(name.as_str()).map(|e| e.buckets().1);
+                    if let Some(field) = fixed_change(name, old, new, room) {
                         return Err(SetError::new(name, SetErrorKind::FixedSetting { field }));
                     }
                     // Refuse a quota the buckets cannot take, or an N the
                     // limiter has no room for, before any limiter changes.
-                    let room = self.limiters.get(name.as_str()).map(|e| e.buckets().1);
                     let (quota, buckets) = target(name, new, room.unwrap_or(u32::MAX))?;
                     if let Some(room) = room
                         && buckets > room
