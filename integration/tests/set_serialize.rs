@@ -1,8 +1,11 @@
 //! Config types round-trip through TOML and JSON, and nest inside an
 //! application's config (feature `config`).
 
+use std::time::Duration;
+
 use serde::Deserialize;
-use shuffle_limiter::set::{LimiterSet, SetConfig};
+use shuffle_limiter::MonotonicClock;
+use shuffle_limiter::set::{InFlightConfig, LimiterConfig, LimiterSet, SetConfig};
 
 const FULL: &str = r#"
     [limiters.amazon]
@@ -151,4 +154,70 @@ fn a_set_read_straight_from_toml_places_its_build_errors() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("limiters.ebay.burst: a burst of 5"), "{err}");
+}
+
+/// Configs built in code that the reader would refuse: the set refuses
+/// them too, naming the same setting, so that every config a set was built
+/// from prints as one that reads back.
+#[test]
+fn a_config_built_in_code_is_refused_where_its_print_would_not_read_back() {
+    let rate = || "5/s".parse().unwrap();
+    let with = |change: fn(&mut LimiterConfig)| {
+        let mut limiter = LimiterConfig::new(rate());
+        change(&mut limiter);
+        let mut config = SetConfig::default();
+        config.limiters.insert("amazon".to_owned(), limiter);
+        config
+    };
+    let cases = [
+        // A lease_ttl puts an in-flight limit's pools in Redis; beside an
+        // in-process limiter it left the limiter with no in-flight limit.
+        (
+            with(|l| {
+                let mut inflight = InFlightConfig::new(4);
+                inflight.lease_ttl = Some(Duration::from_secs(30));
+                l.inflight = Some(inflight);
+            }),
+            "limiters.amazon.lease_ttl: only an in-flight limit in Redis takes a lease_ttl",
+        ),
+        (
+            with(|l| {
+                let mut inflight = InFlightConfig::new(4);
+                inflight.max_wait = Some(Duration::ZERO);
+                l.inflight = Some(inflight);
+            }),
+            "limiters.amazon.max_wait: ",
+        ),
+        (
+            SetConfig::default(),
+            "limiters: empty: add a table per limiter",
+        ),
+    ];
+    for (config, message) in cases {
+        let err = LimiterSet::from_config(&config).map(|_| ()).unwrap_err();
+        assert!(err.to_string().starts_with(message), "{err}");
+        let printed = toml::to_string(&config).unwrap();
+        let read = toml::from_str::<SetConfig>(&printed)
+            .unwrap_err()
+            .to_string();
+        assert!(read.contains(message), "{printed}\n{read}");
+    }
+    let zero = with(|l| {
+        let mut inflight = InFlightConfig::new(4);
+        inflight.max_wait = Some(Duration::ZERO);
+        l.inflight = Some(inflight);
+    });
+    let err = LimiterSet::from_config(&zero).map(|_| ()).unwrap_err();
+    assert_eq!(err.field(), Some("max_wait"), "{err}");
+    assert!(err.to_string().contains("use a positive duration"), "{err}");
+
+    // A reload to no limiters is refused as the reader refuses it, and the
+    // set keeps its limiters.
+    let set = LimiterSet::from_config(&with(|_| ())).unwrap();
+    let err = set
+        .reload(&SetConfig::default(), MonotonicClock::new())
+        .map(|_| ())
+        .unwrap_err();
+    assert!(err.to_string().starts_with("limiters: empty"), "{err}");
+    assert_eq!(set.names().collect::<Vec<_>>(), ["amazon"]);
 }

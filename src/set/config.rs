@@ -87,14 +87,39 @@ impl LimiterConfig {
         }
     }
 
-    /// What the reader refuses of a limiter's table that the builder would
-    /// take (a reserve without lending, which would do nothing), so that a
-    /// config the set builds is one that reads back.
+    /// What the reader refuses of a limiter's table that the builders would
+    /// take, so that a config the set builds is one that reads back: a
+    /// reserve without lending (which would do nothing), a `lease_ttl`
+    /// without Redis (which would leave the limiter with no in-flight
+    /// limit) and a duration of zero.
     pub(super) fn check(&self, name: &str) -> Result<(), SetError> {
+        let refuse = |kind| Err(SetError::new(name, kind));
         if self.lender_reserve.is_some() && self.borrow_from.unwrap_or(0) == 0 {
-            return Err(SetError::new(name, SetErrorKind::ReserveWithoutLending));
+            return refuse(SetErrorKind::ReserveWithoutLending);
         }
-        Ok(())
+        let inflight = self.inflight.as_ref();
+        if inflight.is_some_and(InFlightConfig::in_redis) && !self.is_redis() {
+            return refuse(SetErrorKind::LeaseTtlInProcess);
+        }
+        #[cfg(feature = "redis")]
+        let redis = self.redis.as_ref();
+        let durations = [
+            ("max_wait", inflight.and_then(|i| i.max_wait)),
+            ("lease_ttl", inflight.and_then(|i| i.lease_ttl)),
+            #[cfg(feature = "redis")]
+            ("deadline", redis.and_then(|r| r.deadline)),
+            #[cfg(feature = "redis")]
+            ("retry_every", redis.and_then(|r| r.retry_every)),
+            #[cfg(feature = "redis")]
+            ("connect_timeout", redis.and_then(|r| r.connect_timeout)),
+        ];
+        match durations
+            .into_iter()
+            .find(|(_, d)| d.is_some_and(|d| d.is_zero()))
+        {
+            Some((field, _)) => refuse(SetErrorKind::ZeroDuration { field }),
+            None => Ok(()),
+        }
     }
 
     /// Whether the buckets live in Redis.
@@ -244,6 +269,17 @@ pub struct SetConfig {
     pub limiters: BTreeMap<String, LimiterConfig>,
 }
 
+impl SetConfig {
+    /// What the reader refuses of a whole config that the set would take:
+    /// no limiters at all.
+    pub(super) fn check(&self) -> Result<(), SetError> {
+        if self.limiters.is_empty() {
+            return Err(SetError::new("", SetErrorKind::Empty));
+        }
+        Ok(())
+    }
+}
+
 const FIELDS: &str = "rate, burst, buckets, max_buckets, per_tenant, per_user, tiers, tenant_tiers, borrow_from, \
      lender_reserve, salt or tenant_cache";
 
@@ -312,13 +348,9 @@ impl<'de> Visitor<'de> for TopVisitor {
                  with rate = \"5/s\"",
             )
         })?;
-        if limiters.is_empty() {
-            return Err(de::Error::custom(
-                "limiters: empty: add a table per limiter, such as [limiters.amazon] \
-                 with rate = \"5/s\"",
-            ));
-        }
-        Ok(SetConfig { limiters })
+        let config = SetConfig { limiters };
+        config.check().map_err(de::Error::custom)?;
+        Ok(config)
     }
 }
 
@@ -425,9 +457,9 @@ impl<'de> Visitor<'de> for EntrySeed<'_> {
                  rate = \"5/s\""
             ))
         })?;
-        config.check(name).map_err(de::Error::custom)?;
         redis.finish(name, &mut config)?;
         inflight.finish(name, &mut config)?;
+        config.check(name).map_err(de::Error::custom)?;
         if self.check && !config.is_redis() {
             config
                 .builder(name)

@@ -58,6 +58,15 @@ pub(super) enum SetErrorKind {
     /// A `lender_reserve` on a limiter that does not lend, which would be
     /// accepted and do nothing.
     ReserveWithoutLending,
+    /// A `lease_ttl` on an in-process limiter: the in-flight limit would
+    /// look for pools in a Redis the limiter has none of.
+    LeaseTtlInProcess,
+    /// A duration of zero where the config takes only positive ones.
+    ZeroDuration {
+        field: &'static str,
+    },
+    /// A config with no limiters (the limiter's name is empty).
+    Empty,
 }
 
 /// What to do about a `max_wait` without the `wait` feature.
@@ -65,6 +74,15 @@ pub(super) enum SetErrorKind {
 pub(super) const NEEDS_WAIT: &str = "a bounded wait needs the `wait` feature of \
      shuffle-limiter: enable it in Cargo.toml (features = [\"config\", \"wait\"]), or \
      remove max_wait";
+
+/// What to do about a `lease_ttl` on an in-process limiter.
+pub(super) const LEASE_TTL_IN_PROCESS: &str = ": only an in-flight limit in Redis takes a \
+     lease_ttl: add redis = \"redis://host:6379\" to the limiter's table (feature `redis`), \
+     or remove lease_ttl to keep the limit in this process";
+
+/// What to do about a config without limiters.
+pub(super) const EMPTY: &str = "limiters: empty: add a table per limiter, such as \
+     [limiters.amazon] with rate = \"5/s\"";
 
 impl SetError {
     pub(super) fn config(limiter: &str, error: ConfigError) -> SetError {
@@ -96,7 +114,8 @@ impl SetError {
 
 /// # Inspecting
 impl SetError {
-    /// The name of the limiter at fault.
+    /// The name of the limiter at fault (empty for a config with no
+    /// limiters).
     pub fn limiter(&self) -> &str {
         &self.limiter
     }
@@ -113,6 +132,9 @@ impl SetError {
             #[cfg(not(feature = "wait"))]
             SetErrorKind::NeedsWait => Some("max_wait"),
             SetErrorKind::ReserveWithoutLending => Some("lender_reserve"),
+            SetErrorKind::LeaseTtlInProcess => Some("lease_ttl"),
+            SetErrorKind::ZeroDuration { field } => Some(field),
+            SetErrorKind::Empty => None,
             #[cfg(feature = "redis")]
             SetErrorKind::RedisChange(e) => match &e.0 {
                 crate::redis::Error::Config(e) => config_field(e),
@@ -250,6 +272,9 @@ impl<E: fmt::Display> Eq for ByText<E> {}
 
 impl fmt::Display for SetError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.kind == SetErrorKind::Empty {
+            return f.write_str(EMPTY);
+        }
         write!(f, "limiters.{}", self.limiter)?;
         if let Some(field) = self.field() {
             write!(f, ".{field}")?;
@@ -278,6 +303,11 @@ impl fmt::Display for SetError {
                 ": only a limiter that lends takes a reserve: set borrow_from to 1 or \
                  more, such as borrow_from = 2, or remove lender_reserve",
             ),
+            SetErrorKind::LeaseTtlInProcess => f.write_str(LEASE_TTL_IN_PROCESS),
+            SetErrorKind::ZeroDuration { .. } => {
+                f.write_str(": zero: use a positive duration, such as \"5ms\"")
+            }
+            SetErrorKind::Empty => f.write_str(EMPTY),
             #[cfg(feature = "redis")]
             SetErrorKind::Redis(e) => write!(f, ": {}", e.0),
             #[cfg(feature = "redis")]

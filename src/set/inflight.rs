@@ -236,13 +236,6 @@ impl InFlightKeys {
             )));
         }
         let lease_ttl = self.lease_ttl.map(|d| d.0);
-        if lease_ttl.is_some() && !config.is_redis() {
-            return Err(E::custom(format_args!(
-                "limiters.{limiter}.lease_ttl: only an in-flight limit in Redis takes a \
-                 lease_ttl: add redis = \"redis://host:6379\" to [limiters.{limiter}] (feature \
-                 `redis`), or remove lease_ttl to keep the limit in this process"
-            )));
-        }
         config.inflight = Some(InFlightConfig {
             concurrency,
             pools: self.pools,

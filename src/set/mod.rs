@@ -260,6 +260,7 @@ impl<C: Clock> LimiterSet<C> {
     where
         C: Clone,
     {
+        config.check()?;
         let (mut map, mut inflights) = (Map::default(), InFlights::default());
         for (name, settings) in &config.limiters {
             if settings.is_redis() {
@@ -286,6 +287,7 @@ impl<C: Clock> LimiterSet<C> {
     where
         C: Clone,
     {
+        config.check()?;
         // What is built in process first, in name order: a mistake there is
         // reported before any wait on the network.
         let (mut map, mut inflights) = (Map::default(), InFlights::default());

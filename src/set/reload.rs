@@ -116,6 +116,7 @@ fn fixed_change(
 impl<C: Clock + Clone> LimiterSet<C> {
     /// The steps from this set to `config`, checked before anything changes.
     fn plan<'a>(&self, config: &'a SetConfig) -> Result<Vec<(&'a str, Step<'a>)>, SetError> {
+        config.check()?;
         let mut steps = Vec::new();
         for (name, new) in &config.limiters {
             let step = match self.configs.get(name.as_str()) {
