@@ -107,6 +107,27 @@ impl Grant {
         })
     }
 
+    /// What stays of this grant once all but `tokens` of it are refunded
+    /// ([`part`](Self::part) takes from the last bucket to pay back, so this
+    /// keeps the first ones'); the whole grant when `tokens` is more.
+    pub(crate) fn kept(&self, tokens: u32) -> Grant {
+        let mut payments = [Payment::default(); MAX_K];
+        let (mut payers, mut left) = (0, tokens);
+        for payment in self.payments() {
+            if left == 0 {
+                break;
+            }
+            let paid = payment.tokens().min(left);
+            payments[payers] = Payment::new(payment.bucket(), paid);
+            payers += 1;
+            left -= paid;
+        }
+        Grant {
+            paid: Paid::Pooled(payments, payers as u64),
+            ..self.clone()
+        }
+    }
+
     /// What a refund of `tokens` gives back to whom: the last bucket to pay
     /// first, each up to what it paid.
     pub(crate) fn refunds(
@@ -532,5 +553,37 @@ mod tests {
             (unpaid.bucket(), unpaid.payments(), unpaid.tokens()),
             (4, &[][..], 0)
         );
+    }
+
+    #[test]
+    fn what_a_grant_keeps_is_what_a_refund_of_the_rest_leaves() {
+        let mut payments = [Payment::default(); super::MAX_K];
+        payments[..3].copy_from_slice(&[
+            Payment::new(2, 4),
+            Payment::new(6, 3),
+            Payment::new(1, 2),
+        ]);
+        let grant = Grant {
+            paid: Paid::Pooled(payments, 3),
+            remaining: 0,
+            full_in: 0,
+            generation: 0,
+        };
+        for kept in 0..=10 {
+            let refund = grant.clone().part(9 - kept.min(9)).unwrap();
+            let left = grant.kept(kept);
+            assert_eq!(left.tokens(), kept.min(9), "{kept}");
+            for bucket in [2, 6, 1] {
+                let of = |g: &Grant| {
+                    g.payments()
+                        .iter()
+                        .filter(|p| p.bucket() == bucket)
+                        .map(|p| p.tokens())
+                        .sum::<u32>()
+                };
+                let paid = of(&grant);
+                assert_eq!(of(&left) + of(&refund), paid, "{kept}: bucket {bucket}");
+            }
+        }
     }
 }

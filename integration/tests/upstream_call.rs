@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use shuffle_limiter::upstream::{Adaptive, Answer, RetryBudget, Scope, Upstream};
-use shuffle_limiter::{Quota, ShardedLimiter, TokioClock};
+use shuffle_limiter::{Quota, Request, ShardedLimiter, TokioClock};
 use tokio::time::Instant;
 
 /// An answer: a status and its headers.
@@ -173,6 +173,43 @@ async fn retries_stay_within_the_tenants_budget() {
         })
         .await;
     assert_eq!(sent.load(Ordering::Relaxed), 1);
+}
+
+/// A call estimated at 5 tokens that the cost header settles at 1 banks
+/// what 1 token earns (0.2 of a retry), not what 5 would: the 4 given back
+/// are drawn again by later calls, which bank their own.
+#[tokio::test(start_paused = true)]
+async fn a_settled_call_banks_retries_on_what_it_cost() {
+    let limiter = limiter();
+    let budget = RetryBudget::of(&limiter)
+        .floor_per_second(0)
+        .clock(TokioClock::new());
+    let upstream = Upstream::new(Arc::clone(&limiter))
+        .scope(Scope::PerTenant)
+        .cost_header("X-Usage-Tokens")
+        .retries(budget);
+    let cost = vec![("x-usage-tokens", "1")];
+    upstream
+        .call(Request::tenant("flaky").tokens(5), |_| async {
+            Reply(200, cost.clone())
+        })
+        .await
+        .unwrap();
+    let sent = AtomicU32::new(0);
+    let answer = upstream
+        .call("flaky", |_| async {
+            match sent.fetch_add(1, Ordering::Relaxed) {
+                0 => Reply(503, vec![("retry-after", "0")]),
+                _ => ok(),
+            }
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        (answer.status(), sent.load(Ordering::Relaxed)),
+        (503, 1),
+        "0.2 of a retry banked: none to spend"
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -275,7 +275,12 @@ impl<S: Store, P: Clock, R: Retries> Upstream<S, P, R> {
             let heard = self.hear(&answer);
             self.listen(&request, &heard).await?;
             if let Some(retries) = &self.retries {
-                retries.deposit(&grant);
+                // What the call cost, not its estimate: the tokens a
+                // settlement gives back are drawn again, and bank again.
+                match heard.cost {
+                    Some(cost) if cost < grant.tokens() => retries.deposit(&grant.kept(cost)),
+                    _ => retries.deposit(&grant),
+                }
             }
             if let Some(cost) = heard.cost {
                 self.limiter
