@@ -281,3 +281,33 @@ fn batch_settings_that_cannot_work_are_refused_before_connecting() {
         assert!(matches!(refused, BuildError::SpreadBatching), "{refused:?}");
     });
 }
+
+/// A batch window as long as a `Duration` holds (under a deadline as long)
+/// gathers as any other: the task sending batches does not panic adding it
+/// to the clock, and every decision is Redis's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_window_of_half_a_duration_max_batches() {
+    let server = RedisServer::start();
+    let limiter = ShardedLimiter::builder()
+        .quota(Quota::per_second(100))
+        .buckets(4)
+        .per_tenant(2)
+        .name("huge-window")
+        .build_redis(
+            &server.url(),
+            RedisOptions::new(FailurePolicy::FailClosed)
+                .deadline(Duration::MAX)
+                .batch(64, Duration::from_secs(u64::MAX / 2)),
+        )
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        let decision = limiter.decide("t").await;
+        let error = decision.error().map(ToString::to_string);
+        assert_eq!(
+            (decision.source(), decision.is_granted()),
+            (Source::Redis, true),
+            "{error:?}"
+        );
+    }
+}

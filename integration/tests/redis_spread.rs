@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use shuffle_limiter::redis::{BuildError, Error, Layout, Source};
+use shuffle_limiter::redis::{BuildError, Error, FailurePolicy, Layout, RedisOptions, Source};
 use shuffle_limiter::{DenialReason, Limit, Quota, Request, ShardedLimiter};
 
 #[path = "support/redis_cluster.rs"]
@@ -288,5 +288,40 @@ fn spread_refunds_and_queued_waits_work_bucket_by_bucket() {
             "{served:?}"
         );
         assert_eq!(limiter.stats().from_policy(), 0);
+    });
+}
+
+/// A deadline as long as a `Duration` holds is a deadline that never comes:
+/// every decision is made, none panics adding it to the clock.
+#[test]
+fn a_deadline_of_duration_max_decides() {
+    let server = redis_server::RedisServer::start();
+    runtime().block_on(async {
+        let limiter = ShardedLimiter::builder()
+            .quota(Quota::per_second(100))
+            .buckets(4)
+            .per_tenant(2)
+            .name("huge-deadline")
+            .build_redis(
+                &server.url(),
+                RedisOptions::new(FailurePolicy::FailClosed)
+                    .layout(Layout::Spread)
+                    .deadline(Duration::MAX),
+            )
+            .await
+            .unwrap();
+        let limiter = Arc::new(limiter);
+        for request in [1, 0] {
+            let limiter = Arc::clone(&limiter);
+            let decided = tokio::spawn(async move {
+                let decision = limiter.decide(Request::tenant("t").tokens(request)).await;
+                (decision.source(), decision.is_granted())
+            });
+            assert_eq!(
+                decided.await.unwrap(),
+                (Source::Redis, true),
+                "{request} tokens"
+            );
+        }
     });
 }

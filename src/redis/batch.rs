@@ -172,7 +172,8 @@ where
         let (mut out, mut closed) = (0usize, false);
         loop {
             if let Some(since) = waiting.since {
-                let due = waiting.len() >= this.max || Instant::now() >= since + this.window;
+                let due =
+                    waiting.len() >= this.max || Instant::now() >= super::after(since, this.window);
                 if closed || out == 0 || (out < MAX_OUT && due) {
                     // Whoever arrived meanwhile takes their turn in this batch.
                     while let Ok(event) = receiver.try_recv() {
@@ -190,7 +191,7 @@ where
             }
             let event = match waiting.since {
                 Some(since) if out < MAX_OUT => {
-                    match timeout_at(since + this.window, receiver.recv()).await {
+                    match timeout_at(super::after(since, this.window), receiver.recv()).await {
                         Ok(event) => event,
                         Err(_) => continue,
                     }

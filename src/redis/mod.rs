@@ -226,6 +226,13 @@ pub use store::{Decision, RedisStats, RedisStore, Source};
 
 use store::{ERRORS, FROM_CACHE, FROM_POLICY, FROM_REDIS};
 
+/// `by` after `at`, or thirty years after it when no instant is that far:
+/// a deadline or a batch window may be as long as a `Duration` holds.
+fn after(at: tokio::time::Instant, by: Duration) -> tokio::time::Instant {
+    const FAR: Duration = Duration::from_secs(30 * 365 * 86_400);
+    at.checked_add(by).unwrap_or(at + FAR)
+}
+
 /// A limiter whose buckets live in Redis, shared by every process that
 /// builds it with the same quota, N, k, salt and name: a [`Limiter`] over
 /// the [`RedisStore`].

@@ -115,7 +115,7 @@ where
         let interval = split.interval() / MICROS;
         let capacity = |b: u32| u64::from(split.burst_of(b)) * interval;
         let cost = u64::from(n) * interval;
-        let deadline = Instant::now() + self.options.deadline;
+        let deadline = super::after(Instant::now(), self.options.deadline);
         let mut tries = Tries {
             soonest: None,
             unknown: None,
@@ -208,7 +208,7 @@ where
 
     /// A request of 0 tokens: reads every own bucket, takes nothing.
     async fn read_spread(&self, shard: Shard) -> Decision {
-        let deadline = Instant::now() + self.options.deadline;
+        let deadline = super::after(Instant::now(), self.options.deadline);
         let (version, split) = self.current();
         let interval = split.interval() / MICROS;
         let (mut remaining, mut longest, mut roomiest) = (0, 0, (0, 0));
