@@ -110,6 +110,7 @@ impl Grant {
     /// What stays of this grant once all but `tokens` of it are refunded
     /// ([`part`](Self::part) takes from the last bucket to pay back, so this
     /// keeps the first ones'); the whole grant when `tokens` is more.
+    #[cfg_attr(not(feature = "wait"), allow(dead_code))] // Upstream::call's
     pub(crate) fn kept(&self, tokens: u32) -> Grant {
         let mut payments = [Payment::default(); MAX_K];
         let (mut payers, mut left) = (0, tokens);

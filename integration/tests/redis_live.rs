@@ -60,6 +60,49 @@ fn a_quota_set_by_one_process_is_what_the_others_decide_with_next() {
     });
 }
 
+/// `LocalFallback { replicas: 2 }`: each process's fallback holds half the
+/// budget. A cut whose half the fallback cannot take (a burst of 6 over 2
+/// replicas, 3 for 4 buckets) is refused by the process that makes it; made
+/// by a process with another policy, it leaves this process's fallback
+/// denying, not granting on the half of the old budget it had.
+#[test]
+fn a_quota_the_local_fallback_cannot_share_is_refused_or_denied() {
+    let mut server = RedisServer::start();
+    runtime().block_on(async {
+        let fallback = FailurePolicy::LocalFallback { replicas: 2 };
+        let a = process(&server, "share", fallback).await;
+        let err = a.set_quota(slow(6)).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::FallbackBurstTooSmall {
+                    burst: 6,
+                    replicas: 2,
+                    buckets: 4
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string().contains("raise the burst to at least 8"),
+            "{err}"
+        );
+        assert_eq!(a.quota(), slow(20), "nothing changed");
+        let mut connection = server.connection().await;
+        let key: Option<String> = connection.get("{share}:quota").await.unwrap();
+        assert_eq!(key, None);
+
+        let b = process(&server, "share", FailurePolicy::FailClosed).await;
+        b.set_quota(slow(6)).await.unwrap();
+        assert_eq!(a.decide("t").await.source(), Source::Redis);
+        assert_eq!(a.quota(), slow(6), "a took the quota from Redis");
+        server.kill();
+        let decision = a.decide("t").await;
+        assert_eq!(decision.source(), Source::Policy);
+        assert!(!decision.is_granted(), "granted on the old budget's half");
+    });
+}
+
 #[test]
 fn a_quota_the_buckets_cannot_take_is_refused_and_changes_nothing() {
     let server = RedisServer::start();

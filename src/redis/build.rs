@@ -2,7 +2,7 @@
 //! the connection is made and the script loaded.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::Duration;
 
 use ::redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
@@ -400,6 +400,7 @@ impl<L> Parts<L> {
             rooms: Rooms::new(buckets),
             held: (0..buckets).map(|_| AtomicU64::new(0)).collect(),
             fallback: self.fallback,
+            fallback_behind: AtomicBool::new(false),
             shards: self.core.shards.clone(),
             no_cache: ShardCache::new(0, &self.core.shards.assignment, self.core.max_buckets),
             metrics: self.core.metrics.clone(),

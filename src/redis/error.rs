@@ -281,6 +281,18 @@ pub enum Error {
     Config(ConfigError),
     /// A quota or N cannot be set live in the spread layout yet.
     SpreadQuota,
+    /// A quota or N set live whose share the local fallback
+    /// ([`FailurePolicy::LocalFallback`](super::FailurePolicy::LocalFallback))
+    /// cannot take: each replica's burst, B / replicas, is below N. Nothing
+    /// changed.
+    FallbackBurstTooSmall {
+        /// The quota's burst (B).
+        burst: u32,
+        /// Replicas sharing it.
+        replicas: u32,
+        /// Buckets in all (N).
+        buckets: u32,
+    },
     /// Redis did not answer in time.
     Timeout {
         /// The time waited.
@@ -376,6 +388,7 @@ impl Error {
                 | Error::Reply { .. }
                 | Error::Config(_)
                 | Error::SpreadQuota
+                | Error::FallbackBurstTooSmall { .. }
         )
     }
 }
@@ -434,6 +447,16 @@ impl fmt::Display for Error {
                  one-slot layout (the default) to change them live, or restart every process \
                  with the new settings",
             ),
+            &Error::FallbackBurstTooSmall {
+                burst,
+                replicas,
+                buckets,
+            } => BuildError::FallbackBurstTooSmall {
+                burst,
+                replicas,
+                buckets,
+            }
+            .fmt(f),
             Error::Timeout { after } => write!(
                 f,
                 "Redis did not answer within {after:?}: check that the server is up and not \

@@ -142,13 +142,25 @@ where
         let Ok(()) = adopted;
         self.denials.clear();
         if let (Some(local), Some(replicas)) = (&self.fallback, self.options.policy.replicas()) {
-            // A share or an N the fallback cannot take leaves it as it was:
-            // it only answers while Redis does not, and a bucket it lacks
-            // is sealed there (it denies).
-            if let Ok(share) = replica_share(quota, replicas, split.buckets) {
-                let _ = local.follow(share, split.buckets);
-            }
+            // A share or an N the fallback cannot take (set by a process
+            // with other options): it denies until it can follow again,
+            // since the budget it had may be more than the fleet's now.
+            let followed = replica_share(quota, replicas, split.buckets)
+                .is_ok_and(|share| local.follow(share, split.buckets).is_ok());
+            self.fallback_behind.store(!followed, Ordering::Relaxed);
         }
+    }
+
+    /// Whether the local fallback could take its share of `quota` over
+    /// `buckets`.
+    pub(super) fn fallback_can_follow(&self, quota: Quota, buckets: u32) -> Result<(), BuildError> {
+        if let (Some(local), Some(replicas)) = (&self.fallback, self.options.policy.replicas()) {
+            let share = replica_share(quota, replicas, buckets)?;
+            local
+                .could_follow(share, buckets)
+                .map_err(BuildError::Config)?;
+        }
+        Ok(())
     }
 
     /// Reads the quota key and adopts what it holds (the quota the limiter
@@ -252,6 +264,25 @@ where
             let (version, old) = shared.current();
             let (quota, buckets) = next(shared.split.quota(), old.buckets);
             let new = shared.split_of(quota, buckets)?;
+            // Refused before Redis changes: a fallback left on the old
+            // budget could grant more than the fleet's new one.
+            shared
+                .fallback_can_follow(quota, new.buckets)
+                .map_err(|e| match e {
+                    BuildError::FallbackBurstTooSmall {
+                        burst,
+                        replicas,
+                        buckets,
+                    } => Error::FallbackBurstTooSmall {
+                        burst,
+                        replicas,
+                        buckets,
+                    },
+                    BuildError::Config(e) => Error::Config(e),
+                    e => Error::Reply {
+                        detail: e.to_string(),
+                    },
+                })?;
             // A new N keeps tokens, with or without a new quota: a share
             // of a changed burst would refill what buckets removed held.
             let mode = if new.buckets == old.buckets {
@@ -307,14 +338,7 @@ where
             Error::Config(e) => BuildError::Config(e),
             e => BuildError::Redis(e),
         })?;
-        if let (Some(local), Some(replicas)) = (&shared.fallback, shared.options.policy.replicas())
-        {
-            let share = replica_share(quota, replicas, buckets)?;
-            local
-                .could_follow(share, buckets)
-                .map_err(BuildError::Config)?;
-        }
-        Ok(())
+        shared.fallback_can_follow(quota, buckets)
     }
 }
 

@@ -5,7 +5,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use ::redis::aio::ConnectionLike;
@@ -91,6 +91,10 @@ pub(super) struct Shared<Conn, L> {
     /// one-slot layout's).
     pub(super) held: Box<[AtomicU64]>,
     pub(super) fallback: Option<L>,
+    /// Whether the fallback could not follow the quota or N in force (a
+    /// change another process made, whose share it cannot take): it then
+    /// denies, rather than grant on the budget it had.
+    pub(super) fallback_behind: AtomicBool,
     /// Where decisions wait for their batch, when batching is on.
     pub(super) batcher: Option<Batcher>,
     /// How shards are found, to resolve one again when another process
@@ -325,6 +329,7 @@ where
         };
         let outage = error.as_deref().is_none_or(Error::is_outage);
         let result = match (&self.fallback, self.options.policy) {
+            (Some(_), _) if self.fallback_behind.load(Ordering::Relaxed) => Err(deny()),
             (Some(local), _) => match local.decide(shard, n) {
                 Some(decided) => decided.map(Grant::by_fallback),
                 None => Err(deny()),
