@@ -24,7 +24,9 @@
 //! every request the policy answered, once.
 //!
 //! Cardinality is bounded by the configuration: three series per bucket per
-//! limiter, and four more per Redis limiter. Nothing is ever labelled with a tenant id, whose values are
+//! limiter, registered at build for every bucket N may grow to
+//! ([`Builder::max_buckets`](crate::Builder::max_buckets), N unless set),
+//! and four more per Redis limiter. Nothing is ever labelled with a tenant id, whose values are
 //! unbounded; the `bucket` label already tells which shard is hot.
 //!
 //! When a limiter is built with weak isolation (one bucket, or fewer than
@@ -174,9 +176,10 @@ impl Metrics {
 
     #[cold]
     fn denied(&self, denied: &Denied) {
-        // No bucket is short when the store could not decide: the Redis
-        // limiter counts those once, by source.
-        if denied.reason() == crate::DenialReason::StoreUnavailable {
+        // Only a bucket that is short counts: not a request that can never
+        // fit, and not a store that could not decide (the Redis limiter
+        // counts those once, by source).
+        if denied.reason() != crate::DenialReason::Limited {
             return;
         }
         self.denials[denied.bucket() as usize].increment(1);

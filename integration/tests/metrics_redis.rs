@@ -9,7 +9,7 @@ use std::time::Duration;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use shuffle_limiter::metrics::{DENIALS, GRANTS, REDIS_DECISIONS, REDIS_ERRORS};
 use shuffle_limiter::redis::{FailurePolicy, RedisLimiter, RedisOptions, Source};
-use shuffle_limiter::{DenialReason, Quota, ShardedLimiter};
+use shuffle_limiter::{DenialReason, Quota, Request, ShardedLimiter};
 
 #[path = "../../tests/support/redis_server.rs"]
 mod redis_server;
@@ -91,6 +91,14 @@ fn every_redis_decision_is_counted_by_its_source_as_the_stats_count_it() {
         }
         assert_eq!(sources.get(&Source::Redis), Some(&3), "{sources:?}");
         assert_eq!(sources.get(&Source::CachedDenial), Some(&1), "{sources:?}");
+        // A request no bucket can ever pay: the limiter's own answer, no
+        // bucket short, so no denial counted (as in process).
+        let never = limiter.decide(Request::tenant("tenant").tokens(100)).await;
+        assert!(matches!(
+            never.result().unwrap_err().reason(),
+            DenialReason::NeverFits { .. }
+        ));
+        assert_eq!(never.source(), Source::Limiter);
         // Redis gone: the policy answers, with an error, then a paused
         // shard. (A tenant on the other bucket, which no denial is cached for.)
         let other = (0..)

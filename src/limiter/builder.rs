@@ -90,7 +90,8 @@ impl<C: Clock> Builder<C> {
     /// The room costs memory whether it is used or not: one cache line (128
     /// bytes) per bucket, and the tenant cache packs bucket numbers up to
     /// this many (a larger shard may take two words per tenant instead of
-    /// one; see [`tenant_cache`](Self::tenant_cache)).
+    /// one; see [`tenant_cache`](Self::tenant_cache)); with the `metrics`
+    /// feature, three series per bucket are registered for each.
     pub fn max_buckets(mut self, max_buckets: u32) -> Self {
         self.max_buckets = Some(max_buckets);
         self
@@ -250,9 +251,11 @@ impl<C: Clock> Builder<C> {
     /// The memory is allocated once by [`build`](Self::build) and never
     /// grows, however many distinct tenants come: 12 bytes per tenant asked
     /// for (8 per cached tenant, in a cache of 1.5 entries per tenant, so
-    /// that tenants seldom push each other out) when a shard fits in 32 bits
-    /// (k · ⌈log₂ N⌉ ≤ 32: N ≤ 256 with k ≤ 4, or k ≤ 2 with any N); twice
-    /// that up to 64 bits and four times beyond. The default,
+    /// that tenants seldom push each other out) when a shard, with its spill
+    /// buckets, fits in 32 bits ((k + d) · ⌈log₂ M⌉ ≤ 32, M being
+    /// [`max_buckets`](Self::max_buckets), N unless set: M ≤ 256 with
+    /// k + d ≤ 4, or k + d ≤ 2 with any M); twice that up to 64 bits and
+    /// four times beyond. So turning borrowing on may double it. The default,
     /// [`DEFAULT_TENANT_CACHE`] tenants, is 1.2 MB at N = 8 and k = 2.
     pub fn tenant_cache(mut self, entries: usize) -> Self {
         self.cache = entries;
