@@ -130,3 +130,45 @@ async fn a_prefix_with_a_brace_is_refused_before_connecting() {
     );
     assert!(err.to_string().contains("without braces"), "{err}");
 }
+
+/// Names that differ keep apart: a one-slot name ending as a spread bucket's
+/// hash tag (`api:b0`) would share the spread limiter `api`'s quota key
+/// `{api:b0}:quota`, so it is refused; names that merely look alike are not.
+#[tokio::test]
+async fn a_one_slot_name_cannot_take_a_spread_buckets_tag() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let build = |name: &'static str, layout| {
+        ShardedLimiter::builder()
+            .quota(Quota::per_hour(8))
+            .buckets(4)
+            .name(name)
+            .build_redis(
+                &url,
+                RedisOptions::new(FailurePolicy::FailClosed).layout(layout),
+            )
+    };
+    let spread = api(&server, Layout::Spread, None).await;
+    for name in ["api:b0", "api:b12", "x:b1:b2"] {
+        let err = build(name, Layout::OneSlot).await.map(|_| ()).unwrap_err();
+        assert!(
+            matches!(err, BuildError::InvalidName { .. }),
+            "{name}: {err:?}"
+        );
+        assert!(
+            err.to_string().contains("not ending in ':b' and digits"),
+            "{err}"
+        );
+    }
+    for (name, layout) in [
+        ("api:b", Layout::OneSlot),
+        ("api:b0x", Layout::OneSlot),
+        ("api:bb0", Layout::OneSlot),
+        ("api:b0", Layout::Spread),
+    ] {
+        build(name, layout)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+    assert_eq!(granted(&spread).await, 4);
+}

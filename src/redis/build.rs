@@ -148,7 +148,14 @@ impl<C: Clock> Builder<C> {
         options: &RedisOptions,
     ) -> Result<Parts<L>, BuildError> {
         let mut core = self.plan().map_err(BuildError::Config)?;
-        if self.name.is_empty() || self.name.contains(['{', '}']) {
+        // A one-slot name that ends as a spread bucket's tag (`api:b0`)
+        // would share keys (`{api:b0}:quota`) with the spread limiter `api`.
+        let spread_tag = (self.name.rsplit_once(":b"))
+            .is_some_and(|(_, i)| !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()));
+        if self.name.is_empty()
+            || self.name.contains(['{', '}'])
+            || (options.layout == Layout::OneSlot && spread_tag)
+        {
             return Err(BuildError::InvalidName { name: self.name });
         }
         // Redis hashes the first `{...}` of a key: a brace in the prefix

@@ -32,7 +32,10 @@ use crate::error::ConfigError;
 pub enum BuildError {
     /// The limiter's configuration cannot work.
     Config(ConfigError),
-    /// The name cannot be a Redis hash tag.
+    /// The name cannot be a Redis hash tag: it is empty or holds a brace,
+    /// or (in the one-slot layout) it ends in `:b` and digits, as the
+    /// spread layout's bucket tags do, whose keys it would share (`api:b0`
+    /// and the spread limiter `api` would both write `{api:b0}:quota`).
     InvalidName {
         /// The name given.
         name: String,
@@ -118,7 +121,8 @@ impl fmt::Display for BuildError {
             BuildError::InvalidName { name } => write!(
                 f,
                 "the limiter name {name:?} cannot be a Redis hash tag: \
-                 use a non-empty .name(..) without '{{' or '}}'"
+                 use a non-empty .name(..) without '{{' or '}}', and not ending in ':b' and \
+                 digits (in the one-slot layout: the spread layout's bucket tags end so)"
             ),
             BuildError::InvalidKeyPrefix { prefix } => write!(
                 f,
