@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::{Cmd, Pipeline, RedisFuture, Value};
-use shuffle_limiter::redis::{FailurePolicy, Source};
+use shuffle_limiter::redis::{Decision, FailurePolicy, RedisLimiter, Source};
 use shuffle_limiter::{Limit, ManualClock, Quota, Request, ShardedLimiter};
 
 #[path = "support/batch.rs"]
@@ -306,6 +306,64 @@ fn denials_are_cached_until_their_retry_time() {
         // its retry time, so 7 is refused from memory again.
         let again = limiter.decide(Request::tenant("h").tokens(7)).await;
         assert_eq!(again.source(), Source::CachedDenial);
+    });
+}
+
+/// Decides for "t" until Redis answers, for at most 3 s: the decision, and
+/// how long it took.
+async fn until_asked(limiter: &RedisLimiter) -> (Decision, Duration) {
+    let started = std::time::Instant::now();
+    loop {
+        let decision = limiter.decide("t").await;
+        if decision.source() == Source::Redis || started.elapsed() > Duration::from_secs(3) {
+            return (decision, started.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// A refund, or a raise of the quota, made by another process moves a
+/// bucket's arrival time back, which a cached denial here cannot see: it is
+/// used for at most a second after Redis gave it, then Redis is asked.
+#[test]
+fn another_process_refund_or_raise_reaches_a_cached_denial_within_a_second() {
+    let server = RedisServer::start();
+    serial(async {
+        // 8 an hour over 4 buckets of 2, k = 2: nothing refills meanwhile.
+        let process = |name| {
+            redis_limiter(
+                &server,
+                Quota::per_hour(8),
+                (4, 2),
+                name,
+                FailurePolicy::FailClosed,
+            )
+        };
+        for change in ["refund", "raise"] {
+            let (a, b) = (process(change).await, process(change).await);
+            let mut grants = Vec::new();
+            for _ in 0..5 {
+                grants.extend(b.check("t").await.ok());
+            }
+            assert_eq!(grants.len(), 4);
+            assert_eq!(a.decide("t").await.source(), Source::Redis);
+            assert_eq!(a.decide("t").await.source(), Source::CachedDenial);
+            if change == "refund" {
+                assert_eq!(b.refund(grants.pop().unwrap()).await.unwrap().given(), 1);
+            } else {
+                b.set_quota(Quota::per_second(8000).with_burst(8))
+                    .await
+                    .unwrap();
+            }
+            let (decision, took) = until_asked(&a).await;
+            assert_eq!(
+                decision.source(),
+                Source::Redis,
+                "{change}: still cached after {took:?}"
+            );
+            assert!(decision.is_granted(), "{change}: {:?}", decision.result());
+            assert!(took <= Duration::from_millis(1500), "{change}: {took:?}");
+        }
     });
 }
 

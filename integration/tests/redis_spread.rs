@@ -325,3 +325,45 @@ fn a_deadline_of_duration_max_decides() {
         }
     });
 }
+
+/// A refund made by another process reaches what this one saw of a bucket
+/// within a second, as it reaches a cached denial in the one-slot layout.
+#[test]
+fn another_process_refund_reaches_what_was_seen_within_a_second() {
+    let server = redis_server::RedisServer::start();
+    let url = server.url();
+    runtime().block_on(async {
+        let process = || {
+            ShardedLimiter::builder()
+                .quota(Quota::per_hour(8))
+                .buckets(4)
+                .per_tenant(2)
+                .name("seen")
+                .build_redis(
+                    &url,
+                    RedisOptions::new(FailurePolicy::FailClosed)
+                        .layout(Layout::Spread)
+                        .deadline(Duration::from_secs(1)),
+                )
+        };
+        let (a, b) = (process().await.unwrap(), process().await.unwrap());
+        let mut grants = Vec::new();
+        for _ in 0..5 {
+            grants.extend(b.check("t").await.ok());
+        }
+        assert_eq!(grants.len(), 4);
+        assert!(!a.decide("t").await.is_granted());
+        assert_eq!(a.decide("t").await.source(), Source::CachedDenial);
+        assert_eq!(b.refund(grants.pop().unwrap()).await.unwrap().given(), 1);
+        let started = Instant::now();
+        let granted = loop {
+            let decision = a.decide("t").await;
+            if decision.is_granted() || started.elapsed() > Duration::from_secs(3) {
+                break decision.is_granted();
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        let took = started.elapsed();
+        assert!(granted && took <= Duration::from_millis(1500), "{took:?}");
+    });
+}

@@ -11,6 +11,12 @@
 //! bucket without one: its burst) adds up to less than it asks, and, for a
 //! tenant that may borrow, each spill bucket that could ever hold it is
 //! known to lack it.
+//!
+//! Other processes' draws only move a bucket's arrival time forward, which
+//! keeps such a fact true; their refunds and changes of the quota move it
+//! back, which this process hears of only from Redis. So a fact is used for
+//! at most [`FRESH_FOR`] after it was asked: past that, Redis is asked
+//! again, even before the retry time.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -21,16 +27,25 @@ use crate::{Denied, Shard};
 /// The largest bound remembered; a bucket holding more is not.
 const MAX_WEIGHT: u32 = 0xFFFF;
 
-/// Per bucket, `until << 16 | weight`, `until` in local microseconds.
+/// How long a fact is used after it was asked, in microseconds: how late a
+/// refund or a quota change made by another process may reach a cached
+/// denial here.
+pub(super) const FRESH_FOR: u64 = 1_000_000;
+
+/// Per bucket, `until << 16 | weight`, `until` in local microseconds, and
+/// when that was asked.
 #[derive(Debug)]
 pub(super) struct DenialCache {
     blocked: Box<[AtomicU64]>,
+    asked: Box<[AtomicU64]>,
 }
 
 impl DenialCache {
     pub(super) fn new(buckets: u32) -> Self {
+        let zeros = || (0..buckets).map(|_| AtomicU64::new(0)).collect();
         DenialCache {
-            blocked: (0..buckets).map(|_| AtomicU64::new(0)).collect(),
+            blocked: zeros(),
+            asked: zeros(),
         }
     }
 
@@ -52,9 +67,13 @@ impl DenialCache {
     pub(super) fn lookup(&self, split: &Split, shard: &Shard, n: u32, now: u64) -> Option<Denied> {
         let mut soonest = (u64::MAX, shard.buckets()[0]);
         let mut known = |b: u32| {
+            // When first, so that a fact written with it is read with it
+            // (a fact paired with an older `asked` is only used less long).
+            let asked = self.asked[b as usize].load(Ordering::Acquire);
             let entry = self.blocked[b as usize].load(Ordering::Relaxed);
             let (until, weight) = (entry >> 16, (entry & 0xFFFF) as u32);
-            let fewer_than = (until > now).then_some(weight)?;
+            let fresh = now < asked.saturating_add(FRESH_FOR);
+            let fewer_than = (until > now && fresh).then_some(weight)?;
             if until < soonest.0 {
                 soonest = (until, b);
             }
@@ -90,6 +109,7 @@ impl DenialCache {
             if fewer_than <= MAX_WEIGHT {
                 let entry = until << 16 | u64::from(fewer_than);
                 self.blocked[b as usize].store(entry, Ordering::Relaxed);
+                self.asked[b as usize].store(sent, Ordering::Release);
             }
         }
     }

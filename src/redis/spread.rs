@@ -22,6 +22,7 @@ use std::time::Duration;
 use ::redis::aio::ConnectionLike;
 use tokio::time::{Instant, timeout_at};
 
+use super::denial_cache::FRESH_FOR;
 use super::error::Error;
 use super::script::{Answer, MICROS, Request, answer};
 use super::store::{Decision, ERRORS, Shared, Source};
@@ -32,44 +33,64 @@ use crate::store::sealed::Local;
 use crate::{Denied, Shard};
 
 /// Per bucket, the local time (the breaker's microseconds) at which this
-/// process last knew it would be full again if nothing more were taken.
+/// process last knew it would be full again if nothing more were taken,
+/// and when it asked.
 ///
 /// Each value is measured from the moment its request was sent, and other
-/// processes only ever move a bucket's arrival time forward, so a bucket
-/// holds at most the room this implies (up to the drift of the two clocks):
-/// a bucket it says is short is short. The largest value seen is kept.
+/// processes' draws only ever move a bucket's arrival time forward, so a
+/// bucket holds at most the room this implies (up to the drift of the two
+/// clocks): a bucket it says is short is short. The largest value seen is
+/// kept. Their refunds move it back, which only Redis tells: so what was
+/// seen is used for at most [`FRESH_FOR`] after it was asked, as the denial
+/// cache's facts are, and then the bucket counts as unknown (full).
 #[derive(Debug)]
 pub(super) struct Rooms {
     full_at: Box<[AtomicU64]>,
+    asked: Box<[AtomicU64]>,
 }
 
 impl Rooms {
     pub(super) fn new(buckets: u32) -> Self {
+        let zeros = || (0..buckets).map(|_| AtomicU64::new(0)).collect();
         Rooms {
-            full_at: (0..buckets).map(|_| AtomicU64::new(0)).collect(),
+            full_at: zeros(),
+            asked: zeros(),
         }
     }
 
-    /// When `bucket` is full again, at the earliest.
-    fn full_at(&self, bucket: u32) -> u64 {
-        self.full_at[bucket as usize].load(Ordering::Relaxed)
+    /// When `bucket` is full again, at the earliest, as known at `now` (0:
+    /// not known, or asked too long ago).
+    fn full_at(&self, bucket: u32, now: u64) -> u64 {
+        let asked = self.asked[bucket as usize].load(Ordering::Acquire);
+        let full_at = self.full_at[bucket as usize].load(Ordering::Relaxed);
+        if now < asked.saturating_add(FRESH_FOR) {
+            full_at
+        } else {
+            0
+        }
     }
 
     /// The most room (µs of credit) `bucket`, of `capacity`, can have at `now`.
     fn room(&self, bucket: u32, capacity: u64, now: u64) -> u64 {
-        capacity.saturating_sub(self.full_at(bucket).saturating_sub(now))
+        capacity.saturating_sub(self.full_at(bucket, now).saturating_sub(now))
     }
 
-    /// Forgets what is known of `bucket`: tokens were given back to it, so
-    /// it may hold more than the latest news said (the one case where a
-    /// bucket's arrival time moves back; another process's refund is not
-    /// seen here, which can only deny a request that would have had room).
+    /// Forgets what is known of `bucket`: tokens were given back to it
+    /// here, so it may hold more than the latest news said.
     pub(super) fn forget(&self, bucket: u32) {
         self.full_at[bucket as usize].store(0, Ordering::Relaxed);
     }
 
-    fn saw(&self, bucket: u32, full_at: u64) {
-        self.full_at[bucket as usize].fetch_max(full_at, Ordering::Relaxed);
+    /// Learns, from a request sent at `asked`, that `bucket` is full again
+    /// at `full_at`: the latest news, unless what was known had gone stale.
+    fn saw(&self, bucket: u32, full_at: u64, asked: u64) {
+        let b = bucket as usize;
+        if self.full_at(bucket, asked) == 0 {
+            self.full_at[b].store(full_at, Ordering::Relaxed);
+        } else {
+            self.full_at[b].fetch_max(full_at, Ordering::Relaxed);
+        }
+        self.asked[b].fetch_max(asked, Ordering::Release);
     }
 }
 
@@ -130,7 +151,12 @@ where
             // The local instant the draw is made at.
             let now = self.breaker.micros().saturating_add(lead);
             if self.options.cache_denials && self.rooms.room(b, capacity(b), now) < cost {
-                tries.short(self.rooms.full_at(b).saturating_sub(capacity(b) - cost), b);
+                tries.short(
+                    self.rooms
+                        .full_at(b, now)
+                        .saturating_sub(capacity(b) - cost),
+                    b,
+                );
                 continue;
             }
             if let Err(error) = self.breaker.admit(&[b]) {
@@ -153,7 +179,7 @@ where
                         Outcome::Grant(Single {
                             remaining, full_in, ..
                         }) => {
-                            self.rooms.saw(b, now.saturating_add(full_in));
+                            self.rooms.saw(b, now.saturating_add(full_in), now);
                             let drew = (j, remaining, full_in);
                             let result = self.spread_grant((version, &split), &shard, drew, now, n);
                             let decision = self.decided(result, Source::Redis, None);
@@ -162,7 +188,7 @@ where
                         Outcome::Deny { at, .. } => {
                             // Room now = cost − at: full in at + capacity − cost.
                             let full_in = at.saturating_add(capacity(b) - cost);
-                            self.rooms.saw(b, now.saturating_add(full_in));
+                            self.rooms.saw(b, now.saturating_add(full_in), now);
                             tries.short(now.saturating_add(at), b);
                             continue;
                         }
@@ -233,7 +259,7 @@ where
                         ..
                     }) = drawn.outcome
                     {
-                        self.rooms.saw(b, now.saturating_add(full_in));
+                        self.rooms.saw(b, now.saturating_add(full_in), now);
                         remaining += tokens;
                         longest = longest.max(full_in);
                         // The roomiest names the grant, the first of equals.
@@ -307,7 +333,7 @@ where
             if i != j {
                 let capacity = u64::from(split.burst_of(b)) * interval;
                 remaining += self.rooms.room(b, capacity, now) / interval;
-                longest = longest.max(self.rooms.full_at(b).saturating_sub(now));
+                longest = longest.max(self.rooms.full_at(b, now).saturating_sub(now));
             }
         }
         let outcome = Outcome::Grant(Single {
@@ -332,7 +358,7 @@ where
 
 #[cfg(test)]
 mod tests {
-    use super::Rooms;
+    use super::{FRESH_FOR, Rooms};
 
     #[test]
     fn a_bucket_seen_short_refills_on_the_local_clock_and_the_latest_news_wins() {
@@ -340,13 +366,26 @@ mod tests {
         // Unknown: full.
         assert_eq!(rooms.room(2, 100, 0), 100);
         // Seen at 1000 full only at 1080: room 20, growing one per µs.
-        rooms.saw(2, 1080);
+        rooms.saw(2, 1080, 1000);
         assert_eq!(rooms.room(2, 100, 1000), 20);
         assert_eq!(rooms.room(2, 100, 1050), 70);
         assert_eq!(rooms.room(2, 100, 5000), 100);
         // An older reply arriving late cannot make it look roomier.
-        rooms.saw(2, 1040);
+        rooms.saw(2, 1040, 990);
         assert_eq!(rooms.room(2, 100, 1000), 20);
         assert_eq!(rooms.room(1, 100, 1000), 100);
+    }
+
+    #[test]
+    fn what_was_seen_is_used_for_a_while_only() {
+        let rooms = Rooms::new(4);
+        // Full only in an hour (a refund elsewhere could change that).
+        let hour = 3_600_000_000;
+        rooms.saw(1, 1000 + hour, 1000);
+        assert_eq!(rooms.room(1, 100, 1000 + FRESH_FOR - 1), 0);
+        assert_eq!(rooms.room(1, 100, 1000 + FRESH_FOR), 100);
+        // Asked again then: the new news, though earlier, is what counts.
+        rooms.saw(1, 1000 + FRESH_FOR + 50, 1000 + FRESH_FOR);
+        assert_eq!(rooms.room(1, 100, 1000 + FRESH_FOR), 50);
     }
 }
