@@ -18,9 +18,10 @@
 //! # Without a lock
 //! A word is read and written whole, so a reader never sees a torn word, and
 //! it trusts an entry only if every word of it carries the tag of the key it
-//! looks for. Two writers racing on one way may leave words of two tenants
-//! mixed; then the tags disagree and the readers miss, and compute the shard
-//! again. A miss that finds no empty way replaces a way chosen by a
+//! looks for, under the N it looks under. Two writers racing on one way may
+//! leave words of two tenants mixed, or of one tenant under two Ns (a change
+//! of N meanwhile); then the tags disagree and the readers miss, and compute
+//! the shard again. A miss that finds no empty way replaces a way chosen by a
 //! per-thread coin.
 //!
 //! # False hits
@@ -257,11 +258,17 @@ impl ShardCache {
     /// the payload bits, so that one key's tags under two Ns always differ
     /// in the bits an entry keeps (N < 2¹⁷ and the payload at most 32 bits
     /// leave its whole difference inside them), while two keys' tags stay
-    /// as unrelated as their hashes.
+    /// as unrelated as their hashes. And N added once more at the bottom,
+    /// for the low half that the odd words of a multi-word entry carry:
+    /// each word then differs under two Ns (the half above gains N plus a
+    /// carry that grows with N), so a way left with words of one tenant's
+    /// entries under two Ns by racing writers is missed, never read as a
+    /// shard half of each.
     #[inline]
     fn tag(&self, key: &[u8], buckets: u32) -> u64 {
         let hash = self.hashers[1].hash_one(key);
-        hash.wrapping_add(u64::from(buckets) << self.layout.payload)
+        let n = u64::from(buckets);
+        hash.wrapping_add(n << self.layout.payload).wrapping_add(n)
     }
 
     /// The payloads of the entry tagged `tag` in `set`, if there is one.

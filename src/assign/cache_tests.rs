@@ -280,3 +280,33 @@ fn readers_racing_writers_see_whole_entries_or_miss() {
         });
     }
 }
+
+/// Two writers of one tenant under two Ns (a change of N while both miss)
+/// may leave a way holding words of both entries. Every word's tag carries
+/// N, so a lookup under either N misses that way instead of taking a shard
+/// half of one N and half of the other.
+#[test]
+fn an_entry_torn_between_two_ns_is_missed() {
+    // 40 bits of shard (k = 5 of up to 256): two words an entry.
+    let a = Assignment::new(32, 5, b"").unwrap();
+    let cache = ShardCache::new(1, &a, 256);
+    assert_eq!(cache.layout.words, 2);
+    let (small, large) = (a.resized(16), a.resized(32));
+    let key = (0..1_000u32)
+        .map(u32::to_le_bytes)
+        .find(|key| small.shard(key).ranked()[4] != large.shard(key).ranked()[4])
+        .unwrap();
+    let set = &cache.sets[0];
+    for (n, m) in [(16, 32), (32, 16)] {
+        let entry = |n| {
+            let tag = cache.tag(&key, n);
+            cache.layout.entry(tag, &a.resized(n).shard(key))
+        };
+        let (mine, theirs) = (entry(n), entry(m));
+        // The first word of n's entry, the second of m's.
+        set.0[0].store(mine[0], Ordering::Relaxed);
+        set.0[1].store(theirs[1], Ordering::Relaxed);
+        assert_eq!(cache.find(set, cache.tag(&key, n)), None, "N = {n}");
+        assert_eq!(cache.get_or_assign(&key, &a, n), a.resized(n).shard(key));
+    }
+}
