@@ -8,7 +8,13 @@ use std::time::Duration;
 /// A source of monotonic time in nanoseconds since an arbitrary origin.
 ///
 /// The limiter reads the clock once per decision. A reading that goes
-/// backwards is safe: it can only cause a denial, never an extra grant.
+/// backwards is safe for a decision: it can only cause a denial, never an
+/// extra grant. A live change of N made at such a reading starts the
+/// buckets it adds no fuller than the fullest that stays, so no burst comes
+/// of it; one that keeps a bucket counts that bucket's room at the reading
+/// it is given, so a change that cuts a bucket's burst at a reading behind
+/// the last decision's may leave it up to that lag's refill (at its new
+/// pace) more than a change at the latest reading would.
 ///
 /// ```
 /// use std::sync::atomic::{AtomicU64, Ordering};

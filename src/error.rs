@@ -72,10 +72,11 @@ pub enum ConfigError {
         /// slower.
         min_buckets: u32,
     },
-    /// The period is so long (or the rate so low) that a bucket's state would
-    /// overflow 64-bit nanoseconds.
+    /// The period is so long (or the rate so low) that the cost of a request
+    /// as heavy as the burst would overflow 64-bit nanoseconds.
     Overflow {
-        /// The time one bucket takes to refill completely, in seconds.
+        /// The time the whole burst takes to come back at one bucket's
+        /// pace (the cost of the heaviest request), in seconds.
         refill_secs: u128,
     },
     /// The spill set asked for would give a tenant more buckets, own and
@@ -202,8 +203,9 @@ impl fmt::Display for ConfigError {
             ),
             ConfigError::Overflow { refill_secs } => write!(
                 f,
-                "a bucket would take {refill_secs} s to refill, beyond 64-bit nanoseconds \
-                 (about 146 years): use a shorter period, a higher count or a smaller burst"
+                "the whole burst would take {refill_secs} s to come back at one bucket's pace, \
+                 beyond 64-bit nanoseconds (about 146 years): use a shorter period, a higher \
+                 count or a smaller burst"
             ),
             ConfigError::SpillTooLarge {
                 spill,

@@ -392,6 +392,8 @@ impl Refunded {
 /// A charge takes at most a burst of debt from each bucket (it is empty
 /// then for another burst's time); what no bucket could take is
 /// [forgiven](Self::forgiven), never taken from another tenant's bucket.
+/// So is the whole charge of a [borrowed](Grant::borrowed) grant: the
+/// bucket that lent it is another tenant's, whose reserve it keeps.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Settled {
     pub(crate) refunded: Refunded,
@@ -407,6 +409,9 @@ pub(crate) enum Settle {
     Refund(Grant),
     /// It cost this many tokens more, to charge to its buckets.
     Charge(Grant, u32),
+    /// It cost this many tokens more, but was lent by another tenant's
+    /// bucket: forgiven, since its owners keep their reserve.
+    Forgive(u32),
 }
 
 impl Settle {
@@ -415,6 +420,7 @@ impl Settle {
         let took = grant.tokens();
         match actual.checked_sub(took) {
             Some(0) => Settle::Even,
+            Some(extra) if grant.borrowed() => Settle::Forgive(extra),
             Some(extra) => Settle::Charge(grant, extra),
             None => Settle::Refund(grant.part(took - actual).expect("less than it took")),
         }

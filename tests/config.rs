@@ -82,7 +82,7 @@ fn every_bad_configuration_is_a_typed_error_that_says_what_to_change() {
                 .quota(Quota::new(1, Duration::from_secs(u64::MAX)).with_burst(8))
                 .build(),
             ConfigError::Overflow {
-                refill_secs: u128::from(u64::MAX) * 8,
+                refill_secs: u128::from(u64::MAX) * 8 * 8,
             },
             "use a shorter period",
         ),
@@ -295,15 +295,37 @@ fn the_fastest_rate_and_the_longest_refill_are_accepted_and_no_more() {
             min_buckets: 2
         }
     );
-    // A bucket may take up to 2⁶² ns to fill, not a nanosecond more; with a
-    // burst of 3 over 2 buckets, the first holds 2 tokens.
-    let slow = |period| build(Quota::new(1, Duration::from_nanos(period)).with_burst(3), 2);
-    let limiter = slow(1 << 60).unwrap();
-    assert_eq!(limiter.bucket_interval(), Duration::from_nanos(1 << 61));
+    // The whole burst may take up to 2⁶² ns to come back at one bucket's
+    // pace (the cost of a request as heavy as the burst), not a nanosecond
+    // more: a burst of 4 over 2 buckets, at 2⁶⁰ ns a token.
+    let slow = |period| build(Quota::new(1, Duration::from_nanos(period)).with_burst(4), 2);
+    let limiter = slow(1 << 59).unwrap();
+    assert_eq!(limiter.bucket_interval(), Duration::from_nanos(1 << 60));
     assert_eq!(
-        slow((1 << 60) + 1).unwrap_err(),
+        slow((1 << 59) + 1).unwrap_err(),
         ConfigError::Overflow {
-            refill_secs: ((1 << 62) + 4) / 1_000_000_000
+            refill_secs: ((1 << 62) + 8) / 1_000_000_000
         }
     );
+    // So a request of the whole burst is paid there, and only once: its
+    // cost, 4 · 2⁶⁰ ns, does not overflow into a free grant.
+    let clock = shuffle_limiter::ManualClock::new();
+    let limiter = ShardedLimiter::builder()
+        .quota(Quota::new(1, Duration::from_nanos(1 << 59)).with_burst(4))
+        .buckets(2)
+        .per_tenant(2)
+        .clock(clock)
+        .build()
+        .unwrap();
+    let heavy = || limiter.check(shuffle_limiter::Request::tenant("t").tokens(4));
+    assert_eq!(heavy().unwrap().tokens(), 4);
+    assert!(heavy().is_err());
+    // And one heavier than a long period's buckets can take is refused at
+    // build, where it was a free grant (8 tokens at 2⁶² ns: past 64 bits).
+    let k8 = ShardedLimiter::builder()
+        .quota(Quota::new(1, Duration::from_nanos(1 << 59)).with_burst(8))
+        .buckets(8)
+        .per_tenant(8)
+        .build();
+    assert!(matches!(k8, Err(ConfigError::Overflow { .. })), "{k8:?}");
 }

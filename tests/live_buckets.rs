@@ -419,3 +419,94 @@ fn a_quota_and_n_together_reach_any_valid_pair_without_adding_tokens() {
     assert!(was > 0 && now >= 2 * was, "{now} from {was}");
     assert_eq!(limiter.buckets(), 2);
 }
+
+/// Grants at one clock reading, over tenants covering every bucket, each
+/// checked until denied.
+fn drain_all(limiter: &ShardedLimiter<ManualClock>) -> u32 {
+    let mut granted = 0;
+    for t in 0..200 {
+        let name = format!("t{t}");
+        granted += (0..100).map_while(|_| limiter.check(&name).ok()).count() as u32;
+    }
+    granted
+}
+
+/// Promise (src/clock.rs:10-11): "A reading that goes backwards is safe: it
+/// can only cause a denial, never an extra grant." And README "A budget
+/// that holds": at most R·t + B "whatever ... the clock readings, the live
+/// changes". A change of N made while the clock reads earlier than before
+/// starts the added buckets "empty" relative to that early reading, so
+/// they are full once the clock is back: at one reading, 6 grants with B = 4.
+#[test]
+fn a_change_of_n_at_a_backward_reading_adds_no_burst() {
+    let clock = ManualClock::new();
+    let limiter = ShardedLimiter::builder()
+        .quota(Quota::per_second(4).with_burst(4))
+        .buckets(2)
+        .max_buckets(4)
+        .per_tenant(1)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    clock.set_nanos(100_000_000_000); // 100 s
+    let before = drain_all(&limiter);
+    assert_eq!(before, 4, "the burst");
+    clock.set_nanos(0); // one reading earlier than the last
+    limiter.set_buckets(4).unwrap();
+    clock.set_nanos(100_000_000_000); // back to 100 s: no time has passed
+    let after = drain_all(&limiter);
+    // Done at 100 s with no backward reading, the added buckets start empty
+    // and `after` is 0; all grants here are at the same reading.
+    assert_eq!(
+        before + after,
+        4,
+        "granted {} at one clock reading with B = 4",
+        before + after
+    );
+}
+
+/// Promise (src/denied.rs, `NeverFits`): a request that asks for more than
+/// the tenant's buckets can ever hold together is denied with `NeverFits`
+/// ("no wait grants it"), and otherwise `retry_after` says when it will be
+/// granted; src/limiter/handle.rs: after a change of N a handle's checks
+/// "draw on the shard under the new N". A handle resolved before N grew
+/// weighs the request against its old shard, then draws on the new one,
+/// which can never hold it: a `Limited` denial whose retry_after is ~584
+/// years, after which it is still denied.
+#[test]
+fn a_handle_after_a_change_of_n_reports_never_fits_honestly() {
+    use shuffle_limiter::DenialReason;
+    // B = 6: over 4 buckets 2, 2, 1, 1; over 5 buckets 2, 1, 1, 1, 1.
+    let old = Assignment::new(4, 2, b"").unwrap();
+    let new = Assignment::new(5, 2, b"").unwrap();
+    let sum5 = |s: &[u32]| s.iter().map(|&b| if b == 0 { 2 } else { 1 }).sum::<u32>();
+    let tenant = (0..10_000)
+        .map(|t| format!("t{t}"))
+        .find(|t| sum5(old.shard(t).buckets()) == 3 && sum5(new.shard(t).buckets()) == 2)
+        .expect("a tenant whose shard loses bucket 0 to bucket 4");
+    let clock = ManualClock::new();
+    let limiter = ShardedLimiter::builder()
+        .quota(Quota::per_second(6).with_burst(6))
+        .buckets(4)
+        .max_buckets(5)
+        .per_tenant(2)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let handle = limiter.handle(Request::tenant(tenant.as_str()).tokens(3));
+    limiter.set_buckets(5).unwrap();
+    // The limiter itself answers NeverFits { asked: 3, most: 2 }.
+    let direct = limiter
+        .check(Request::tenant(tenant.as_str()).tokens(3))
+        .unwrap_err();
+    assert_eq!(
+        direct.reason(),
+        DenialReason::NeverFits { asked: 3, most: 2 }
+    );
+    let denied = handle.check().unwrap_err();
+    assert_eq!(
+        denied.reason(),
+        DenialReason::NeverFits { asked: 3, most: 2 },
+        "the handle's denial: {denied:?}"
+    );
+}

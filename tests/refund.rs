@@ -3,6 +3,8 @@
 //! limiter with fewer buckets. Each gives back what fits, says what did not,
 //! and never panics.
 
+use std::time::Duration;
+
 use shuffle_limiter::{ManualClock, Quota, Request, ShardedLimiter};
 
 fn limiter(quota: Quota, buckets: u32, max: u32) -> ShardedLimiter<ManualClock> {
@@ -130,4 +132,29 @@ fn a_refund_reaches_a_bucket_added_after_several_changes_of_n() {
     let refunded = limiter.refund(grant);
     assert_eq!((refunded.given(), refunded.gone()), (1, 0));
     assert_eq!(limiter.remaining(&name), before);
+}
+
+/// Promise (src/limiter/changing.rs, `refund`): gives back every token the
+/// grant took, "never beyond its burst"; and a grant paid before a change
+/// of quota may be refunded after it ("All grants minus all refunds still
+/// obey R·t + B"). Refunding a large grant after a cut to a very long
+/// period multiplies its tokens by the new interval without a bound: a
+/// panic (debug) in `refund`.
+#[test]
+fn refund_after_a_cut_to_a_long_period_does_not_panic() {
+    let limiter = ShardedLimiter::builder()
+        .quota(Quota::per_second(1_000_000_000)) // 1 bucket, 1 ns a token
+        .buckets(1)
+        .per_tenant(1)
+        .clock(ManualClock::new())
+        .build()
+        .unwrap();
+    let grant = limiter
+        .check(Request::tenant("t").tokens(1_000_000_000))
+        .unwrap();
+    limiter
+        .set_quota(Quota::with_period(1, Duration::from_nanos(1 << 62)))
+        .unwrap();
+    let refunded = limiter.refund(grant);
+    assert_eq!(refunded.given() + refunded.gone(), 1_000_000_000);
 }

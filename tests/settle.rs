@@ -151,3 +151,80 @@ fn the_store_seam_settles_as_the_limiter_does() {
     assert_eq!((settled.refunded().given(), settled.charged()), (0, 10));
     assert_eq!(limiter.remaining("t"), 8);
 }
+
+/// Promise: src/guide/borrowing.md:14-15 "The owners of a bucket may always
+/// take it to zero; a borrower never below the reserve."; src/grant.rs
+/// (`Settled`) "what no bucket could take is forgiven, never taken from
+/// another tenant's bucket"; src/guide/upstream.md "a tenant that
+/// underestimates pays with its own buckets' future and never with
+/// another's". Settling a borrowed grant charges the lender's bucket (another
+/// tenant's own) into a burst of debt, below the reserve its owners keep.
+#[test]
+fn settling_a_borrowed_grant_leaves_the_lenders_reserve() {
+    let clock = ManualClock::new();
+    let limiter = ShardedLimiter::builder()
+        .quota(Quota::per_second(8).with_burst(8)) // 2 buckets of 4 tokens
+        .buckets(2)
+        .per_tenant(1)
+        .borrow_from(1)
+        .lender_reserve(0.5) // owners keep 2 of 4
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let borrower = "t0";
+    let own = limiter.shard(borrower).buckets()[0];
+    let owner = (1..)
+        .map(|t| format!("t{t}"))
+        .find(|t| limiter.shard(t.as_str()).buckets()[0] != own)
+        .unwrap();
+    // The borrower drains its own bucket, then borrows down to the reserve.
+    let mut lent = Vec::new();
+    while let Ok(grant) = limiter.check(borrower) {
+        if grant.borrowed() {
+            lent.push(grant);
+        }
+    }
+    assert_eq!(lent.len(), 2, "4 tokens above a reserve of 2 lent out");
+    // Its cost was more than estimated: settle one lent grant at 10 tokens.
+    let settled = limiter.settle(lent.pop().unwrap(), 10);
+    // The owners still hold their reserve: 2 tokens, with no time passing.
+    let owners = (0..10)
+        .map_while(|_| limiter.check(owner.as_str()).ok())
+        .count();
+    assert_eq!(
+        owners,
+        2,
+        "owners got {owners} of their reserve of 2 (settle charged {} to their bucket)",
+        settled.charged()
+    );
+}
+
+/// Edge: ManualClock near u64::MAX. Promise (changing.rs, `set_quota`): the
+/// change "never hands out a fresh burst"; a bucket in debt (from `settle`)
+/// stays empty until the debt is paid (rescale keeps what is owed beyond
+/// the capacity). At the latest clock reading, a bucket in debt moved to a
+/// longer interval overflows: a panic (debug) in `set_quota`, a full bucket
+/// (release).
+#[test]
+fn a_quota_change_of_a_bucket_in_debt_at_the_latest_reading_keeps_the_debt() {
+    let clock = ManualClock::new();
+    let limiter = ShardedLimiter::builder()
+        .quota(Quota::with_period(1, Duration::from_nanos((1 << 61) - 1)).with_burst(1))
+        .buckets(1)
+        .per_tenant(1)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    clock.set_nanos(u64::MAX);
+    let grant = limiter.check("t").unwrap();
+    let settled = limiter.settle(grant, 2); // one token of debt
+    assert_eq!(settled.charged(), 1);
+    limiter
+        .set_quota(Quota::with_period(1, Duration::from_nanos(1 << 62)).with_burst(1))
+        .unwrap();
+    // No time has passed: one grant plus one token of debt on a burst of 1.
+    assert!(
+        limiter.check("t").is_err(),
+        "a bucket in debt granted again"
+    );
+}

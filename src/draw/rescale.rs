@@ -44,6 +44,16 @@ pub(crate) fn resize(from: (Pace, u32), to: (Pace, u32), tat: u64, now: u64) -> 
     })
 }
 
+/// The arrival time of a bucket added at `now` by a change of N, of
+/// `capacity`: empty, and no fuller than the fullest bucket that stays, whose
+/// arrival time less its capacity after the change is `fullest` (the
+/// lowest over them; some always stays, since N is never 0). At a clock reading behind the last draw (a clock set
+/// back), `now + capacity` alone would leave it full by the time the clock
+/// comes back, where the buckets that stay were drawn empty.
+pub(crate) fn added(fullest: u64, capacity: u64, now: u64) -> u64 {
+    now.max(fullest).saturating_add(capacity)
+}
+
 /// The move both changes share (`kept` in rescale.lua): a bucket owing more
 /// than its old capacity `old` keeps what it owes beyond it, in time; any
 /// other keeps `kept(room, old, new)` of its room, at most its new capacity
@@ -58,7 +68,9 @@ fn moved(
 ) -> u64 {
     let (old, new) = (from.0.capacity(from.1), to.0.capacity(to.1));
     if tat - now.min(tat) > old {
-        return tat - old + new;
+        // A debt settled past empty near the latest reading may reach the
+        // end of time: it stays there.
+        return (tat - old).saturating_add(new);
     }
     now + (new - kept(Pace::room(old, tat, now), old, new))
 }
@@ -136,7 +148,30 @@ pub(crate) fn charge(tat: u64, tokens: u32, interval: u64, capacity: u64, now: u
 
 #[cfg(test)]
 mod tests {
-    use super::{Pace, charge, give_back, hold, refund, rescale, resize};
+    use super::{Pace, added, charge, give_back, hold, refund, rescale, resize};
+
+    #[test]
+    fn an_added_bucket_is_empty_and_no_fuller_than_the_fullest_that_stays() {
+        // The fullest that stays is full (or was full before `now`): empty at now.
+        assert_eq!(added(500, 100, 1_000), 1_100);
+        assert_eq!(added(1_000, 100, 1_000), 1_100);
+        // Every bucket that stays was drawn empty at 5 000 (a clock set
+        // back to 1 000 since): empty at 5 000 too.
+        assert_eq!(added(5_000, 100, 1_000), 5_100);
+        // At the end of time it stays there.
+        assert_eq!(added(u64::MAX - 10, 100, 1_000), u64::MAX);
+    }
+
+    #[test]
+    fn a_debt_near_the_end_of_time_stays_there() {
+        let (old, new) = ((Pace::every(1 << 61), 1), (Pace::every(1 << 62), 1));
+        let tat = u64::MAX - 5;
+        assert_eq!(rescale(old, new, tat, 1 << 62), u64::MAX);
+        assert_eq!(resize(old, new, tat, 1 << 62), u64::MAX);
+        // Below it, what is owed beyond the old capacity is kept exactly.
+        let tat = 3 << 61;
+        assert_eq!(rescale(old, new, tat, 0), tat - (1 << 61) + (1 << 62));
+    }
 
     const TEN: Pace = Pace::every(10);
     const FOUR: Pace = Pace::every(4);

@@ -30,7 +30,7 @@ impl<S> Limiter<S> {
 impl<S: Store> Limiter<S> {
     /// Whether `whom`'s shard could ever pay `n` tokens in this store.
     pub(crate) fn fits(&self, whom: &Whom<'_>, n: u32) -> Result<(), Denied> {
-        self.store.check_weight(&self.core, &whom.shard, n)
+        (self.store).check_weight(&self.core, &self.core.shard_now(whom), n)
     }
 
     /// Books `n` tokens for `whom`: the draw as it will be `lead` from now,

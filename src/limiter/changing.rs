@@ -227,6 +227,7 @@ impl<C: Clock> ShardedLimiter<C> {
                 ..Settled::default()
             },
             Settle::Even => Settled::default(),
+            Settle::Forgive(extra) => Settled::charge(extra, 0),
             Settle::Charge(grant, extra) => {
                 Settled::charge(extra, self.store.charge_grant(&self.core, &grant, extra))
             }

@@ -73,7 +73,10 @@ impl<C: Clock> ShardedLimiter<C> {
     /// `n` tokens for `whom`, once its buckets are known to hold them.
     #[inline(never)]
     pub(super) fn weighted(&self, whom: &impl Resolved, n: u32) -> Result<Grant, Denied> {
-        self.core.split.get().check_weight(whom.shard(), n)?;
+        // A handle made before a change of N draws on its shard under the
+        // N in force, which may hold less: weighed on that one.
+        let shard = self.core.shard_now(&whom.whom());
+        self.core.split.get().check_weight(&shard, n)?;
         self.store.take(&self.core, whom, n)
     }
 

@@ -108,7 +108,9 @@ pub trait Limit: Send + Sync {
     /// difference goes back to the buckets that paid it when `actual` is
     /// less, as [`refund`](Self::refund) gives back, or is charged to them
     /// as debt when it is more, each bucket down to a burst of debt at
-    /// most (what none can take is forgiven, never charged to another).
+    /// most (what none can take is forgiven, never charged to another; so
+    /// is all of it for a [borrowed](Grant::borrowed) grant, whose bucket
+    /// is another tenant's).
     ///
     /// So admit with an estimate, and settle:
     /// `check(Request::tenant(t).tokens(estimate))`, then
@@ -182,6 +184,7 @@ impl<S: Store> Limit for Limiter<S> {
                 ..Settled::default()
             },
             Settle::Even => Settled::default(),
+            Settle::Forgive(extra) => Settled::charge(extra, 0),
             Settle::Charge(grant, extra) => {
                 Settled::charge(extra, self.store.charge(&self.core, grant, extra).await?)
             }
@@ -205,7 +208,7 @@ impl<S: Store> Limiter<S> {
     /// [`Limit::check`] and a handle's check over any store send.
     #[inline]
     pub(crate) fn pending(&self, whom: Whom<'_>, n: u32) -> S::Pending {
-        match self.store.check_weight(&self.core, &whom.shard, n) {
+        match (self.store).check_weight(&self.core, &self.core.shard_now(&whom), n) {
             Ok(()) => self.store.apply(&self.core, whom, n),
             Err(denied) => S::denied(denied),
         }

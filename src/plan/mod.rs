@@ -83,10 +83,13 @@ impl Split {
         let interval = exact.div_ceil(count);
         let burst = quota.burst() / buckets;
         let larger = quota.burst() % buckets;
-        let shape = interval * u128::from(burst + u32::from(larger > 0));
-        if shape > u128::from(MAX_SPAN) {
+        // The most a request can weigh is the whole burst (more never
+        // fits), and its cost is its tokens at one bucket's pace: within
+        // MAX_SPAN, so is every bucket's capacity and every cost.
+        let heaviest = interval * u128::from(quota.burst());
+        if heaviest > u128::from(MAX_SPAN) {
             return Err(ConfigError::Overflow {
-                refill_secs: shape / 1_000_000_000,
+                refill_secs: heaviest / 1_000_000_000,
             });
         }
         Ok(Split {
@@ -382,6 +385,16 @@ impl Core {
             return whom.shard;
         }
         (self.shards.of(whom.id, buckets, &self.cache)).unwrap_or(whom.shard)
+    }
+
+    /// `whom`'s shard under the N in force: the one it holds, unless N
+    /// changed since it was resolved (a handle made before the change).
+    #[inline]
+    pub(crate) fn shard_now(&self, whom: &Whom<'_>) -> Shard {
+        match self.buckets() {
+            buckets if buckets == whom.buckets => whom.shard,
+            buckets => self.resolve_again(whom, buckets),
+        }
     }
 
     /// How the draw sees the shard: its own and spill buckets, and the

@@ -52,7 +52,7 @@ where
                 let held = shared.held_arg(&mut invocation, interval);
                 invocation.arg(version).arg(held);
                 for (payment, written) in batch.iter().zip(&mut written) {
-                    let cost = u64::from(payment.tokens()) * interval;
+                    let cost = u64::from(payment.tokens()).saturating_mul(interval);
                     let capacity = u64::from(split.burst_of(payment.bucket())) * interval;
                     invocation.arg(*written).arg(cost).arg(capacity);
                 }
@@ -179,7 +179,7 @@ where
             for payment in &here {
                 let capacity = u64::from(split.burst_of(payment.bucket())) * interval;
                 invocation
-                    .arg(u64::from(payment.tokens()) * interval)
+                    .arg(u64::from(payment.tokens()).saturating_mul(interval))
                     .arg(capacity);
             }
             let reply: Vec<i64> = invocation

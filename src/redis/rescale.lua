@@ -95,6 +95,10 @@ local raw, wrong = buckets_or_stray(keys)
 if wrong then
   return wrong
 end
+-- `added` of src/draw/rescale.rs: a bucket added is no fuller than the
+-- fullest that stays (the lowest arrival time less capacity of those moved
+-- before it, since they come first).
+local fullest = math.huge
 for i = 1, keys do
   -- Split::burst_of: the first `larger` buckets hold one token more.
   local old = old_burst * old_interval
@@ -108,7 +112,11 @@ for i = 1, keys do
   if i > new_n then
     redis.call('DEL', KEYS[i])
   elseif i > old_n then
-    store(KEYS[i], now + new, now)
+    local from = now
+    if fullest > from then
+      from = fullest
+    end
+    store(KEYS[i], from + new, now)
     -- Another bucket than any that had this key: refund.lua gives grants
     -- drawn before this version nothing.
     redis.call('SET', KEYS[i] .. ':born', string.format('%d', version + 1))
@@ -119,17 +127,22 @@ for i = 1, keys do
     if raw[i] then
       tat = as_time(raw[i]) or now + old
     end
+    local moved
     if tat - now > old then
       -- Owing beyond its capacity (bookings): still owed, in time, and
       -- empty until then.
-      store(KEYS[i], tat - old + new, now)
+      moved = tat - old + new
     else
       -- Pace::room, then what of it is kept, rounded down.
       local room = old
       if tat > now then
         room = old - (tat - now)
       end
-      store(KEYS[i], now + (new - kept(room, old, new)), now)
+      moved = now + (new - kept(room, old, new))
+    end
+    store(KEYS[i], moved, now)
+    if moved - new < fullest then
+      fullest = moved - new
     end
   end
 end

@@ -10,7 +10,7 @@ use super::{InProcess, SEALED};
 use crate::Shard;
 use crate::clock::Clock;
 use crate::denied::Denied;
-use crate::draw::{Pace, Step, charge, give_back, hold, refund, rescale, resize, unheld};
+use crate::draw::{Pace, Step, added, charge, give_back, hold, refund, rescale, resize, unheld};
 use crate::error::ConfigError;
 use crate::grant::{Booked, BucketState, Grant, Refunded};
 use crate::plan::whom::Whom;
@@ -59,19 +59,28 @@ impl<C: Clock> InProcess<C> {
         for born in &self.born[kept as usize..to.buckets.max(kept) as usize] {
             born.store(version, Ordering::Relaxed);
         }
+        // The buckets that stay come first: an added one is no fuller than
+        // the fullest of them (`added`).
+        let mut fullest = u64::MAX;
         for (b, tat) in (0..all).zip(self.tats.iter()) {
             let (old, new) = ((from.pace, from.burst_of(b)), (to.pace, to.burst_of(b)));
+            let capacity = new.0.capacity(new.1);
             let mut seen = tat.load(Ordering::Relaxed);
             let next = |seen| match b {
                 _ if b < kept => step(old, new, seen, now),
-                _ if b < to.buckets => now + new.0.capacity(new.1),
+                _ if b < to.buckets => added(fullest, capacity, now),
                 _ => SEALED,
             };
             // Swapped even when the value stays: see `LiveSplit::change`.
+            let mut moved = next(seen);
             while let Err(actual) =
-                tat.compare_exchange_weak(seen, next(seen), Ordering::Release, Ordering::Relaxed)
+                tat.compare_exchange_weak(seen, moved, Ordering::Release, Ordering::Relaxed)
             {
                 seen = actual;
+                moved = next(seen);
+            }
+            if b < kept {
+                fullest = fullest.min(moved.saturating_sub(capacity));
             }
         }
     }
@@ -123,7 +132,7 @@ impl<C: Clock> InProcess<C> {
             for (payment, &written) in booked.grant.payments().iter().zip(&booked.written) {
                 let (b, cost) = (
                     payment.bucket(),
-                    u64::from(payment.tokens()) * split.interval(),
+                    u64::from(payment.tokens()).saturating_mul(split.interval()),
                 );
                 let (capacity, held) = (split.pace.capacity(split.burst_of(b)), self.held_until(b));
                 self.swap(b, |tat| {
@@ -252,7 +261,10 @@ impl<C: Clock> InProcess<C> {
             let mut refunded = Refunded::default();
             for payment in refunds {
                 let (bucket, tokens) = (payment.bucket(), payment.tokens());
-                let cost = u64::from(tokens) * split.interval();
+                // Drawn under an earlier quota, the tokens may outweigh
+                // what this one's pace can count; a refund is capped at a
+                // full bucket anyway.
+                let cost = u64::from(tokens).saturating_mul(split.interval());
                 let here = (bucket, grant.generation().1);
                 refunded.add(tokens, self.refund(here, cost, &split));
             }
