@@ -126,7 +126,7 @@ fn the_lease_scripts_do_what_their_mirror_does() {
 
             let from_clock = counter.is_none();
             // The caller's token (as in production), or the counter's next.
-            let given = (rng.below(2) == 0).then(|| super::script::new_token());
+            let given = (rng.below(2) == 0).then(super::script::new_token);
             let want = model::acquire(
                 &mut pools,
                 (&shares, &reserves),
