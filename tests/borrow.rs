@@ -265,3 +265,27 @@ fn a_weighted_request_the_own_buckets_pay_together_is_not_borrowed() {
             .borrowed()
     );
 }
+
+/// A lone tenant takes its own buckets and, of each spill bucket, what is
+/// above the reserve, at once: k·b + d·(1 − r)·b where r·b is whole. A
+/// reserve a float cannot hold exactly (0.1, 0.9, ...) landed a sliver
+/// above its whole tokens and kept one more of each spill bucket (20 where
+/// 22 were due at r = 0.9, so no token was ever lent).
+#[test]
+fn a_lone_tenant_borrows_down_to_the_reserve_exactly_whatever_the_float() {
+    for r in [0.5, 0.25, 0.1, 0.2, 0.3, 0.6, 0.7, 0.9] {
+        // 8 buckets of 10 tokens, k = 2, d = 2.
+        let limiter = ShardedLimiter::builder()
+            .quota(Quota::per_second(80).with_burst(80))
+            .buckets(8)
+            .per_tenant(2)
+            .borrow_from(2)
+            .lender_reserve(r)
+            .clock(ManualClock::new())
+            .build()
+            .unwrap();
+        let at_once = (0..100).map_while(|_| limiter.check("lone").ok()).count();
+        let kept = (r * 10.0_f64).round() as usize;
+        assert_eq!(at_once, 20 + 2 * (10 - kept), "r = {r}");
+    }
+}

@@ -31,10 +31,27 @@ impl ShardShape {
         }
     }
 
-    /// The credit a borrower must leave in a spill bucket of `capacity`.
+    /// The credit a borrower must leave in a spill bucket of `capacity`
+    /// whose tokens come every `interval`: the reserve's share of it,
+    /// rounded up, unless that is within the share's rounding (2⁻³² of the
+    /// capacity, and a unit) above a whole number of tokens, which it then
+    /// is. So a reserve of 0.9 of 10 tokens is 9 tokens, not 9 and a
+    /// sliver that would keep the tenth from ever being lent.
     #[inline]
-    pub(crate) fn reserve_of(self, capacity: u64) -> u64 {
-        ((u128::from(capacity) * u128::from(self.reserve)).div_ceil(1 << 32)) as u64
+    pub(crate) fn reserve_of(self, capacity: u64, interval: u64) -> u64 {
+        if self.reserve >= u64::from(u32::MAX) {
+            return capacity; // all of it
+        }
+        // In 2⁻³² units: the share's rounding is at most one part of the
+        // capacity, `capacity` of these units.
+        let exact = u128::from(capacity) * u128::from(self.reserve);
+        let token = u128::from(interval.max(1)) << 32;
+        let whole = exact - exact % token;
+        if exact - whole <= u128::from(capacity) {
+            (whole >> 32) as u64
+        } else {
+            exact.div_ceil(1 << 32) as u64
+        }
     }
 }
 
@@ -67,7 +84,7 @@ pub(super) fn borrow(
         let capacity = pace.capacity(burst(j));
         let tat = tat(j);
         // A borrower sees the bucket as if it were `reserve` smaller.
-        let lendable = capacity - shape.reserve_of(capacity);
+        let lendable = capacity - shape.reserve_of(capacity, pace.interval());
         let above = Pace::room(lendable, tat, now);
         if above >= cost {
             if best == usize::MAX || above > best_above {
@@ -233,14 +250,31 @@ mod tests {
             spill: 1,
             reserve,
         };
-        assert_eq!(shape(0).reserve_of(40), 0);
-        assert_eq!(shape(1 << 31).reserve_of(40), 20);
-        assert_eq!(shape(1 << 31).reserve_of(41), 21); // rounded up: owners keep more
-        assert_eq!(shape(u64::from(u32::MAX)).reserve_of(40), 40);
+        assert_eq!(shape(0).reserve_of(40, 10), 0);
+        assert_eq!(shape(1 << 31).reserve_of(40, 10), 20);
+        assert_eq!(shape(1 << 31).reserve_of(41, 1), 21); // rounded up: owners keep more
+        assert_eq!(shape(1 << 31).reserve_of(50, 10), 25); // half a token is kept
+        assert_eq!(shape(u64::from(u32::MAX)).reserve_of(40, 10), 40);
         assert_eq!(
-            shape(u64::from(u32::MAX)).reserve_of(1 << 62),
-            (1 << 62) - (1 << 30)
+            shape(u64::from(u32::MAX)).reserve_of(1 << 62, 1 << 20),
+            1 << 62
         );
+        // A share that a float cannot hold exactly (0.9, 0.1) lands a
+        // sliver above a whole number of tokens: that number, whatever the
+        // interval.
+        let parts = |r: f64| (r * 4_294_967_296.0).ceil() as u64;
+        for interval in [1, 7, 1_000, 100_000_000, 10_000_000_000, 1 << 58] {
+            let capacity = 10 * interval;
+            assert_eq!(
+                shape(parts(0.9)).reserve_of(capacity, interval),
+                9 * interval
+            );
+            assert_eq!(shape(parts(0.1)).reserve_of(capacity, interval), interval);
+            assert_eq!(
+                shape(parts(0.25)).reserve_of(capacity, interval),
+                capacity / 4 + u64::from(capacity % 4 != 0)
+            );
+        }
         let full = |reserve| {
             super::super::draw(PACE, shape(reserve), |_| 4, |j| [200, 0][j], 100, 4, || 0)
         };

@@ -56,7 +56,19 @@ impl Pools {
     /// The same pools, lending above a reserve of `reserve` (0 ≤ r < 1) of
     /// each pool's share, rounded up to whole permits.
     pub(crate) fn with_reserve(mut self, reserve: f64) -> Pools {
-        let keep = |share: u32| ((reserve * f64::from(share)).ceil() as u32).min(share);
+        // Rounded up, but a product a float rounding put a sliver above a
+        // whole number of permits (0.3 · 10 = 3.0000000000000004) is that
+        // number: the owners keep 3 of 10 there, not 4.
+        let keep = |share: u32| {
+            let exact = reserve * f64::from(share);
+            let near = exact.round();
+            let kept = if (exact - near).abs() <= 1e-9 {
+                near
+            } else {
+                exact.ceil()
+            };
+            (kept as u32).min(share)
+        };
         self.reserve = [keep(self.base), keep(self.base + 1)];
         self
     }
@@ -322,6 +334,16 @@ mod tests {
         assert_eq!(shares, [6, 6, 5, 5, 5, 5, 5, 5]);
         assert_eq!(shares.iter().sum::<u32>(), 42);
         assert!((0..8).all(|p| pools.free(p) == pools.share(p)));
+    }
+
+    #[test]
+    fn a_reserve_a_float_puts_a_sliver_above_whole_permits_keeps_those() {
+        // 0.07 · 100 is 7.000000000000001 as a float: 7 kept, not 8; and
+        // 0.57 · 100, 56.99999999999999: 57.
+        assert_eq!(Pools::split(800, 8).with_reserve(0.07).reserve(0), 7);
+        assert_eq!(Pools::split(800, 8).with_reserve(0.57).reserve(0), 57);
+        // A true fraction is rounded up: the owners keep more.
+        assert_eq!(Pools::split(80, 8).with_reserve(0.25).reserve(0), 3);
     }
 
     #[test]

@@ -472,7 +472,9 @@ impl<C> Builder<C> {
 }
 
 /// The reserve as the draw counts it, in units of 2⁻³² of a capacity,
-/// rounded up: the owners keep at least the share asked for.
+/// rounded up: the owners keep at least the share asked for, but for the
+/// part's rounding where the share is a whole number of tokens
+/// (`ShardShape::reserve_of`).
 fn reserve_parts(reserve: f64) -> u32 {
     (reserve * 4_294_967_296.0).ceil().min(f64::from(u32::MAX)) as u32
 }

@@ -208,7 +208,7 @@ impl Call<'_> {
         // the product would not fit in Lua's doubles.
         for &burst in &self.bursts[self.shape.own..] {
             let capacity = u64::from(burst) * self.interval;
-            argument(self.shape.reserve_of(capacity));
+            argument(self.shape.reserve_of(capacity, self.interval));
         }
         argument(self.version);
         argument(self.lead);
