@@ -362,7 +362,9 @@ pub struct Refunded {
 }
 
 impl Refunded {
-    /// Tokens given back to the buckets that paid them.
+    /// Tokens handed back to the buckets that paid them. A bucket takes
+    /// them only up to its burst: one that refilled meanwhile ends no
+    /// fuller than full, so this is what was offered, not what it gained.
     pub fn given(&self) -> u32 {
         self.given
     }

@@ -435,3 +435,39 @@ fn per_user_is_read_passed_to_the_builder_and_checked_at_its_place() {
         "{err}"
     );
 }
+
+/// The errors the per-upstream guide quotes are the ones a reader gets,
+/// word for word.
+#[test]
+fn the_guide_quotes_the_errors_as_they_are() {
+    let guide = include_str!("../../src/guide/per_upstream.md");
+    for (line, text) in [
+        ("rate = \"5/sec\"", "[limiters.amazon]\nrate = \"5/sec\"\n"),
+        ("", "[limiters.amazon]\nburst = 5\n"),
+        (
+            "bukets = 5",
+            "[limiters.amazon]\nrate = \"5/s\"\nbukets = 5\n",
+        ),
+        (
+            "lender_reserve = 1",
+            "[limiters.amazon]\nrate = \"5/s\"\nborrow_from = 2\nlender_reserve = 1\n",
+        ),
+    ] {
+        let error = toml_err(text);
+        let message = (error.lines())
+            .find(|l| l.starts_with("limiters.amazon."))
+            .unwrap_or_else(|| panic!("{line}: {error}"));
+        assert!(
+            guide.contains(message),
+            "{line}: the guide lacks\n{message}"
+        );
+    }
+    // Found when the limiter is built.
+    let config: SetConfig =
+        toml::from_str("[limiters.amazon]\nrate = \"5/s\"\nbuckets = 8\n").unwrap();
+    let error = LimiterSet::from_config(&config)
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    assert!(guide.contains(&error), "the guide lacks\n{error}");
+}

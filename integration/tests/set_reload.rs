@@ -400,3 +400,37 @@ fn a_reload_changes_a_redis_limiters_quota_for_the_fleet() {
             assert_eq!(other.quota().burst(), 40);
         });
 }
+
+/// A reload whose config writes out what the running limiter already is (a
+/// default, or the burst and N it has) changes nothing, and says so: no
+/// limiter is reported changed, and its buckets are as they were.
+#[test]
+fn a_reload_that_writes_out_what_runs_reports_no_change() {
+    let clock = ManualClock::new();
+    let first: SetConfig = toml::from_str("[limiters.p]\nrate = \"200/s\"\n").unwrap();
+    let set = LimiterSet::from_config_with_clock(&first, clock.clone()).unwrap();
+    let p = Arc::clone(set.get("p").unwrap());
+    while p.check("t").is_ok() {}
+    let drained = p.remaining("t");
+    for extra in [
+        "borrow_from = 0",
+        "per_tenant = 2",
+        "buckets = 8",
+        "burst = 200",
+        "max_buckets = 8",
+    ] {
+        let config = config(&format!("[limiters.p]\nrate = \"200/s\"\n{extra}\n"));
+        let reload = set.reload(&config, clock.clone()).unwrap();
+        assert!(
+            reload.changed().is_empty(),
+            "{extra}: {:?}",
+            reload.changed()
+        );
+        assert_eq!(p.remaining("t"), drained, "{extra}");
+    }
+    // A real change is reported.
+    let reload = set
+        .reload(&config("[limiters.p]\nrate = \"400/s\"\n"), clock)
+        .unwrap();
+    assert_eq!(reload.changed(), ["p"]);
+}

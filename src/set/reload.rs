@@ -8,7 +8,6 @@ use std::sync::Arc;
 #[cfg(feature = "redis")]
 use super::build_any;
 use super::error::SetErrorKind;
-#[cfg(feature = "redis")]
 use super::member::Entry;
 use super::{
     InFlights, LimiterConfig, LimiterSet, Map, RedisInFlights, SetConfig, SetError, build_local,
@@ -142,6 +141,14 @@ impl<C: Clock + Clone> LimiterSet<C> {
                             max_buckets: room,
                         };
                         return Err(SetError::config(name, e));
+                    }
+                    // Written differently, built the same (a default
+                    // written out): nothing changes, nothing to report.
+                    if let Some(Entry::Local(limiter)) = self.limiters.get(name.as_str())
+                        && (limiter.quota(), limiter.buckets()) == (quota, buckets)
+                    {
+                        steps.push((name.as_str(), Step::Keep));
+                        continue;
                     }
                     // And what Redis's limiter alone refuses (a refill its
                     // script cannot count), before any limiter changes.
