@@ -67,9 +67,15 @@ pub(crate) fn check(
     };
     let h = a.hung_calls.unwrap_or(c);
     if h > MAX_HUNG_CALLS {
+        // Blame the flag that was passed: the hung calls default to C.
+        let flag = if a.hung_calls.is_some() {
+            "--hung-calls"
+        } else {
+            "--concurrency"
+        };
         return Err(usage(format!(
-            "error: --hung-calls {h} is more than the scene runs ({MAX_HUNG_CALLS}); lower \
-             --hung-calls to at most {MAX_HUNG_CALLS}"
+            "error: {flag} {h} is more hung calls than the scene runs ({MAX_HUNG_CALLS}); \
+             lower {flag} to at most {MAX_HUNG_CALLS}"
         )));
     }
     let n = b.buckets();

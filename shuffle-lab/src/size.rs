@@ -82,6 +82,11 @@ struct FailedSection {
 /// Computes the report for `shuffle-lab size`.
 pub(crate) fn run(a: &SizeArgs) -> Result<SizeReport, Failure> {
     let b = common::radius(a.buckets, a.per_tenant, ONE_SIZE)?;
+    if a.tenants == Some(0) {
+        return Err(common::usage(
+            "error: --tenants is 0: set --tenants to 1 or more (the flooding tenant among them)",
+        ));
+    }
     let lending = borrow::radius(&b, &a.borrow)?;
     let borrowing = lending.as_ref().map(|l| SizeSection::new(l, a.tenants));
     let resize = resize::churn(&b, lending.as_ref(), a.resize_to)?.map(|r| ResizeSection::new(&r));

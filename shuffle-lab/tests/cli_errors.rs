@@ -235,6 +235,34 @@ fn errors_name_only_flags_that_were_passed_and_say_what_to_change() {
         ),
         (
             &[
+                "size",
+                "--buckets",
+                "16",
+                "--per-tenant",
+                "2",
+                "--tenants",
+                "0",
+            ],
+            "set --tenants to 1 or more",
+        ),
+        (
+            &[
+                "simulate",
+                "--buckets",
+                "16",
+                "--per-tenant",
+                "2",
+                "--tenants",
+                "10",
+                "--seed",
+                "1",
+                "--concurrency",
+                "4000000000",
+            ],
+            "lower --concurrency to at most 100000",
+        ),
+        (
+            &[
                 "simulate",
                 "--buckets",
                 "16",
