@@ -145,9 +145,9 @@ impl Batcher {
 /// The error of a decision whose batch could not be sent: the task that
 /// sends them is gone (its runtime shut down).
 fn gone() -> Error {
-    Error::Reply {
+    Error::GaveUp {
         detail: "the batch of this decision was never sent: the task sending batches \
-                 has stopped (its tokio runtime shut down)"
+                 has stopped (its tokio runtime shut down, or it panicked)"
             .to_owned(),
     }
 }

@@ -101,7 +101,7 @@ where
                 }
             }
         }
-        Err(Error::Reply {
+        Err(Error::GaveUp {
             detail: "the quota kept changing under the charge".to_owned(),
         })
     }

@@ -307,6 +307,13 @@ pub enum Error {
         /// The reply.
         detail: String,
     },
+    /// The request gave up without a reply to blame: the quota kept
+    /// changing under it (other processes changing it faster than it could
+    /// follow), or the task sending this process's batches is gone.
+    GaveUp {
+        /// What happened.
+        detail: String,
+    },
     /// Any other error from Redis.
     Redis {
         /// The `redis` crate's error.
@@ -390,6 +397,7 @@ impl Error {
                 | Error::NotAQuota { .. }
                 | Error::NotAHoldOff { .. }
                 | Error::Reply { .. }
+                | Error::GaveUp { .. }
                 | Error::Config(_)
                 | Error::SpreadQuota
                 | Error::FallbackBurstTooSmall { .. }
@@ -471,6 +479,7 @@ impl fmt::Display for Error {
                 "the limiter script answered {detail}, which this version does not \
                  understand: run the same version of shuffle-limiter everywhere"
             ),
+            Error::GaveUp { detail } => f.write_str(detail),
             Error::Redis { source } => write!(
                 f,
                 "Redis could not decide ({source}): see the server's message for what to change"

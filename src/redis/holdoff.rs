@@ -112,7 +112,7 @@ where
             }
             return Ok(());
         }
-        Err(Error::Reply {
+        Err(Error::GaveUp {
             detail: "the quota kept changing under the hold-off".to_owned(),
         })
     }

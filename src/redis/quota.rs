@@ -279,7 +279,7 @@ where
                         buckets,
                     },
                     BuildError::Config(e) => Error::Config(e),
-                    e => Error::Reply {
+                    e => Error::GaveUp {
                         detail: e.to_string(),
                     },
                 })?;
@@ -314,7 +314,7 @@ where
                 _ => shared.refresh().await?,
             }
         }
-        Err(Error::Reply {
+        Err(Error::GaveUp {
             detail: "the quota kept changing under the change".to_owned(),
         })
     }

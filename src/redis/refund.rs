@@ -207,7 +207,7 @@ where
                 }
             }
         }
-        Err(Error::Reply {
+        Err(Error::GaveUp {
             detail: "the quota kept changing under refund".to_owned(),
         })
     }

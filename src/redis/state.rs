@@ -130,7 +130,7 @@ where
                 Answer::Stale { .. } => self.refresh().await?,
             }
         }
-        Err(Error::Reply {
+        Err(Error::GaveUp {
             detail: "the quota kept changing under the read".to_owned(),
         })
     }

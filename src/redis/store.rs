@@ -309,7 +309,7 @@ where
                 }
             }
         }
-        Err(Error::Reply {
+        Err(Error::GaveUp {
             detail: "the quota kept changing under the draw".to_owned(),
         })
     }
