@@ -322,3 +322,35 @@ async fn waits_booked_past_another_process_hold_off_keep_their_slots() {
     assert!(granted[1] < Duration::from_millis(1950), "{granted:?}");
     assert!(granted[2] >= Duration::from_millis(1900), "{granted:?}");
 }
+
+/// The held buckets come back one after another over one interval, and
+/// each records its own instant, as in process: what a give-back or a
+/// booked wait reads of bucket i is the instant plus its turn, not the
+/// instant alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_held_bucket_records_its_own_instant() {
+    // 2 buckets of one token a second, both the tenant's.
+    let server = RedisServer::start();
+    let limiter = ShardedLimiter::builder()
+        .quota(Quota::per_second(2).with_burst(2))
+        .buckets(2)
+        .per_tenant(2)
+        .name("turns")
+        .build_redis(&server.url(), RedisOptions::new(FailurePolicy::FailClosed))
+        .await
+        .unwrap();
+    let hold = HoldOff::tenant("acme", Duration::from_secs(5));
+    limiter.hold_off(hold).await.unwrap();
+    let mut connection = server.connection().await;
+    let shard = limiter.shard("acme");
+    let mut instants = Vec::new();
+    for &b in shard.buckets() {
+        let until: u64 =
+            redis::AsyncCommands::hget(&mut connection, "{turns}:held", format!("{{turns}}:b{b}"))
+                .await
+                .unwrap();
+        instants.push(until);
+    }
+    // One second a token, two buckets held: the second half a second on.
+    assert_eq!(instants[1] - instants[0], 500_000, "{instants:?}");
+}

@@ -17,7 +17,10 @@
 --              those again (and keep the others); empty in the spread
 --              layout, which has no such key.
 -- ARGV[4 + i]  the capacity of KEYS[i], in microseconds.
--- ARGV[m + 5]  absent in production (the server's clock); the test's time.
+-- ARGV[4 + m + i]  how long after the instant KEYS[i] comes back, in
+--              microseconds: the held buckets come back one after another,
+--              as in process (`hold_off` of src/store/memory/change.rs).
+-- ARGV[2m + 5] absent in production (the server's clock); the test's time.
 --
 -- A bucket key of another type fails the hold-off with NOTABUCKET, and a
 -- hold-offs key that is not a hash with NOTAHOLD, before anything is
@@ -41,7 +44,7 @@ local version, stop = expect_quota(KEYS[held + 1], ARGV[1], 0)
 if stop then
   return stop
 end
-local now = clock(ARGV[held + 5])
+local now = clock(ARGV[2 * held + 5])
 local interval = ARGV[3] + 0
 local until_now = now + ARGV[2]
 if until_now > MAX_NOW then
@@ -52,6 +55,17 @@ local raw, wrong = buckets_or_stray(held)
 if wrong then
   return wrong
 end
+-- Each bucket's own instant: the instant, and its turn after it.
+local at, latest = {}, until_now
+for i = 1, held do
+  at[i] = until_now + ARGV[4 + held + i]
+  if at[i] > MAX_NOW then
+    at[i] = MAX_NOW
+  end
+  if at[i] > latest then
+    latest = at[i]
+  end
+end
 for i = 1, held do
   local capacity = ARGV[4 + i] + 0
   -- A missing key is a full bucket; a string that is not a time, an empty
@@ -60,7 +74,8 @@ for i = 1, held do
   if raw[i] then
     tat = as_time(raw[i]) or now + capacity
   end
-  local until_tat = until_now + capacity - interval
+  -- `hold` of src/draw/rescale.rs.
+  local until_tat = at[i] + capacity - interval
   if until_tat > tat then
     store(KEYS[i], until_tat, now)
   end
@@ -70,12 +85,12 @@ if record then
   for i = 1, held do
     -- A value that is not a time is overwritten (as a bucket's is).
     local before = as_time(redis.call('HGET', key, KEYS[i]))
-    if not before or before < until_now then
-      redis.call('HSET', key, KEYS[i], string.format('%d', until_now))
+    if not before or before < at[i] then
+      redis.call('HSET', key, KEYS[i], string.format('%d', at[i]))
     end
   end
   -- Kept a second past the latest instant in it, as a bucket key is.
-  local ttl = (until_now - now - (until_now - now) % 1000) / 1000 + 1001
+  local ttl = (latest - now - (latest - now) % 1000) / 1000 + 1001
   if redis.call('PTTL', key) < ttl then
     redis.call('PEXPIRE', key, ttl)
   end

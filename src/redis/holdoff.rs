@@ -72,8 +72,8 @@ where
             };
             let interval = split.interval() / MICROS;
             // The held buckets come back one after another over one
-            // interval, as in process: bucket i of them is held as if its
-            // capacity were `stagger · i` longer (which only ever takes).
+            // interval, as in process: bucket i of them `stagger · i` after
+            // the instant.
             let stagger = interval / buckets.len().max(1) as u64;
             for (at, batch) in (0..).step_by(size).zip(buckets.chunks(size)) {
                 let mut invocation = shared.changes.hold_off.prepare_invoke();
@@ -89,14 +89,21 @@ where
                     .arg(micros)
                     .arg(interval)
                     .arg(record);
-                for (i, &b) in (at..).zip(batch) {
-                    invocation.arg(u64::from(split.burst_of(b)) * interval + stagger * i);
+                for &b in batch {
+                    invocation.arg(u64::from(split.burst_of(b)) * interval);
+                }
+                for i in (at..).take(batch.len()) {
+                    invocation.arg(stagger * i);
                 }
                 let mut connection = shared.connection.clone();
                 let reply: Vec<i64> =
                     (invocation.invoke_async(&mut connection).await).map_err(Error::from_redis)?;
                 match reply[..] {
-                    [1, _, until] if until >= 0 => shared.held_until(batch, until as u64),
+                    [1, _, until] if until >= 0 => {
+                        for (i, &b) in (at..).zip(batch) {
+                            shared.held_until(b, (until as u64).saturating_add(stagger * i));
+                        }
+                    }
                     // Another process changed the quota first: held again
                     // under the new one (holding twice is holding once).
                     [0, v] if v >= 0 => {

@@ -192,17 +192,15 @@ where
                 .ok()
                 .and_then(|u| u.parse::<u64>().ok());
             if let (Some(b), Some(until)) = (self.script.bucket_of(key), until) {
-                self.held_until(&[b], until);
+                self.held_until(b, until);
             }
         }
     }
 
-    /// Records that `buckets` are held until `until` (µs, the server's clock).
-    pub(super) fn held_until(&self, buckets: &[u32], until: u64) {
-        for &b in buckets {
-            if let Some(held) = self.held.get(b as usize) {
-                held.fetch_max(until, Ordering::AcqRel);
-            }
+    /// Records that `bucket` is held until `until` (µs, the server's clock).
+    pub(super) fn held_until(&self, bucket: u32, until: u64) {
+        if let Some(held) = self.held.get(bucket as usize) {
+            held.fetch_max(until, Ordering::AcqRel);
         }
     }
 

@@ -39,9 +39,11 @@ fn the_hold_off_script_holds_every_bucket_as_the_pure_function() {
             let interval = [1, 7, 1000, 123_457][rng.below(4) as usize];
             let lead = [0, 1, 999, 3_600_000_000][rng.below(4) as usize] + rng.below(1000);
             let mut invocation = script.prepare_invoke();
-            let (mut want, mut capacities) = (Vec::new(), Vec::new());
+            let (mut want, mut capacities, mut turns) = (Vec::new(), Vec::new(), Vec::new());
             for key in &keys[..held] {
                 let capacity = interval * (1 + rng.below(64));
+                // When this bucket comes back after the instant.
+                let turn = [0, interval / 4, interval][rng.below(3) as usize];
                 let tat = match rng.below(4) {
                     0 => 0, // missing: a full bucket
                     1 => now.saturating_sub(rng.below(capacity + 1)),
@@ -53,11 +55,12 @@ fn the_hold_off_script_holds_every_bucket_as_the_pure_function() {
                 } else {
                     let _: () = connection.set(key, tat).await.unwrap();
                 }
-                let after = hold(tat, now + lead, capacity, interval);
+                let after = hold(tat, now + lead + turn, capacity, interval);
                 moved += usize::from(after > tat.max(now));
                 kept += usize::from(after == tat && tat > now);
                 want.push(after);
                 capacities.push(capacity);
+                turns.push(turn);
             }
             // Every other step records the instant in the hold-offs key, as
             // the one-slot layout does; the rest hold without it, as the
@@ -78,6 +81,9 @@ fn the_hold_off_script_holds_every_bucket_as_the_pure_function() {
             for capacity in capacities {
                 invocation.arg(capacity);
             }
+            for &turn in &turns {
+                invocation.arg(turn);
+            }
             invocation.arg(now);
             let reply: Vec<u64> = invocation.invoke_async(&mut connection).await.unwrap();
             assert_eq!(reply, [1, version, now + lead], "step {step}");
@@ -92,7 +98,7 @@ fn the_hold_off_script_holds_every_bucket_as_the_pure_function() {
                 // The latest instant each bucket was held until, recorded.
                 if record {
                     let latest = recorded.entry(key.clone()).or_insert(0);
-                    *latest = (*latest).max(now + lead);
+                    *latest = (*latest).max(now + lead + turns[j]);
                 }
                 let got: Option<u64> = connection.hget(held_key, key).await.unwrap();
                 assert_eq!(got, recorded.get(key).copied(), "step {step}, bucket {j}");
@@ -109,7 +115,7 @@ fn the_hold_off_script_holds_every_bucket_as_the_pure_function() {
             .arg(1000)
             .arg(1)
             .arg("");
-        invocation.arg(10).arg(100);
+        invocation.arg(10).arg(0).arg(100);
         let reply: Vec<u64> = invocation.invoke_async(&mut connection).await.unwrap();
         assert_eq!(reply, [0, version]);
         assert_eq!(read(&mut connection, &keys[0]).await, 5);
@@ -125,7 +131,7 @@ fn the_hold_off_script_holds_every_bucket_as_the_pure_function() {
             .arg(1000)
             .arg(1)
             .arg("");
-        invocation.arg(10).arg(10).arg(100);
+        invocation.arg(10).arg(10).arg(0).arg(0).arg(100);
         let error = invocation
             .invoke_async::<Vec<u64>>(&mut connection)
             .await
@@ -138,7 +144,7 @@ fn the_hold_off_script_holds_every_bucket_as_the_pure_function() {
         let mut invocation = script.prepare_invoke();
         invocation.key(&keys[0]).key(quota_key).key(stray);
         invocation.arg(version).arg(1000).arg(1).arg("1");
-        invocation.arg(10).arg(100);
+        invocation.arg(10).arg(0).arg(100);
         let error = invocation
             .invoke_async::<Vec<u64>>(&mut connection)
             .await
