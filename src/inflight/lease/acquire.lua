@@ -15,10 +15,7 @@
 -- ARGV[4 + j]      the share of C that KEYS[j] holds (j = 1..k + d).
 -- ARGV[4 + k + d + i]  the reserve of spill pool i (i = 1..d): the seats
 --                  a borrower leaves free for its owners.
--- ARGV[5 + k + 2d] the lease's token, chosen by the caller (digits, below
---                  2^53), so that it can give back a lease whose reply it
---                  never heard; "" to take the counter's next.
--- ARGV[6 + k + 2d] absent in production (the server's clock); the test's time.
+-- ARGV[5 + k + 2d] absent in production (the server's clock); the test's time.
 --
 -- Reply: { 1, token, expiry, j, seats, j, seats, ... } with each pool's
 -- 0-based position among the keys (k and above: borrowed) and the seats
@@ -32,7 +29,7 @@ local k = #KEYS - 1 - d
 local ttl = ARGV[1] + 0
 local seats = ARGV[2] + 0
 local start = ARGV[3] + 0
-local now = clock(ARGV[6 + k + 2 * d])
+local now = clock(ARGV[5 + k + 2 * d])
 
 -- free[j]: the seats KEYS[j] can give this acquire (above the reserve of
 -- a spill pool).
@@ -63,8 +60,6 @@ if sum < seats then
   return { 0, earliest }
 end
 
--- The token: the caller's, or the counter's next.
---
 -- The counter, read before it is written: a string of digits below 2^53 - 1
 -- (so that the next token is exact in a double, and differs from every
 -- token before it), or missing. A missing counter (a server restarted
@@ -72,27 +67,18 @@ end
 -- microseconds: past every token counted before, unless those outran a
 -- token a microsecond. From 1, a restarted server would give a lease the
 -- token, and so the member name, of one a process still holds and renews.
-local counted
-local given = ARGV[5 + k + 2 * d]
-if given ~= '' then
-  if not (string.match(given, '^%d+$') and tonumber(given) < 9007199254740992) then
-    return redis.error_reply('ERR a lease token of digits below 2^53, not ' .. shown(given))
-  end
-  counted = tonumber(given)
-else
-  local counter = KEYS[k + d + 1]
-  local last = redis.pcall('GET', counter)
-  if type(last) == 'table' and last.err then
-    return not_a_pool(counter, 'is not a token counter: ' .. last.err)
-  end
-  if last and not (string.match(last, '^%d+$') and tonumber(last) < 9007199254740991) then
-    return not_a_pool(counter, 'is not a token counter below 2^53: ' .. shown(last))
-  end
-  if not last then
-    redis.call('SET', counter, string.format('%d', now))
-  end
-  counted = redis.call('INCR', counter)
+local counter = KEYS[k + d + 1]
+local last = redis.pcall('GET', counter)
+if type(last) == 'table' and last.err then
+  return not_a_pool(counter, 'is not a token counter: ' .. last.err)
 end
+if last and not (string.match(last, '^%d+$') and tonumber(last) < 9007199254740991) then
+  return not_a_pool(counter, 'is not a token counter below 2^53: ' .. shown(last))
+end
+if not last then
+  redis.call('SET', counter, string.format('%d', now))
+end
+local counted = redis.call('INCR', counter)
 local expiry = now + ttl
 local reply = { 1, counted, expiry }
 local need, tried = seats, {}

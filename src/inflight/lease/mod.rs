@@ -103,47 +103,6 @@ struct Shared<Conn> {
     waiting: Box<[AtomicU32]>,
 }
 
-/// An acquire sent, its answer not heard yet. Dropped before it is (the
-/// caller gave up at the deadline or went away, or the connection failed),
-/// it gives back, in a task of its own, the lease the script may have made
-/// all the same, by its token: otherwise its seats would stay taken by no
-/// one until the TTL.
-struct Unanswered<Conn>
-where
-    Conn: ConnectionLike + Clone + Send + Sync + 'static,
-{
-    /// `None` once the answer is heard.
-    shared: Option<Arc<Shared<Conn>>>,
-    token: u64,
-    /// The pools asked for: the first `.1` of `.0`.
-    pools: ([u32; crate::assign::MAX_PER_TENANT as usize], usize),
-}
-
-impl<Conn> Drop for Unanswered<Conn>
-where
-    Conn: ConnectionLike + Clone + Send + Sync + 'static,
-{
-    fn drop(&mut self) {
-        let Some(shared) = self.shared.take() else {
-            return;
-        };
-        // Outside a runtime nothing can be sent: the lease, if any,
-        // expires at its TTL.
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let (token, (pools, len)) = (self.token, self.pools);
-        runtime.spawn(async move {
-            let mut connection = shared.connection.clone();
-            let released = shared
-                .scripts
-                .release_token(&mut connection, token, &pools[..len]);
-            // A release that fails or hangs is left to expire.
-            let _ = timeout(shared.ttl, released).await;
-        });
-    }
-}
-
 /// What one try answered, before the failure policy.
 enum Tried {
     Leased(Lease),
@@ -365,21 +324,13 @@ where
         let start = crate::random::tie_break(pools.len());
         let sent = Instant::now();
         let mut connection = self.connection.clone();
-        // Until the answer is heard, whatever the acquire may have leased is
-        // given back by its token if this future ends first.
-        let mut unanswered = Unanswered {
-            shared: Some(Arc::clone(self)),
-            token: script::new_token(),
-            pools: (all, len),
-        };
         let acquired = self.scripts.acquire(
             &mut connection,
             (pools, &shares[..len], &reserves[..spill.len()]),
-            (seats, self.ttl_micros, start, unanswered.token),
+            (seats, self.ttl_micros, start),
         );
         let answer = timeout(self.deadline, acquired).await;
         if let Ok(Ok(_)) = &answer {
-            unanswered.shared = None;
             self.breaker.answered(pools, self.breaker.micros());
         }
         let error = match answer {

@@ -52,8 +52,7 @@ pub(super) enum Acquired {
 }
 
 /// acquire.lua: `seats` of `pools` (with their `shares`), all or nothing,
-/// as the lease `given`, or else `counter + 1` (`now + 1` while the counter
-/// is missing): the
+/// as the lease `counter + 1` (`now + 1` while the counter is missing): the
 /// first `k` pools (the tenant's own) first, then the rest (its spill
 /// pools) above their `reserves`, each group the roomiest first, ties from
 /// `start`.
@@ -61,7 +60,7 @@ pub(super) fn acquire(
     pools: &mut [Pool],
     (shares, reserves): (&[u32], &[u32]),
     counter: &mut Option<u64>,
-    (ttl, seats, start, now, given): (u64, u32, usize, u64, Option<u64>),
+    (ttl, seats, start, now): (u64, u32, usize, u64),
 ) -> Result<Acquired, NotAPool> {
     let k = pools.len() - reserves.len();
     let (mut free, mut sum, mut earliest) = (vec![0u64; pools.len()], 0, None::<u64>);
@@ -77,11 +76,8 @@ pub(super) fn acquire(
     if sum < u64::from(seats) {
         return Ok(Acquired::Busy(earliest.map(|e| e - now)));
     }
-    let token = given.unwrap_or_else(|| {
-        let token = counter.unwrap_or(now) + 1;
-        *counter = Some(token);
-        token
-    });
+    let token = counter.unwrap_or(now) + 1;
+    *counter = Some(token);
     let expiry = now + ttl;
     let (mut need, mut tried, mut taken) = (u64::from(seats), vec![false; pools.len()], Vec::new());
     for (first, size) in [(0, k), (k, pools.len() - k)] {
@@ -125,19 +121,6 @@ pub(super) fn renew(
         sorted(pool);
     }
     (!lost).then_some(now + ttl)
-}
-
-/// release_token.lua: every member of `token` removed from `pools`; how
-/// many there were.
-pub(super) fn release_token(pools: &mut [&mut Pool], token: u64) -> usize {
-    let prefix = format!("{token}:");
-    let mut removed = 0;
-    for pool in pools.iter_mut() {
-        let before = pool.len();
-        pool.retain(|(m, _)| !m.starts_with(&prefix));
-        removed += before - pool.len();
-    }
-    removed
 }
 
 /// release.lua: the lease's own members removed; how many there were.

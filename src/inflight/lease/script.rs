@@ -21,23 +21,13 @@ macro_rules! lease_lua {
 pub(super) const ACQUIRE_LUA: &str = lease_lua!("acquire.lua");
 pub(super) const RENEW_LUA: &str = lease_lua!("renew.lua");
 pub(super) const RELEASE_LUA: &str = lease_lua!("release.lua");
-pub(super) const RELEASE_TOKEN_LUA: &str = lease_lua!("release_token.lua");
 
-/// The tokens this process gives its leases: random, from 2^52 up to 2^53,
-/// above every token a counter gives (which start from the server's clock
-/// in microseconds, below 2^52 until the year 2112), so that a token names
-/// one lease and its caller can give it back without hearing the reply.
-pub(super) fn new_token() -> u64 {
-    (1 << 52) + crate::random::below(1 << 52)
-}
-
-/// The four scripts and the keys of every pool.
+/// The three scripts and the keys of every pool.
 #[derive(Debug)]
 pub(super) struct Scripts {
     acquire: Script,
     renew: Script,
     release: Script,
-    release_token: Script,
     /// Pool i is `{prefix}{name}:p<i>`: one hash tag for the limit.
     keys: Box<[String]>,
     /// The token counter, in the same slot.
@@ -69,7 +59,6 @@ impl Scripts {
             acquire: Script::new(ACQUIRE_LUA),
             renew: Script::new(RENEW_LUA),
             release: Script::new(RELEASE_LUA),
-            release_token: Script::new(RELEASE_TOKEN_LUA),
             keys: (0..pools)
                 .map(|i| format!("{prefix}{{{name}}}:p{i}"))
                 .collect(),
@@ -81,13 +70,8 @@ impl Scripts {
         self.keys.get(pool as usize).map(String::as_str)
     }
 
-    pub(super) fn all(&self) -> [&Script; 4] {
-        [
-            &self.acquire,
-            &self.renew,
-            &self.release,
-            &self.release_token,
-        ]
+    pub(super) fn all(&self) -> [&Script; 3] {
+        [&self.acquire, &self.renew, &self.release]
     }
 
     /// One acquire of `seats` over `pools` (with their `shares`): the
@@ -98,7 +82,7 @@ impl Scripts {
         &self,
         connection: &mut Conn,
         (pools, shares, reserves): (&[u32], &[u32], &[u32]),
-        (seats, ttl, start, token): (u32, u64, usize, u64),
+        (seats, ttl, start): (u32, u64, usize),
     ) -> Result<Acquired, Error> {
         let mut invocation = self.acquire.prepare_invoke();
         for &p in pools {
@@ -113,17 +97,11 @@ impl Scripts {
         for &share in shares.iter().chain(reserves) {
             invocation.arg(share);
         }
-        invocation.arg(token);
         let reply: Vec<i64> =
             (invocation.invoke_async(connection).await).map_err(Error::from_redis)?;
-        parse_acquired(&reply, pools.len(), seats)
-            .filter(|acquired| match acquired {
-                Acquired::Leased { token: got, .. } => *got == token,
-                Acquired::Busy { .. } => true,
-            })
-            .ok_or_else(|| Error::Reply {
-                detail: format!("{reply:?}"),
-            })
+        parse_acquired(&reply, pools.len(), seats).ok_or_else(|| Error::Reply {
+            detail: format!("{reply:?}"),
+        })
     }
 
     /// One renewal: `Some(expiry)`, or `None` when the lease is lost.
@@ -163,23 +141,6 @@ impl Scripts {
             invocation.key(self.keys[pool as usize].as_str());
             invocation.arg(member(token, seats));
         }
-        let _: i64 = (invocation.invoke_async(connection).await).map_err(Error::from_redis)?;
-        Ok(())
-    }
-
-    /// The lease of `token` over `pools` given back, whatever it holds of
-    /// each (nothing, if the acquire never leased).
-    pub(super) async fn release_token<Conn: ConnectionLike>(
-        &self,
-        connection: &mut Conn,
-        token: u64,
-        pools: &[u32],
-    ) -> Result<(), Error> {
-        let mut invocation = self.release_token.prepare_invoke();
-        for &pool in pools {
-            invocation.key(self.keys[pool as usize].as_str());
-        }
-        invocation.arg(token);
         let _: i64 = (invocation.invoke_async(connection).await).map_err(Error::from_redis)?;
         Ok(())
     }

@@ -5,9 +5,7 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncCommands, Script};
 
 use super::model::{self, Acquired, NotAPool, Pool};
-use super::script::{
-    ACQUIRE_LUA, Acquired as Parsed, RELEASE_LUA, RELEASE_TOKEN_LUA, RENEW_LUA, parse_acquired,
-};
+use super::script::{ACQUIRE_LUA, Acquired as Parsed, RELEASE_LUA, RENEW_LUA, parse_acquired};
 use crate::redis::redis_server::RedisServer;
 
 /// A small deterministic generator, so that a failure can be replayed.
@@ -80,16 +78,14 @@ fn the_lease_scripts_do_what_their_mirror_does() {
     let server = RedisServer::start();
     runtime().block_on(async {
         let mut connection = server.connection().await;
-        let (acquire, renew, release, release_token) = (
+        let (acquire, renew, release) = (
             Script::new(ACQUIRE_LUA),
             Script::new(RENEW_LUA),
             Script::new(RELEASE_LUA),
-            Script::new(RELEASE_TOKEN_LUA),
         );
         let mut rng = XorShift(0x1EA5_E5ED);
-        // leased, multi-pool, busy, stray, renewed, lost, borrowed, from the
-        // clock, the caller's token, given back by token
-        let mut seen = [0usize; 10];
+        // leased, multi-pool, busy, stray, renewed, lost, borrowed
+        let mut seen = [0usize; 8];
         let mut next = 0u64;
         for step in 0..1500 {
             // k own pools, then d spill pools (none a third of the time).
@@ -125,13 +121,11 @@ fn the_lease_scripts_do_what_their_mirror_does() {
             let start = rng.below(k as u64) as usize;
 
             let from_clock = counter.is_none();
-            // The caller's token (as in production), or the counter's next.
-            let given = (rng.below(2) == 0).then(super::script::new_token);
             let want = model::acquire(
                 &mut pools,
                 (&shares, &reserves),
                 &mut counter,
-                (ttl, seats, start, now, given),
+                (ttl, seats, start, now),
             );
             let mut invocation = acquire.prepare_invoke();
             for key in &KEYS[..k] {
@@ -146,10 +140,6 @@ fn the_lease_scripts_do_what_their_mirror_does() {
             for share in shares.iter().chain(&reserves) {
                 invocation.arg(*share);
             }
-            match given {
-                Some(token) => invocation.arg(token),
-                None => invocation.arg(""),
-            };
             invocation.arg(now);
             let got: Result<Vec<i64>, _> = invocation.invoke_async(&mut connection).await;
             let leased = match (want, got) {
@@ -190,8 +180,7 @@ fn the_lease_scripts_do_what_their_mirror_does() {
                     seen[0] += 1;
                     seen[1] += usize::from(taken.len() > 1);
                     seen[6] += usize::from(taken.iter().any(|&(j, _)| j >= own));
-                    seen[7] += usize::from(from_clock && given.is_none() && token == now + 1);
-                    seen[8] += usize::from(given == Some(token));
+                    seen[7] += usize::from(from_clock && token == now + 1);
                     Some((token, taken))
                 }
                 (want, got) => panic!("step {step}: the mirror {want:?}, the script {got:?}"),
@@ -223,32 +212,6 @@ fn the_lease_scripts_do_what_their_mirror_does() {
                 0 => now + ttl,
                 _ => now + rng.below(2 * ttl),
             };
-            // Or every member of the token, in all the pools asked for (an
-            // acquire whose reply never came).
-            if rng.below(3) == 0 {
-                let mut invocation = release_token.prepare_invoke();
-                for key in &KEYS[..k] {
-                    invocation.key(*key);
-                }
-                let reply: i64 = invocation
-                    .arg(token)
-                    .invoke_async(&mut connection)
-                    .await
-                    .unwrap();
-                let mut all: Vec<&mut Pool> = pools.iter_mut().collect();
-                assert_eq!(
-                    reply as usize,
-                    model::release_token(&mut all, token),
-                    "step {step}"
-                );
-                seen[9] += usize::from(reply > 0);
-                assert_eq!(
-                    read(&mut connection, k).await,
-                    pools,
-                    "step {step}, by token"
-                );
-                continue;
-            }
             let is_renew = rng.below(2) == 0;
             let mut invocation = if is_renew {
                 renew.prepare_invoke()
@@ -291,7 +254,6 @@ fn the_lease_scripts_do_what_their_mirror_does() {
             "{seen:?}"
         );
         assert!(seen[4] > 50 && seen[5] > 50 && seen[7] > 10, "{seen:?}");
-        assert!(seen[8] > 150 && seen[9] > 50, "{seen:?}");
     });
 }
 
@@ -332,19 +294,15 @@ fn keys_of_another_type_are_refused_before_anything_is_written() {
         let refused = run(
             &acquire,
             &[KEYS[0], KEYS[1], COUNTER],
-            &[100, 1, 0, 0, 2, 2],
+            &[100, 1, 0, 0, 2, 2, 1000],
         )
-        .arg("")
-        .arg(1000)
         .invoke_async::<Vec<i64>>(&mut connection)
         .await
         .unwrap_err();
         assert_eq!(refused.code(), Some("NOTAPOOL"), "{refused}");
         assert!(refused.to_string().contains("{t}:p1"), "{refused}");
         let _: () = connection.hset(COUNTER, "f", "v").await.unwrap();
-        let refused = run(&acquire, &[KEYS[0], COUNTER], &[100, 1, 0, 0, 2])
-            .arg("")
-            .arg(1000)
+        let refused = run(&acquire, &[KEYS[0], COUNTER], &[100, 1, 0, 0, 2, 1000])
             .invoke_async::<Vec<i64>>(&mut connection)
             .await
             .unwrap_err();
@@ -354,9 +312,7 @@ fn keys_of_another_type_are_refused_before_anything_is_written() {
         // left as it is.
         for stray in ["9007199254740991", "-3", "1e3", "many"] {
             let _: () = connection.set(COUNTER, stray).await.unwrap();
-            let refused = run(&acquire, &[KEYS[0], COUNTER], &[100, 1, 0, 0, 2])
-                .arg("")
-                .arg(1000)
+            let refused = run(&acquire, &[KEYS[0], COUNTER], &[100, 1, 0, 0, 2, 1000])
                 .invoke_async::<Vec<i64>>(&mut connection)
                 .await
                 .unwrap_err();
