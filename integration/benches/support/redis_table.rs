@@ -28,16 +28,19 @@ pub(crate) fn summary(
             )
         };
         let of = |f: fn(&Row) -> f64| rows.iter().map(f).collect::<Vec<f64>>();
-        let ratios = match baseline {
-            Some(baseline) => (rows.iter().zip(baseline.iter()))
-                .map(|(r, b)| r.per_second / b.per_second)
-                .collect(),
-            None => vec![f64::NAN],
+        // No ratio when the rows run (`BENCH_ONLY`) leave the baseline out.
+        let ratio = match baseline {
+            Some(baseline) => spread(
+                (rows.iter().zip(baseline.iter()))
+                    .map(|(r, b)| r.per_second / b.per_second)
+                    .collect(),
+                3,
+            ),
+            None => "— (no baseline run)".to_owned(),
         };
         println!(
-            "  {label:<38} {t:>3} tasks {}/s  ×{}  p50 {} µs  p99 {} µs  server {} µs  {}/call",
+            "  {label:<38} {t:>3} tasks {}/s  ×{ratio}  p50 {} µs  p99 {} µs  server {} µs  {}/call",
             spread(of(|r| r.per_second), 0),
-            spread(ratios, 3),
             spread(of(|r| r.p50), 0),
             spread(of(|r| r.p99), 0),
             spread(of(|r| r.server_micros), 2),
