@@ -8,6 +8,8 @@
 -- KEYS[j]          the tenant's own pools (j = 1..k), then its spill pools
 --                  (j = k + 1..k + d), in shard order.
 -- KEYS[k + d + 1]  the limit's token counter, "{name}:lease".
+-- KEYS[k + d + 2]  this acquire's record, "{name}:acq:<id>", with an id
+--                  its caller chose, unique across the fleet (abandon.lua).
 -- ARGV[1]          the lease's time to live, in microseconds.
 -- ARGV[2]          the seats asked for.
 -- ARGV[3]          the shard position ties are settled from (0-based).
@@ -15,7 +17,8 @@
 -- ARGV[4 + j]      the share of C that KEYS[j] holds (j = 1..k + d).
 -- ARGV[4 + k + d + i]  the reserve of spill pool i (i = 1..d): the seats
 --                  a borrower leaves free for its owners.
--- ARGV[5 + k + 2d] absent in production (the server's clock); the test's time.
+-- ARGV[5 + k + 2d] how long the record lives, in milliseconds.
+-- ARGV[6 + k + 2d] absent in production (the server's clock); the test's time.
 --
 -- Reply: { 1, token, expiry, j, seats, j, seats, ... } with each pool's
 -- 0-based position among the keys (k and above: borrowed) and the seats
@@ -23,13 +26,23 @@
 -- have the seats free together, with the microseconds until the earliest
 -- expiry of a lease in them (-1 when none holds any): the holder's release
 -- may come sooner.
+--
+-- When it grants, the record holds the lease's token, so that a caller
+-- that gave up without the reply can give the lease back. When the record
+-- is there already, the caller gave up before this ran (abandon.lua left a
+-- tombstone): it takes nothing, reads nothing, and answers { 0, -1 }, a
+-- refusal nobody hears.
 
 local d = ARGV[4] + 0
-local k = #KEYS - 1 - d
+local k = #KEYS - 2 - d
 local ttl = ARGV[1] + 0
 local seats = ARGV[2] + 0
 local start = ARGV[3] + 0
-local now = clock(ARGV[5 + k + 2 * d])
+local record = KEYS[k + d + 2]
+local now = clock(ARGV[6 + k + 2 * d])
+if redis.call('EXISTS', record) == 1 then
+  return { 0, -1 }
+end
 
 -- free[j]: the seats KEYS[j] can give this acquire (above the reserve of
 -- a spill pool).
@@ -79,6 +92,7 @@ if not last then
   redis.call('SET', counter, string.format('%d', now))
 end
 local counted = redis.call('INCR', counter)
+redis.call('SET', record, string.format('%d', counted), 'PX', ARGV[5 + k + 2 * d])
 local expiry = now + ttl
 local reply = { 1, counted, expiry }
 local need, tried = seats, {}

@@ -3,11 +3,13 @@
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU32;
+use std::time::Duration;
 
 use ::redis::aio::ConnectionLike;
 use tokio::time::timeout;
 
 use super::script::Scripts;
+use super::unanswered::RECORD_DEADLINES;
 use super::{LeaseBuildError, LeaseOptions, RedisInFlight, Shared};
 use crate::inflight::{Builder, InFlight};
 use crate::redis::breaker::Breaker;
@@ -76,6 +78,7 @@ impl Builder {
             deadline: options.deadline,
             max_wait: options.max_wait,
             max_backoff: options.max_backoff,
+            record_ms: record_ms(options.deadline),
             breaker: Breaker::new(pools, options.retry_every, Layout::OneSlot),
         };
         Ok(RedisInFlight {
@@ -120,6 +123,15 @@ fn check(options: &LeaseOptions) -> Result<u64, LeaseBuildError> {
         });
     }
     Ok(micros.max(1))
+}
+
+/// How long an acquire's record lives, in ms: `RECORD_DEADLINES`
+/// deadlines, at least 1 ms, at most the longest TTL.
+fn record_ms(deadline: Duration) -> u64 {
+    let ms = deadline.saturating_mul(RECORD_DEADLINES).as_millis();
+    u64::try_from(ms)
+        .unwrap_or(u64::MAX)
+        .clamp(1, MAX_TTL_MICROS / 1000)
 }
 
 /// The in-process limit of one replica: C / replicas, with the same N, k

@@ -7,6 +7,8 @@
 //! held and given back when dropped; the seats of a process that dies come
 //! back when its leases expire, within the TTL.
 
+#[cfg(test)]
+mod abandon_tests;
 mod build;
 mod error;
 #[cfg(test)]
@@ -16,6 +18,7 @@ mod permit;
 mod script;
 #[cfg(test)]
 mod tests;
+mod unanswered;
 
 use std::fmt;
 use std::future::Future;
@@ -32,6 +35,7 @@ pub use permit::{Lease, LeaseSource};
 
 use self::permit::Held;
 use self::script::{Acquired, Scripts};
+use self::unanswered::Unanswered;
 use super::{InFlight, OwnedPermit, RejectReason, Rejected};
 use crate::redis::breaker::Breaker;
 use crate::redis::{Error, FailurePolicy};
@@ -96,6 +100,9 @@ struct Shared<Conn> {
     deadline: Duration,
     max_wait: Duration,
     max_backoff: Duration,
+    /// How long an acquire's record lives, in ms: `RECORD_DEADLINES`
+    /// deadlines.
+    record_ms: u64,
     /// Leaves Redis alone after it failed, as for rates: the pools are
     /// its buckets, all in one slot.
     breaker: Breaker,
@@ -324,13 +331,18 @@ where
         let start = crate::random::tie_break(pools.len());
         let sent = Instant::now();
         let mut connection = self.connection.clone();
+        // Until the reply is heard, the acquire is given back if this
+        // future ends first (the deadline, a caller gone, a failure).
+        let mut unanswered = Unanswered::new(self, pools);
         let acquired = self.scripts.acquire(
             &mut connection,
             (pools, &shares[..len], &reserves[..spill.len()]),
             (seats, self.ttl_micros, start),
+            (unanswered.record(), self.record_ms),
         );
         let answer = timeout(self.deadline, acquired).await;
         if let Ok(Ok(_)) = &answer {
+            unanswered.heard();
             self.breaker.answered(pools, self.breaker.micros());
         }
         let error = match answer {

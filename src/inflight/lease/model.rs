@@ -51,17 +51,24 @@ pub(super) enum Acquired {
     Busy(Option<u64>),
 }
 
+/// What abandon.lua leaves in an acquire's record when it comes first.
+pub(super) const TOMBSTONE: &str = "abandoned";
+
 /// acquire.lua: `seats` of `pools` (with their `shares`), all or nothing,
 /// as the lease `counter + 1` (`now + 1` while the counter is missing): the
 /// first `k` pools (the tenant's own) first, then the rest (its spill
 /// pools) above their `reserves`, each group the roomiest first, ties from
-/// `start`.
+/// `start`. A lease's token goes in the acquire's `record`; a `record`
+/// already there (a tombstone) takes nothing and reads nothing.
 pub(super) fn acquire(
     pools: &mut [Pool],
     (shares, reserves): (&[u32], &[u32]),
-    counter: &mut Option<u64>,
+    (counter, record): (&mut Option<u64>, &mut Option<String>),
     (ttl, seats, start, now): (u64, u32, usize, u64),
 ) -> Result<Acquired, NotAPool> {
+    if record.is_some() {
+        return Ok(Acquired::Busy(None));
+    }
     let k = pools.len() - reserves.len();
     let (mut free, mut sum, mut earliest) = (vec![0u64; pools.len()], 0, None::<u64>);
     for j in 0..pools.len() {
@@ -78,6 +85,7 @@ pub(super) fn acquire(
     }
     let token = counter.unwrap_or(now) + 1;
     *counter = Some(token);
+    *record = Some(token.to_string());
     let expiry = now + ttl;
     let (mut need, mut tried, mut taken) = (u64::from(seats), vec![false; pools.len()], Vec::new());
     for (first, size) in [(0, k), (k, pools.len() - k)] {
@@ -132,4 +140,32 @@ pub(super) fn release(pools: &mut [&mut Pool], members: &[String]) -> usize {
         removed += before - pool.len();
     }
     removed
+}
+
+/// abandon.lua: an acquire given up on. Its `record` holds a token: that
+/// token's members are removed from `pools`, and the record (`Ok(removed)`);
+/// no record: a tombstone takes its place (`Ok(-1)`); a tombstone: nothing
+/// (`Ok(0)`); anything else: `NotAPool`, nothing written.
+pub(super) fn abandon(pools: &mut [Pool], record: &mut Option<String>) -> Result<i64, NotAPool> {
+    let Some(held) = record.as_deref() else {
+        *record = Some(TOMBSTONE.to_owned());
+        return Ok(-1);
+    };
+    if held == TOMBSTONE {
+        return Ok(0);
+    }
+    // Lua reads the digits as a double: below 2^53 only.
+    let digits = !held.is_empty() && held.bytes().all(|b| b.is_ascii_digit());
+    if !digits || held.parse::<f64>().map_or(true, |t| t >= 2f64.powi(53)) {
+        return Err(NotAPool);
+    }
+    let prefix = format!("{held}:");
+    let mut removed = 0;
+    for pool in pools.iter_mut() {
+        let before = pool.len();
+        pool.retain(|(m, _)| !m.starts_with(&prefix));
+        removed += before - pool.len();
+    }
+    *record = None;
+    Ok(removed as i64)
 }

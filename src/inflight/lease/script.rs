@@ -1,5 +1,9 @@
 //! The lease scripts on the server, and their replies read back: one
-//! round trip each for an acquire, a renewal and a release.
+//! round trip each for an acquire, a renewal, a release and the give-back
+//! of an acquire whose reply never came.
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use ::redis::Script;
 use ::redis::aio::ConnectionLike;
@@ -21,17 +25,31 @@ macro_rules! lease_lua {
 pub(super) const ACQUIRE_LUA: &str = lease_lua!("acquire.lua");
 pub(super) const RENEW_LUA: &str = lease_lua!("renew.lua");
 pub(super) const RELEASE_LUA: &str = lease_lua!("release.lua");
+pub(super) const ABANDON_LUA: &str = lease_lua!("abandon.lua");
 
-/// The three scripts and the keys of every pool.
+/// A fresh acquire id, unique across the fleet: 64 random bits drawn once
+/// per process, then the process's count of acquires.
+pub(super) fn acquire_id() -> String {
+    static PROCESS: OnceLock<u64> = OnceLock::new();
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    let process = *PROCESS.get_or_init(crate::random::next_u64);
+    let count = COUNT.fetch_add(1, Ordering::Relaxed);
+    format!("{process:016x}-{count}")
+}
+
+/// The four scripts and the keys of every pool.
 #[derive(Debug)]
 pub(super) struct Scripts {
     acquire: Script,
     renew: Script,
     release: Script,
+    abandon: Script,
     /// Pool i is `{prefix}{name}:p<i>`: one hash tag for the limit.
     keys: Box<[String]>,
     /// The token counter, in the same slot.
     counter: String,
+    /// An acquire's record is this and its id, in the same slot.
+    records: String,
 }
 
 /// A lease's member in a pool: its token and the seats it holds there.
@@ -59,36 +77,44 @@ impl Scripts {
             acquire: Script::new(ACQUIRE_LUA),
             renew: Script::new(RENEW_LUA),
             release: Script::new(RELEASE_LUA),
+            abandon: Script::new(ABANDON_LUA),
             keys: (0..pools)
                 .map(|i| format!("{prefix}{{{name}}}:p{i}"))
                 .collect(),
             counter: format!("{prefix}{{{name}}}:lease"),
+            records: format!("{prefix}{{{name}}}:acq:"),
         }
+    }
+
+    /// The key of the acquire `id`'s record.
+    pub(super) fn record(&self, id: &str) -> String {
+        format!("{}{id}", self.records)
     }
 
     pub(super) fn key(&self, pool: u32) -> Option<&str> {
         self.keys.get(pool as usize).map(String::as_str)
     }
 
-    pub(super) fn all(&self) -> [&Script; 3] {
-        [&self.acquire, &self.renew, &self.release]
+    pub(super) fn all(&self) -> [&Script; 4] {
+        [&self.acquire, &self.renew, &self.release, &self.abandon]
     }
 
     /// One acquire of `seats` over `pools` (with their `shares`): the
     /// tenant's own, then as many spill pools as there are `reserves`
     /// (each spill pool's), ties from position `start`, for a lease of
-    /// `ttl` µs.
+    /// `ttl` µs; its token kept `record_ms` in the `record` key.
     pub(super) async fn acquire<Conn: ConnectionLike>(
         &self,
         connection: &mut Conn,
         (pools, shares, reserves): (&[u32], &[u32], &[u32]),
         (seats, ttl, start): (u32, u64, usize),
+        (record, record_ms): (&str, u64),
     ) -> Result<Acquired, Error> {
         let mut invocation = self.acquire.prepare_invoke();
         for &p in pools {
             invocation.key(self.keys[p as usize].as_str());
         }
-        invocation.key(self.counter.as_str());
+        invocation.key(self.counter.as_str()).key(record);
         invocation
             .arg(ttl)
             .arg(seats)
@@ -97,6 +123,7 @@ impl Scripts {
         for &share in shares.iter().chain(reserves) {
             invocation.arg(share);
         }
+        invocation.arg(record_ms);
         let reply: Vec<i64> =
             (invocation.invoke_async(connection).await).map_err(Error::from_redis)?;
         parse_acquired(&reply, pools.len(), seats).ok_or_else(|| Error::Reply {
@@ -143,6 +170,24 @@ impl Scripts {
         }
         let _: i64 = (invocation.invoke_async(connection).await).map_err(Error::from_redis)?;
         Ok(())
+    }
+
+    /// The give-back of the acquire whose record is `record`, over the
+    /// `pools` it asked for: its lease's members removed if it ran, or a
+    /// tombstone of `record_ms` left so that it takes nothing if it runs
+    /// later. The members removed, or -1 for a tombstone.
+    pub(super) async fn abandon<Conn: ConnectionLike>(
+        &self,
+        connection: &mut Conn,
+        pools: &[u32],
+        (record, record_ms): (&str, u64),
+    ) -> Result<i64, Error> {
+        let mut invocation = self.abandon.prepare_invoke();
+        for &p in pools {
+            invocation.key(self.keys[p as usize].as_str());
+        }
+        invocation.key(record).arg(record_ms);
+        (invocation.invoke_async(connection).await).map_err(Error::from_redis)
     }
 }
 

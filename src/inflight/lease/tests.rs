@@ -5,7 +5,9 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncCommands, Script};
 
 use super::model::{self, Acquired, NotAPool, Pool};
-use super::script::{ACQUIRE_LUA, Acquired as Parsed, RELEASE_LUA, RENEW_LUA, parse_acquired};
+use super::script::{
+    ABANDON_LUA, ACQUIRE_LUA, Acquired as Parsed, RELEASE_LUA, RENEW_LUA, parse_acquired,
+};
 use crate::redis::redis_server::RedisServer;
 
 /// A small deterministic generator, so that a failure can be replayed.
@@ -20,15 +22,18 @@ impl XorShift {
     }
 }
 
-fn runtime() -> tokio::runtime::Runtime {
+pub(super) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap()
 }
 
-const KEYS: [&str; 6] = ["{t}:p0", "{t}:p1", "{t}:p2", "{t}:p3", "{t}:p4", "{t}:p5"];
-const COUNTER: &str = "{t}:lease";
+pub(super) const KEYS: [&str; 6] = ["{t}:p0", "{t}:p1", "{t}:p2", "{t}:p3", "{t}:p4", "{t}:p5"];
+pub(super) const COUNTER: &str = "{t}:lease";
+pub(super) const RECORD: &str = "{t}:acq:0123456789abcdef-7";
+/// How long a record lives, in ms.
+pub(super) const RECORD_MS: u64 = 400;
 
 /// Writes `pools` into the first keys, exactly.
 async fn write(connection: &mut MultiplexedConnection, pools: &[Pool]) {
@@ -41,7 +46,7 @@ async fn write(connection: &mut MultiplexedConnection, pools: &[Pool]) {
 }
 
 /// What the first keys hold, as the model keeps them.
-async fn read(connection: &mut MultiplexedConnection, k: usize) -> Vec<Pool> {
+pub(super) async fn read(connection: &mut MultiplexedConnection, k: usize) -> Vec<Pool> {
     let mut pools = Vec::new();
     for key in &KEYS[..k] {
         let raw: Vec<(String, u64)> = connection.zrange_withscores(*key, 0, -1).await.unwrap();
@@ -78,16 +83,18 @@ fn the_lease_scripts_do_what_their_mirror_does() {
     let server = RedisServer::start();
     runtime().block_on(async {
         let mut connection = server.connection().await;
-        let (acquire, renew, release) = (
+        let (acquire, renew, release, abandon) = (
             Script::new(ACQUIRE_LUA),
             Script::new(RENEW_LUA),
             Script::new(RELEASE_LUA),
+            Script::new(ABANDON_LUA),
         );
         let mut rng = XorShift(0x1EA5_E5ED);
-        // leased, multi-pool, busy, stray, renewed, lost, borrowed
-        let mut seen = [0usize; 8];
+        // leased, multi-pool, busy, stray, renewed, lost, borrowed, from the
+        // clock, stopped by a record, given back, tombstoned
+        let mut seen = [0usize; 11];
         let mut next = 0u64;
-        for step in 0..1500 {
+        for step in 0..2000 {
             // k own pools, then d spill pools (none a third of the time).
             let own = 1 + rng.below(4) as usize;
             let d = [0, 0, 1, 2][rng.below(4) as usize];
@@ -120,11 +127,24 @@ fn the_lease_scripts_do_what_their_mirror_does() {
             let ttl = 1 + rng.below(10_000_000);
             let start = rng.below(k as u64) as usize;
 
+            // The acquire's record: missing, as its caller sends it; now
+            // and then a tombstone (its give-back came first), or a stray.
+            let mut record = match rng.below(12) {
+                0 => Some(model::TOMBSTONE.to_owned()),
+                1 if rng.below(4) == 0 => Some("12x".to_owned()),
+                _ => None,
+            };
+            let _: () = connection.del(RECORD).await.unwrap();
+            if let Some(held) = &record {
+                let _: () = connection.set(RECORD, held).await.unwrap();
+            }
+            let stopped = record.is_some();
+
             let from_clock = counter.is_none();
             let want = model::acquire(
                 &mut pools,
                 (&shares, &reserves),
-                &mut counter,
+                (&mut counter, &mut record),
                 (ttl, seats, start, now),
             );
             let mut invocation = acquire.prepare_invoke();
@@ -133,6 +153,7 @@ fn the_lease_scripts_do_what_their_mirror_does() {
             }
             invocation
                 .key(COUNTER)
+                .key(RECORD)
                 .arg(ttl)
                 .arg(seats)
                 .arg(start)
@@ -140,7 +161,7 @@ fn the_lease_scripts_do_what_their_mirror_does() {
             for share in shares.iter().chain(&reserves) {
                 invocation.arg(*share);
             }
-            invocation.arg(now);
+            invocation.arg(RECORD_MS).arg(now);
             let got: Result<Vec<i64>, _> = invocation.invoke_async(&mut connection).await;
             let leased = match (want, got) {
                 (Err(NotAPool), Err(error)) => {
@@ -161,6 +182,7 @@ fn the_lease_scripts_do_what_their_mirror_does() {
                         })
                     );
                     seen[2] += 1;
+                    seen[8] += usize::from(stopped);
                     None
                 }
                 (Ok(Acquired::Leased(token, expiry, taken)), Ok(reply)) => {
@@ -188,6 +210,48 @@ fn the_lease_scripts_do_what_their_mirror_does() {
             assert_eq!(read(&mut connection, k).await, pools, "step {step}");
             let stored: Option<u64> = connection.get(COUNTER).await.unwrap();
             assert_eq!(stored, counter, "step {step}");
+            assert_eq!(held(&mut connection).await, record, "step {step}");
+            if leased.is_some() {
+                let pttl: i64 = redis::cmd("PTTL")
+                    .arg(RECORD)
+                    .query_async(&mut connection)
+                    .await
+                    .unwrap();
+                assert!(0 < pttl && pttl <= RECORD_MS as i64, "step {step}: {pttl}");
+            }
+
+            // Or the acquire given back, as its caller does when the reply
+            // does not come: whether it ran or not.
+            if rng.below(4) == 0 {
+                let mut invocation = abandon.prepare_invoke();
+                for key in &KEYS[..k] {
+                    invocation.key(*key);
+                }
+                invocation.key(RECORD).arg(RECORD_MS);
+                let got: Result<i64, _> = invocation.invoke_async(&mut connection).await;
+                match (model::abandon(&mut pools, &mut record), got) {
+                    (Ok(want), Ok(got)) => {
+                        assert_eq!(got, want, "step {step}");
+                        seen[9] += usize::from(got > 0);
+                        seen[10] += usize::from(got < 0);
+                    }
+                    (Err(NotAPool), Err(error)) => {
+                        assert_eq!(error.code(), Some("NOTAPOOL"), "step {step}: {error}");
+                    }
+                    (want, got) => panic!("step {step}: the mirror {want:?}, the script {got:?}"),
+                }
+                assert_eq!(
+                    read(&mut connection, k).await,
+                    pools,
+                    "step {step}, given back"
+                );
+                assert_eq!(
+                    held(&mut connection).await,
+                    record,
+                    "step {step}, given back"
+                );
+                continue;
+            }
 
             // Renew (maybe too late) or release the new lease, or one of
             // another token's members.
@@ -198,9 +262,15 @@ fn the_lease_scripts_do_what_their_mirror_does() {
                     else {
                         continue;
                     };
-                    let (token, seats) = pool[0].0.split_once(':').unwrap();
-                    let Ok(token) = token.parse() else { continue };
-                    (vec![(j, seats.parse().unwrap())], token)
+                    // (A stray member is left alone: an acquire a
+                    // tombstone stopped reads no pool.)
+                    let Some((token, seats)) = pool[0].0.split_once(':') else {
+                        continue;
+                    };
+                    let (Ok(token), Ok(seats)) = (token.parse(), seats.parse()) else {
+                        continue;
+                    };
+                    (vec![(j, seats)], token)
                 }
             };
             let members: Vec<String> = taken
@@ -254,11 +324,21 @@ fn the_lease_scripts_do_what_their_mirror_does() {
             "{seen:?}"
         );
         assert!(seen[4] > 50 && seen[5] > 50 && seen[7] > 10, "{seen:?}");
+        assert!(seen[8] > 50 && seen[9] > 50 && seen[10] > 50, "{seen:?}");
     });
 }
 
+/// What an acquire's record holds, if anything.
+pub(super) async fn held(connection: &mut MultiplexedConnection) -> Option<String> {
+    connection.get(RECORD).await.unwrap()
+}
+
 /// An invocation of `script` over `keys` with `args`.
-fn run<'a>(script: &'a Script, keys: &[&str], args: &[u64]) -> redis::ScriptInvocation<'a> {
+pub(super) fn run<'a>(
+    script: &'a Script,
+    keys: &[&str],
+    args: &[u64],
+) -> redis::ScriptInvocation<'a> {
     let mut invocation = script.prepare_invoke();
     for key in keys {
         invocation.key(*key);
@@ -293,8 +373,8 @@ fn keys_of_another_type_are_refused_before_anything_is_written() {
         // Acquire: a pool of another type; then a counter of another type.
         let refused = run(
             &acquire,
-            &[KEYS[0], KEYS[1], COUNTER],
-            &[100, 1, 0, 0, 2, 2, 1000],
+            &[KEYS[0], KEYS[1], COUNTER, RECORD],
+            &[100, 1, 0, 0, 2, 2, RECORD_MS, 1000],
         )
         .invoke_async::<Vec<i64>>(&mut connection)
         .await
@@ -302,20 +382,28 @@ fn keys_of_another_type_are_refused_before_anything_is_written() {
         assert_eq!(refused.code(), Some("NOTAPOOL"), "{refused}");
         assert!(refused.to_string().contains("{t}:p1"), "{refused}");
         let _: () = connection.hset(COUNTER, "f", "v").await.unwrap();
-        let refused = run(&acquire, &[KEYS[0], COUNTER], &[100, 1, 0, 0, 2, 1000])
-            .invoke_async::<Vec<i64>>(&mut connection)
-            .await
-            .unwrap_err();
+        let refused = run(
+            &acquire,
+            &[KEYS[0], COUNTER, RECORD],
+            &[100, 1, 0, 0, 2, RECORD_MS, 1000],
+        )
+        .invoke_async::<Vec<i64>>(&mut connection)
+        .await
+        .unwrap_err();
         assert_eq!(refused.code(), Some("NOTAPOOL"), "{refused}");
         assert!(refused.to_string().contains("{t}:lease"), "{refused}");
         // A counter no double holds exactly, or not a number: refused, and
         // left as it is.
         for stray in ["9007199254740991", "-3", "1e3", "many"] {
             let _: () = connection.set(COUNTER, stray).await.unwrap();
-            let refused = run(&acquire, &[KEYS[0], COUNTER], &[100, 1, 0, 0, 2, 1000])
-                .invoke_async::<Vec<i64>>(&mut connection)
-                .await
-                .unwrap_err();
+            let refused = run(
+                &acquire,
+                &[KEYS[0], COUNTER, RECORD],
+                &[100, 1, 0, 0, 2, RECORD_MS, 1000],
+            )
+            .invoke_async::<Vec<i64>>(&mut connection)
+            .await
+            .unwrap_err();
             assert_eq!(refused.code(), Some("NOTAPOOL"), "{stray}: {refused}");
             let kept: String = connection.get(COUNTER).await.unwrap();
             assert_eq!(kept, stray);
@@ -341,5 +429,6 @@ fn keys_of_another_type_are_refused_before_anything_is_written() {
         );
         let kept: String = connection.get(KEYS[1]).await.unwrap();
         assert_eq!(kept, "not a pool");
+        assert_eq!(held(&mut connection).await, None, "nothing recorded");
     });
 }
