@@ -6,10 +6,7 @@
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use redis::aio::MultiplexedConnection;
-use shuffle_limiter::inflight::{
-    InFlight, LeaseBuildError, LeaseError, LeaseSource, RedisInFlight, RejectReason,
-};
+use shuffle_limiter::inflight::{InFlight, LeaseBuildError, LeaseError, LeaseSource, RejectReason};
 use shuffle_limiter::redis::{Error, FailurePolicy};
 
 #[path = "../../tests/support/redis_server.rs"]
@@ -364,80 +361,5 @@ fn a_zero_bound_is_one_try_however_long_its_round_trip() {
         };
         let (taken, ()) = tokio::join!(limit.acquire_within("t", Duration::ZERO), resume);
         assert_eq!(taken.unwrap().source(), LeaseSource::Redis);
-    });
-}
-
-/// Waits (10 s at most, against a TTL of a minute) until the acquire the
-/// stopped server ran late has taken its token and been given back: the
-/// counter `{name}:lease` exists, no seat of the one pool is held, and no
-/// acquire's record is left. The seat is free again long before the TTL.
-async fn given_back(
-    server: &RedisServer,
-    limit: &RedisInFlight<MultiplexedConnection>,
-    name: &str,
-) {
-    let mut connection = support::connect(server).await;
-    let counter = format!("{{{name}}}:lease");
-    let records = format!("{{{name}}}:acq:*");
-    let done = support::within(Duration::from_secs(10), || {
-        let mut connection = connection.clone();
-        let (counter, records) = (&counter, &records);
-        async move {
-            let ran: bool = connection.exists(counter).await.unwrap();
-            let held = support::held(&mut connection, limit, 0).await;
-            let left: Vec<String> = connection.keys(records).await.unwrap();
-            (ran && held == 0 && left.is_empty()).then_some(())
-        }
-    })
-    .await;
-    let held = support::held(&mut connection, limit, 0).await;
-    assert!(
-        done.is_some(),
-        "{held} seat still held 10 s after Redis resumed"
-    );
-    let lease = limit.try_acquire("t").await.unwrap();
-    assert_eq!(lease.source(), LeaseSource::Redis);
-}
-
-/// An acquire whose reply comes after its deadline (Redis stopped
-/// meanwhile) is answered by the policy; the lease the script makes when
-/// Redis resumes is given back at once, not held by no one until the TTL.
-#[test]
-fn an_acquire_past_its_deadline_is_given_back() {
-    let _serial = one_at_a_time();
-    let server = RedisServer::start();
-    runtime().block_on(async {
-        let late = closed("late", Duration::from_secs(60))
-            .deadline(Duration::from_millis(200))
-            .retry_every(Duration::from_millis(10));
-        let limit = limit(&server, (1, 1, 1), late).await;
-        server.signal("-STOP");
-        let refused = limit.try_acquire("t").await.unwrap_err();
-        assert!(
-            matches!(refused, LeaseError::Redis(Error::Timeout { .. })),
-            "{refused}"
-        );
-        // Stopped past the give-back's own deadline too: both wait unread.
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        server.signal("-CONT");
-        given_back(&server, &limit, "late").await;
-    });
-}
-
-/// The same for an acquire whose caller goes away before the deadline:
-/// dropping its future gives it back.
-#[test]
-fn a_dropped_acquire_is_given_back() {
-    let _serial = one_at_a_time();
-    let server = RedisServer::start();
-    runtime().block_on(async {
-        let options = closed("dropped", Duration::from_secs(60)).deadline(Duration::from_secs(5));
-        let limit = limit(&server, (1, 1, 1), options).await;
-        server.signal("-STOP");
-        let gone = tokio::time::timeout(Duration::from_millis(50), limit.try_acquire("t")).await;
-        assert!(gone.is_err(), "dropped while Redis is stopped");
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        server.signal("-CONT");
-        given_back(&server, &limit, "dropped").await;
     });
 }
