@@ -61,8 +61,18 @@ pin_project! {
             #[pin]
             pending: S::Pending,
             waiting: Option<(I, Request<ReqBody>)>,
+            // Whether the inner service waiting is the one poll_ready made
+            // ready (until the decision first has to wait).
+            ready: bool,
             config: Arc<Config<S, R>>,
             shard: Shard,
+        },
+        // Granted after a wait: the inner service (a clone that was not
+        // ready) is readied for the request.
+        Readying {
+            inner: I,
+            request: Option<Request<ReqBody>>,
+            fields: Option<Fields>,
         },
         Called {
             #[pin]
@@ -91,6 +101,7 @@ where
             state: State::Deciding {
                 pending,
                 waiting: Some((inner, request)),
+                ready: true,
                 config,
                 shard,
             },
@@ -118,7 +129,7 @@ where
 
 impl<I, S, R, ReqBody, ResBody> Future for ResponseFuture<I, S, R, ReqBody, ResBody>
 where
-    I: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    I: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
     S: Store,
     R: Respond<ResBody>,
 {
@@ -131,10 +142,25 @@ where
                 StateProj::Deciding {
                     pending,
                     waiting,
+                    ready,
                     config,
                     shard,
                 } => {
-                    let result = ready!(pending.poll(cx));
+                    let Poll::Ready(result) = pending.poll(cx) else {
+                        // A decision that waits (a round trip, a wait for
+                        // a slot) gives up the readiness it was called
+                        // with: a ready service can be a reservation
+                        // (`ConcurrencyLimit`, `Buffer`) that another
+                        // tenant's request needs meanwhile. A clone is
+                        // readied once granted.
+                        if *ready {
+                            if let Some((inner, _)) = waiting.as_mut() {
+                                *inner = inner.clone();
+                            }
+                            *ready = false;
+                        }
+                        return Poll::Pending;
+                    };
                     let (mut inner, request) = waiting
                         .take()
                         .expect("ResponseFuture polled after it completed");
@@ -148,9 +174,18 @@ where
                             };
                             let (mut parts, body) = request.into_parts();
                             parts.extensions.insert(grant);
-                            State::Called {
-                                future: inner.call(Request::from_parts(parts, body)),
-                                fields: Some(fields),
+                            let request = Request::from_parts(parts, body);
+                            if *ready {
+                                State::Called {
+                                    future: inner.call(request),
+                                    fields: Some(fields),
+                                }
+                            } else {
+                                State::Readying {
+                                    inner,
+                                    request: Some(request),
+                                    fields: Some(fields),
+                                }
                             }
                         }
                         Err(denied) => {
@@ -180,9 +215,28 @@ where
                         }
                     }
                 }
+                StateProj::Readying {
+                    inner,
+                    request,
+                    fields,
+                } => {
+                    ready!(inner.poll_ready(cx))?;
+                    let request = request
+                        .take()
+                        .expect("ResponseFuture polled after it completed");
+                    State::Called {
+                        future: inner.call(request),
+                        fields: fields.take(),
+                    }
+                }
                 StateProj::Called { future, fields } => {
-                    let mut response = ready!(future.poll(cx))?;
-                    if let Some(fields) = fields.take() {
+                    let response = ready!(future.poll(cx));
+                    let fields = fields.take();
+                    // Polled again, it says so rather than poll the inner
+                    // future again.
+                    state.set(State::Answered { response: None });
+                    let mut response = response?;
+                    if let Some(fields) = fields {
                         fields.append_to(response.headers_mut());
                     }
                     return Poll::Ready(Ok(response));

@@ -418,10 +418,12 @@ where
             Start::Held(permit) => InFlightFuture::called(self.inner.call(request), Some(permit)),
             Start::Refused(rejected) => InFlightFuture::answer(config.refused(rejected)),
             Start::Wait(acquire) => {
-                // The ready clone waits with the request; this service
-                // keeps a fresh one for the next poll_ready.
-                let clone = self.inner.clone();
-                let inner = std::mem::replace(&mut self.inner, clone);
+                // The wait takes a clone that is not ready, and readies it
+                // once the permit is held: a ready service can be a
+                // reservation (`ConcurrencyLimit`, `Buffer`), and a tenant
+                // waiting for its pools must not hold one that another
+                // tenant's request needs. This service stays ready.
+                let inner = self.inner.clone();
                 InFlightFuture::waiting(acquire, inner, request, Arc::clone(config))
             }
         }

@@ -39,6 +39,13 @@ pin_project! {
             waiting: Option<(I, Request<ReqBody>)>,
             config: Arc<Config<R>>,
         },
+        // The permit is held: the inner service (a clone that was not
+        // ready) is readied for the request.
+        Readying {
+            inner: I,
+            request: Option<Request<ReqBody>>,
+            permit: Option<Held>,
+        },
         Called {
             #[pin]
             future: I::Future,
@@ -101,15 +108,31 @@ where
                     config,
                 } => {
                     let acquired = ready!(acquire.poll(cx));
-                    let (mut inner, request) = waiting
+                    let (inner, request) = waiting
                         .take()
                         .expect("InFlightFuture polled after it completed");
                     match acquired {
-                        Ok(permit) => State::Called {
-                            future: inner.call(request),
+                        Ok(permit) => State::Readying {
+                            inner,
+                            request: Some(request),
                             permit: Some(permit),
                         },
                         Err(refused) => return Poll::Ready(Ok(config.refused(refused))),
+                    }
+                }
+                StateProj::Readying {
+                    inner,
+                    request,
+                    permit,
+                } => {
+                    // An error gives the permit back with this state.
+                    ready!(inner.poll_ready(cx))?;
+                    let request = request
+                        .take()
+                        .expect("InFlightFuture polled after it completed");
+                    State::Called {
+                        future: inner.call(request),
+                        permit: permit.take(),
                     }
                 }
                 StateProj::Called { future, permit } => {
@@ -117,6 +140,9 @@ where
                     // Given back as the response head is ready (or the
                     // call failed); a body still streaming holds none.
                     drop(permit.take());
+                    // Polled again, it says so rather than poll the inner
+                    // future again.
+                    state.set(State::Answered { response: None });
                     return Poll::Ready(response);
                 }
                 StateProj::Answered { response } => {
