@@ -295,3 +295,65 @@ async fn a_wait_past_max_wait_is_503_and_a_cancelled_wait_leaves_its_queues() {
     drop(held);
     assert_eq!(inflight.available(), 1, "only `_last` is out");
 }
+
+/// Polls `future` once, with a waker that does nothing.
+fn poll_once<F: std::future::Future>(future: std::pin::Pin<&mut F>) -> std::task::Poll<F::Output> {
+    let waker = std::task::Waker::noop();
+    future.poll(&mut std::task::Context::from_waker(waker))
+}
+
+/// `Acquire::within(Duration::ZERO)` waits for none: its first poll
+/// refuses, and it takes no place in a queue (where it would make another
+/// caller's `try_acquire` busy and catch a permit freed meanwhile), even
+/// between two ticks of tokio's timer, where a sleep of zero is not yet
+/// due.
+#[tokio::test(start_paused = true)]
+async fn within_zero_answers_on_its_first_poll_and_queues_nowhere() {
+    tokio::time::advance(Duration::from_micros(500)).await;
+    let inflight = InFlight::builder().concurrency(1).build().unwrap();
+    let held = inflight.try_acquire("t").unwrap();
+    let mut acquire = std::pin::pin!(inflight.acquire("t").within(Duration::ZERO));
+    let first = poll_once(acquire.as_mut());
+    let queued = inflight.waiting(0);
+    drop(held);
+    let other = inflight.try_acquire("t");
+    let max_wait = Duration::ZERO;
+    assert!(
+        matches!(&first, std::task::Poll::Ready(Err(e)) if e.reason() == RejectReason::TimedOut { max_wait }),
+        "the first poll of within(0): {first:?}"
+    );
+    assert_eq!(queued, 0, "a zero wait took a place in the queue");
+    assert!(other.is_ok(), "{other:?}");
+}
+
+/// The layer's `max_wait(Duration::ZERO)` "waits for none": a request
+/// that finds its tenant's pools full is answered 503 on the first poll,
+/// not queued until the timer's next tick and served by a permit freed
+/// meanwhile.
+#[tokio::test(start_paused = true)]
+async fn a_layer_max_wait_of_zero_is_503_on_the_first_poll() {
+    tokio::time::advance(Duration::from_micros(500)).await;
+    let inflight = Arc::new(InFlight::builder().concurrency(1).build().unwrap());
+    let handler = tower::service_fn(|_: Request<Body>| async {
+        Ok::<_, std::convert::Infallible>(Response::new(Body::empty()))
+    });
+    let service = tower::Layer::layer(
+        &InFlightLayer::new(Arc::clone(&inflight), x_tenant()).max_wait(Duration::ZERO),
+        handler,
+    );
+    let held = inflight.try_acquire_owned("t").unwrap();
+    let mut answer = Box::pin(service.oneshot(request("t")));
+    let first = poll_once(answer.as_mut());
+    let queued = inflight.waiting(0);
+    drop(held);
+    let (first, response) = match first {
+        std::task::Poll::Ready(response) => (true, response),
+        std::task::Poll::Pending => (false, answer.await),
+    };
+    let status = response.unwrap().status();
+    assert_eq!(
+        (first, queued, status),
+        (true, 0, StatusCode::SERVICE_UNAVAILABLE),
+        "(answered on the first poll, waiters queued, status)"
+    );
+}

@@ -119,6 +119,13 @@ impl<L: Deref<Target = InFlight>> Wait<L> {
                 if let Some(taken) = inflight.try_take(&shard, seats) {
                     return self.done(taken);
                 }
+                // A zero bound waits for none: it takes no place in a
+                // queue, where it would hold up the callers after it and
+                // catch a permit freed before its timer's first tick.
+                #[cfg(feature = "wait")]
+                if let Some(max_wait) = self.max_wait.filter(Duration::is_zero) {
+                    return self.refuse(RejectReason::TimedOut { max_wait });
+                }
                 let pools = &inflight.pools;
                 let entered = inflight
                     .with_room(|room| room.enter(pools, shard.buckets(), seats, cx.waker()));
@@ -192,7 +199,9 @@ impl<'a> Acquire<'a> {
     /// Waits at most `max_wait` (on tokio's timer) from when it starts to
     /// queue, then gives up with [`RejectReason::TimedOut`]; this replaces
     /// the limit's own [`max_wait`](super::Builder::max_wait). A permit
-    /// handed to it as the time ran out is kept.
+    /// handed to it as the time ran out is kept. `Duration::ZERO` waits for
+    /// none: a permit free now, or `TimedOut` on the first poll, without
+    /// queueing.
     ///
     /// ```
     /// use std::time::Duration;

@@ -245,8 +245,9 @@ impl InFlight {
     /// waiting for the tenant's pools: a future to `.await`, bounded with
     /// `within` (feature `wait`); see [`Acquire`].
     ///
-    /// The future runs on any executor; here a thread parks until it is
-    /// woken:
+    /// The future runs on any executor, unless it is bounded (`within`, or
+    /// the builder's `max_wait` above zero), which needs tokio's timer;
+    /// here a thread parks until it is woken:
     ///
     /// ```
     /// use std::sync::Arc;
