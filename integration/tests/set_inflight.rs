@@ -332,3 +332,39 @@ fn the_error_is_the_first_limiters_in_name_order_whichever_limit_it_is_in() {
     let err = LimiterSet::from_config(&config(text)).unwrap_err();
     assert_eq!(err.limiter(), "a", "{err}");
 }
+
+/// A reload refuses to change a running in-flight limit's settings, but a
+/// default written out is no change (as for the limiter's own settings):
+/// `max_queue = 50` or `pools = 8` beside `concurrency = 40` that left
+/// them unset builds the very same limit, which the reload keeps; a real
+/// change of either is still refused by name.
+#[test]
+fn a_reload_writing_out_the_in_flight_defaults_keeps_the_limit() {
+    const BASE: &str = "[limiters.p]\nrate = \"100/s\"\nconcurrency = 40\n";
+    let clock = ManualClock::new();
+    let set = LimiterSet::from_config_with_clock(&config(BASE), clock.clone()).unwrap();
+    let running = std::sync::Arc::clone(set.inflight("p").unwrap());
+    assert_eq!(
+        (running.pools(), running.max_queue()),
+        (8, DEFAULT_MAX_QUEUE)
+    );
+    for extra in [
+        format!("max_queue = {DEFAULT_MAX_QUEUE}"),
+        "pools = 8".to_owned(),
+    ] {
+        let reload = set.reload(&config(&format!("{BASE}{extra}\n")), clock.clone());
+        let reload = reload.unwrap_or_else(|err| panic!("{extra} written out: {err}"));
+        let kept = reload.set().inflight("p").unwrap();
+        assert!(
+            std::sync::Arc::ptr_eq(kept, &running),
+            "{extra}: a new limit"
+        );
+    }
+    for (extra, key) in [("max_queue = 49", "max_queue"), ("pools = 4", "pools")] {
+        let err = set
+            .reload(&config(&format!("{BASE}{extra}\n")), clock.clone())
+            .err()
+            .unwrap_or_else(|| panic!("{extra}: a change of a running limit taken"));
+        assert!(err.to_string().contains(key), "{extra}: {err}");
+    }
+}

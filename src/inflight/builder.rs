@@ -199,9 +199,7 @@ impl Builder {
     /// A [`BuildError`] naming the first setting that cannot work.
     pub fn build(self) -> Result<InFlight, BuildError> {
         let concurrency = self.concurrency.ok_or(BuildError::MissingConcurrency)?;
-        let pools = self
-            .pools
-            .unwrap_or(DEFAULT_BUCKETS.min(concurrency.max(1)));
+        let pools = self.pools.unwrap_or(default_pools(concurrency));
         let per_tenant = self
             .per_tenant
             .unwrap_or(DEFAULT_PER_TENANT.min(pools.max(1)));
@@ -224,6 +222,12 @@ impl Builder {
             max_wait: self.max_wait,
         })
     }
+}
+
+/// The pools of a limit of `concurrency` that sets none: the rate
+/// limiter's default N, or C when that is fewer.
+pub(crate) fn default_pools(concurrency: u32) -> u32 {
+    DEFAULT_BUCKETS.min(concurrency.max(1))
 }
 
 #[cfg(all(test, not(shuffle_limiter_loom)))]

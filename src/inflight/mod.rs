@@ -123,6 +123,8 @@ use std::fmt;
 use std::sync::Arc;
 
 pub use acquire::{Acquire, AcquireOwned};
+#[cfg(feature = "config")]
+pub(crate) use builder::default_pools;
 pub use builder::{Builder, DEFAULT_MAX_QUEUE};
 pub use error::{BuildError, RejectReason, Rejected};
 pub use handle::Handle;

@@ -247,22 +247,38 @@ impl InFlightKeys {
     }
 }
 
-/// The first in-flight key in which `new` differs from `old` (a limit
-/// added or removed is its `concurrency`); "concurrency" when none does.
-pub(super) fn changed(old: Option<&InFlightConfig>, new: Option<&InFlightConfig>) -> &'static str {
+impl InFlightConfig {
+    /// The settings as the limit is built with them, in the order of
+    /// [`changed`]'s keys: a default written out (`max_queue = 50`,
+    /// `pools = 8` for C = 40) is no change.
+    fn resolved(&self) -> [Option<u128>; 5] {
+        let pools = (self.pools).unwrap_or(inflight::default_pools(self.concurrency));
+        let max_queue = self.max_queue.unwrap_or(inflight::DEFAULT_MAX_QUEUE);
+        [
+            Some(self.concurrency.into()),
+            Some(pools.into()),
+            Some(max_queue.into()),
+            self.lease_ttl.map(|ttl| ttl.as_nanos()),
+            self.max_wait.map(|wait| wait.as_nanos()),
+        ]
+    }
+}
+
+/// The first in-flight key in which `new` differs from `old` as the limit
+/// is built (a limit added or removed is its `concurrency`), or `None`.
+pub(super) fn changed(
+    old: Option<&InFlightConfig>,
+    new: Option<&InFlightConfig>,
+) -> Option<&'static str> {
+    const KEYS: [&str; 5] = ["concurrency", "pools", "max_queue", "lease_ttl", "max_wait"];
     match (old, new) {
-        (Some(old), Some(new)) if old.concurrency == new.concurrency => {
-            if old.pools != new.pools {
-                "pools"
-            } else if old.max_queue != new.max_queue {
-                "max_queue"
-            } else if old.lease_ttl != new.lease_ttl {
-                "lease_ttl"
-            } else {
-                "max_wait"
-            }
+        (None, None) => None,
+        (Some(old), Some(new)) => {
+            let (old, new) = (old.resolved(), new.resolved());
+            let mut keys = KEYS.into_iter().zip(old.into_iter().zip(new));
+            keys.find_map(|(key, (a, b))| (a != b).then_some(key))
         }
-        _ => "concurrency",
+        _ => Some("concurrency"),
     }
 }
 

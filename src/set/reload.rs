@@ -95,10 +95,6 @@ fn fixed_change(
         ("borrow_from", same(lending(old) == lending(new))),
         ("lender_reserve", same(reserve(old) == reserve(new))),
         ("salt", same(old.salt == new.salt)),
-        (
-            super::inflight::changed(old.inflight.as_ref(), new.inflight.as_ref()),
-            same(old.inflight == new.inflight),
-        ),
         ("tenant_cache", same(cache(old) == cache(new))),
         ("redis", same(old.is_redis() == new.is_redis())),
         #[cfg(feature = "redis")]
@@ -110,6 +106,7 @@ fn fixed_change(
     fields
         .into_iter()
         .find_map(|(field, differs)| differs.map(|()| field))
+        .or_else(|| super::inflight::changed(old.inflight.as_ref(), new.inflight.as_ref()))
 }
 
 impl<C: Clock + Clone> LimiterSet<C> {
