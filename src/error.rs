@@ -286,7 +286,7 @@ impl std::error::Error for ConfigError {}
 /// use shuffle_limiter::{Quota, Request, ShardedLimiter};
 ///
 /// let limiter = ShardedLimiter::builder().quota(Quota::per_second(10)).build()?;
-/// let grant = limiter.check(Request::tenant("t").tokens(2)).unwrap();
+/// let mut grant = limiter.check(Request::tenant("t").tokens(2)).unwrap();
 /// let err = grant.part(3).unwrap_err();
 /// assert_eq!((err.requested(), err.granted()), (3, 2));
 /// # Ok::<(), shuffle_limiter::ConfigError>(())

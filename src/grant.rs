@@ -12,7 +12,20 @@ use crate::error::RefundTooLarge;
 use crate::denied::Denied;
 
 /// A granted request.
-#[derive(Clone, PartialEq, Eq)]
+///
+/// A grant is not `Clone`: [refunding](crate::Limit::refund) or
+/// [settling](crate::Limit::settle) it takes it, so that no token is given
+/// back twice. To read it from more than one place, borrow it; the tower
+/// layer hands it to the inner service as a `tower::Granted`, which any
+/// number of clones read and one takes.
+///
+/// ```compile_fail
+/// # use shuffle_limiter::{Quota, ShardedLimiter};
+/// # let limiter = ShardedLimiter::builder().quota(Quota::per_second(1)).build().unwrap();
+/// let grant = limiter.check("t").unwrap();
+/// let twice = grant.clone(); // refunded as well, it would give back twice
+/// ```
+#[derive(PartialEq, Eq)]
 pub struct Grant {
     pub(crate) paid: Paid,
     pub(crate) remaining: u64,
@@ -68,11 +81,12 @@ impl Grant {
         self.payments().iter().map(Payment::tokens).sum()
     }
 
-    /// The part of this grant that `tokens` of its tokens are, to
-    /// [refund](crate::Limit::refund): the last bucket to pay first, each
-    /// up to what it paid. For a weighted request that took its worst case
-    /// and used less. It takes the grant, so that no token is given back
-    /// twice.
+    /// Splits off the part of this grant that `tokens` of its tokens are,
+    /// to [refund](crate::Limit::refund): the last bucket to pay first,
+    /// each up to what it paid. This grant keeps the rest (the first
+    /// buckets' tokens), so no token is in both and none is given back
+    /// twice. For a weighted request that took its worst case and used
+    /// less.
     ///
     /// ```
     /// use shuffle_limiter::{ManualClock, Quota, Request, ShardedLimiter};
@@ -82,15 +96,16 @@ impl Grant {
     ///     .buckets(1)
     ///     .clock(ManualClock::new())
     ///     .build()?;
-    /// let grant = limiter.check(Request::tenant("t").tokens(8))?; // the worst case
+    /// let mut grant = limiter.check(Request::tenant("t").tokens(8))?; // the worst case
     /// limiter.refund(grant.part(5)?); // it used 3
-    /// assert_eq!(limiter.remaining("t"), 7);
+    /// assert_eq!((grant.tokens(), limiter.remaining("t")), (3, 7));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     ///
     /// # Errors
-    /// [`RefundTooLarge`] when `tokens` is more than the grant took.
-    pub fn part(self, tokens: u32) -> Result<Grant, RefundTooLarge> {
+    /// [`RefundTooLarge`] when `tokens` is more than the grant holds; the
+    /// grant is then unchanged.
+    pub fn part(&mut self, tokens: u32) -> Result<Grant, RefundTooLarge> {
         let mut payments = [Payment::default(); MAX_K];
         // A part of no tokens still names the grant's bucket.
         payments[0] = Payment::new(self.bucket(), 0);
@@ -101,31 +116,54 @@ impl Grant {
         }
         // `refunds` runs from the last payer back: keep the order they paid in.
         payments[..payers].reverse();
-        Ok(Grant {
+        let part = Grant {
             paid: Paid::Pooled(payments, payers as u64),
-            ..self
-        })
+            ..self.duplicate()
+        };
+        *self = self.kept(self.tokens() - tokens);
+        Ok(part)
     }
 
     /// What stays of this grant once all but `tokens` of it are refunded
     /// ([`part`](Self::part) takes from the last bucket to pay back, so this
-    /// keeps the first ones'); the whole grant when `tokens` is more.
-    #[cfg_attr(not(feature = "wait"), allow(dead_code))] // Upstream::call's
+    /// keeps the first ones'); the whole grant when `tokens` is more. A
+    /// grant one bucket paid stays its own or lent.
     pub(crate) fn kept(&self, tokens: u32) -> Grant {
-        let mut payments = [Payment::default(); MAX_K];
-        let (mut payers, mut left) = (0, tokens);
-        for payment in self.payments() {
-            if left == 0 {
-                break;
+        let cut = |payment: &Payment| Payment::new(payment.bucket(), payment.tokens().min(tokens));
+        let paid = match &self.paid {
+            Paid::Own(payment) => Paid::Own(cut(payment)),
+            Paid::Lent(payment) => Paid::Lent(cut(payment)),
+            Paid::Pooled(..) => {
+                let mut payments = [Payment::default(); MAX_K];
+                // Kept of no tokens still names the grant's bucket.
+                payments[0] = Payment::new(self.bucket(), 0);
+                let (mut payers, mut left) = (0, tokens);
+                for payment in self.payments() {
+                    if left == 0 {
+                        break;
+                    }
+                    let paid = payment.tokens().min(left);
+                    payments[payers] = Payment::new(payment.bucket(), paid);
+                    payers += 1;
+                    left -= paid;
+                }
+                Paid::Pooled(payments, payers as u64)
             }
-            let paid = payment.tokens().min(left);
-            payments[payers] = Payment::new(payment.bucket(), paid);
-            payers += 1;
-            left -= paid;
-        }
+        };
         Grant {
-            paid: Paid::Pooled(payments, payers as u64),
-            ..self.clone()
+            paid,
+            ..self.duplicate()
+        }
+    }
+
+    /// A copy, for the crate alone: one that holds a grant it hands out
+    /// once ([`kept`](Self::kept), the tower layer's `Granted`).
+    pub(crate) fn duplicate(&self) -> Grant {
+        Grant {
+            paid: self.paid.clone(),
+            remaining: self.remaining,
+            full_in: self.full_in,
+            generation: self.generation,
         }
     }
 
@@ -418,7 +456,7 @@ pub(crate) enum Settle {
 
 impl Settle {
     /// How `grant` settles at a real cost of `actual` tokens.
-    pub(crate) fn of(grant: Grant, actual: u32) -> Settle {
+    pub(crate) fn of(mut grant: Grant, actual: u32) -> Settle {
         let took = grant.tokens();
         match actual.checked_sub(took) {
             Some(0) => Settle::Even,
@@ -579,7 +617,7 @@ mod tests {
             generation: 0,
         };
         for kept in 0..=10 {
-            let refund = grant.clone().part(9 - kept.min(9)).unwrap();
+            let refund = grant.duplicate().part(9 - kept.min(9)).unwrap();
             let left = grant.kept(kept);
             assert_eq!(left.tokens(), kept.min(9), "{kept}");
             for bucket in [2, 6, 1] {

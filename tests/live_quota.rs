@@ -281,7 +281,7 @@ fn a_refund_goes_back_to_the_buckets_that_paid_and_never_past_full() {
     let [first, second] = <[u32; 2]>::try_from(tenant.shard().buckets()).unwrap();
     let available = |b: u32| limiter.snapshot()[b as usize].available();
     // A weight of 3 over two buckets of 2: the roomier pays 2, the other 1.
-    let grant = limiter
+    let mut grant = limiter
         .handle(Request::tenant("t").tokens(3))
         .check()
         .unwrap();
@@ -292,11 +292,20 @@ fn a_refund_goes_back_to_the_buckets_that_paid_and_never_past_full() {
         .collect();
     assert_eq!(paid.len(), 2);
     assert_eq!(grant.tokens(), 3);
-    let err = grant.clone().part(4).unwrap_err();
+    let err = grant.part(4).unwrap_err();
     assert_eq!((err.requested(), err.granted()), (4, 3));
     assert!(err.to_string().contains("at most"), "{err}");
+    assert_eq!(grant.tokens(), 3, "a part refused leaves the grant whole");
     // Refunding 2: the last payer gets its 1 back first, then the first 1.
     limiter.refund(grant.part(2).unwrap());
+    // What stays is the first payer's other token: refunded, it gives
+    // back that one and no more.
+    let kept: Vec<(u32, u32)> = grant
+        .payments()
+        .iter()
+        .map(|p| (p.bucket(), p.tokens()))
+        .collect();
+    assert_eq!(kept, [(paid[0].0, 1)]);
     assert_eq!(available(paid[1].0), 2);
     assert_eq!(available(paid[0].0), 1);
     // No other bucket gained anything.
@@ -304,7 +313,7 @@ fn a_refund_goes_back_to_the_buckets_that_paid_and_never_past_full() {
         assert_eq!(available(b), 2);
     }
     // Two tokens of one bucket, given back: two tokens' worth of credit.
-    let grant = limiter.check(Request::tenant("t2").tokens(2)).unwrap();
+    let mut grant = limiter.check(Request::tenant("t2").tokens(2)).unwrap();
     let payer = grant.bucket();
     assert_eq!(available(payer), 0);
     limiter.refund(grant.part(2).unwrap());

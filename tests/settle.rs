@@ -27,8 +27,6 @@ fn a_cost_below_the_estimate_goes_back_and_one_above_is_charged() {
     assert_eq!((settled.refunded().given(), settled.charged()), (8, 0));
     assert_eq!(limiter.remaining("t"), 38);
     let grant = limiter.check(Request::tenant("t").tokens(20)).unwrap();
-    let settled = limiter.settle(grant.clone(), 20);
-    assert_eq!(settled, Default::default(), "even: nothing to settle");
     assert_eq!(limiter.remaining("t"), 18);
     // 30 more than the estimate: 18 left, then 12 of debt.
     let settled = limiter.settle(grant, 50);
@@ -37,6 +35,15 @@ fn a_cost_below_the_estimate_goes_back_and_one_above_is_charged() {
     let denied = limiter.check("t").unwrap_err();
     // 12 tokens of debt and the one asked for, at 50/s a bucket.
     assert_eq!(denied.retry_after(), Duration::from_millis(260));
+}
+
+#[test]
+fn a_cost_equal_to_the_estimate_settles_nothing() {
+    let limiter = limiter(&ManualClock::new());
+    let grant = limiter.check(Request::tenant("t").tokens(20)).unwrap();
+    let settled = limiter.settle(grant, 20);
+    assert_eq!(settled, Default::default(), "even: nothing to settle");
+    assert_eq!(limiter.remaining("t"), 30);
 }
 
 #[test]
@@ -197,6 +204,41 @@ fn settling_a_borrowed_grant_leaves_the_lenders_reserve() {
         "owners got {owners} of their reserve of 2 (settle charged {} to their bucket)",
         settled.charged()
     );
+}
+
+/// What stays of a borrowed grant once a part of it is refunded is still
+/// borrowed: settled above its estimate, its extra is forgiven, not
+/// charged to the lender's bucket below its owners' reserve.
+#[test]
+fn the_rest_of_a_borrowed_grant_after_a_part_settles_as_borrowed() {
+    let limiter = ShardedLimiter::builder()
+        .quota(Quota::per_second(8).with_burst(8)) // 2 buckets of 4 tokens
+        .buckets(2)
+        .per_tenant(1)
+        .borrow_from(1)
+        .lender_reserve(0.5) // owners keep 2 of 4
+        .clock(ManualClock::new())
+        .build()
+        .unwrap();
+    let borrower = "t0";
+    let own = limiter.shard(borrower).buckets()[0];
+    let owner = (1..)
+        .map(|t| format!("t{t}"))
+        .find(|t| limiter.shard(t.as_str()).buckets()[0] != own)
+        .unwrap();
+    let own_tokens = Request::tenant(borrower).tokens(4);
+    assert!(limiter.check(own_tokens).is_ok_and(|g| !g.borrowed()));
+    // Both tokens above the reserve, in one grant.
+    let mut lent = limiter.check(Request::tenant(borrower).tokens(2)).unwrap();
+    assert!(lent.borrowed());
+    limiter.refund(lent.part(1).unwrap()); // the lender holds 3 again
+    assert!(lent.borrowed(), "the rest of a borrowed grant is borrowed");
+    let settled = limiter.settle(lent, 10);
+    assert_eq!(settled.charged(), 0, "{settled:?}");
+    let owners = (0..10)
+        .map_while(|_| limiter.check(owner.as_str()).ok())
+        .count();
+    assert_eq!(owners, 3, "the owners' reserve of 2 and the token refunded");
 }
 
 /// Edge: ManualClock near u64::MAX. Promise (changing.rs, `set_quota`): the

@@ -18,11 +18,12 @@ use axum::Router;
 use axum::extract::Extension;
 use axum::http::HeaderName;
 use axum::routing::get;
-use shuffle_limiter::tower::{RateLimitLayer, TenantKey};
-use shuffle_limiter::{Grant, Quota, ShardedLimiter};
+use shuffle_limiter::tower::{Granted, RateLimitLayer, TenantKey};
+use shuffle_limiter::{Quota, ShardedLimiter};
 
 /// The handler sees which bucket paid, through the request extensions.
-async fn hello(Extension(grant): Extension<Grant>) -> String {
+async fn hello(Extension(granted): Extension<Granted>) -> String {
+    let grant = granted.grant();
     format!(
         "hello: paid by bucket {}, tokens left for you: {}\n",
         grant.bucket(),

@@ -51,7 +51,7 @@ async fn walk<S: Store>(limiter: &Limiter<S>) -> Seen {
             .all(|&b| !limiter.shard(tenant).contains(b))
     };
     let other = (0..).map(|i| format!("t{i}")).find(apart).unwrap();
-    let worst = limiter
+    let mut worst = limiter
         .check(Request::tenant(&other).tokens(5))
         .await
         .unwrap();

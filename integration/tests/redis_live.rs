@@ -149,9 +149,9 @@ fn refunds_give_back_to_the_buckets_that_paid_once_whatever_the_quota() {
         let a = process(&server, "refund", FailurePolicy::FailClosed).await;
         let b = process(&server, "refund", FailurePolicy::FailClosed).await;
         // A weight of 8 over buckets of 5 takes two of them.
-        let grant = a.check(Request::tenant("t").tokens(8)).await.unwrap();
+        let mut grant = a.check(Request::tenant("t").tokens(8)).await.unwrap();
         assert_eq!(grant.payments().len(), 2);
-        let err = grant.clone().part(9).unwrap_err();
+        let err = grant.part(9).unwrap_err();
         assert_eq!((err.requested(), err.granted()), (9, 8));
         a.refund(grant.part(6).unwrap()).await.unwrap();
         // 20 - 8 + 6 left.

@@ -13,8 +13,8 @@ use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::get;
-use shuffle_limiter::tower::{MissingTenant, RateLimitLayer, TenantKey};
-use shuffle_limiter::{Grant, ManualClock, Quota, ShardedLimiter};
+use shuffle_limiter::tower::{Granted, MissingTenant, RateLimitLayer, TenantKey};
+use shuffle_limiter::{ManualClock, Quota, ShardedLimiter};
 
 type Limiter = Arc<ShardedLimiter<ManualClock>>;
 
@@ -37,8 +37,8 @@ fn x_tenant() -> TenantKey {
 }
 
 /// The bucket that paid, as the handler sees it in the request extensions.
-async fn paid_by(Extension(grant): Extension<Grant>) -> String {
-    grant.bucket().to_string()
+async fn paid_by(Extension(granted): Extension<Granted>) -> String {
+    granted.grant().bucket().to_string()
 }
 
 /// Serves `app` on 127.0.0.1 at an ephemeral port until the test ends.

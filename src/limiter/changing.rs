@@ -241,8 +241,8 @@ impl<C: Clock> ShardedLimiter<C> {
     /// A bucket never holds more than its burst: what it refilled since the
     /// grant is not given twice, so a refund long after the grant gives back
     /// little or nothing. All grants minus all refunds still obey `R·t + B`.
-    /// The refund takes the grant, so it is given back once; do not refund
-    /// a clone of it as well. Dropping a grant refunds nothing: tokens are
+    /// The refund takes the grant (which is not `Clone`), so it is given
+    /// back once. Dropping a grant refunds nothing: tokens are
     /// spent when granted.
     ///
     /// A bucket that a change of N removed since the grant gets nothing

@@ -27,7 +27,7 @@ use crate::request::Request;
 ///
 /// /// Takes the worst case of a batch, and gives back what it did not use.
 /// async fn send_batch<S: Store>(limiter: &Limiter<S>, tenant: &str, used: u32) -> u64 {
-///     let grant = limiter.check(Request::tenant(tenant).tokens(4)).await.unwrap();
+///     let mut grant = limiter.check(Request::tenant(tenant).tokens(4)).await.unwrap();
 ///     let unused = grant.part(4 - used).unwrap();
 ///     limiter.refund(unused).await.unwrap();
 ///     limiter.remaining(tenant).await.unwrap()

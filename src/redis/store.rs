@@ -490,7 +490,7 @@ pub enum Source {
 }
 
 /// A decision of a [`RedisLimiter`](super::RedisLimiter), and how it was made.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Decision {
     pub(super) result: Result<Grant, Denied>,
     pub(super) source: Source,

@@ -173,7 +173,7 @@ where
                                 limit: config.limit_field(grant.remaining(), reset),
                             };
                             let (mut parts, body) = request.into_parts();
-                            parts.extensions.insert(grant);
+                            parts.extensions.insert(super::Granted::new(grant));
                             let request = Request::from_parts(parts, body);
                             if *ready {
                                 State::Called {

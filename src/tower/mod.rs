@@ -23,7 +23,7 @@
 //!   below).
 //!
 //! A granted request reaches the inner service with its [`Grant`](crate::Grant) in the
-//! request extensions, and its response carries the same two fields, with
+//! request extensions, as a [`Granted`] (read by any clone, taken once), and its response carries the same two fields, with
 //! `r` the tokens the tenant has left. A request without a tenant key is
 //! answered as [`MissingTenant`] says: 400 by default, 401, or charged to a
 //! shared fallback tenant; never a panic.
@@ -116,8 +116,8 @@
 //! one denies is acceptable: per IP outside per key counts a client's
 //! attempts with a spent key against its address, which is usually wanted.
 //! A handler that wants to give a token back for a request that did no work
-//! takes the [`Grant`](crate::Grant) from the request extensions and
-//! refunds it to the limiter that granted it.
+//! [takes](Granted::take) the [`Grant`](crate::Grant) from the request
+//! extensions' [`Granted`] and refunds it to the limiter that granted it.
 //!
 //! ```
 //! use std::{net::SocketAddr, sync::Arc};
@@ -203,6 +203,7 @@ mod cidr;
 #[cfg(feature = "wait")]
 mod client;
 mod future;
+mod granted;
 mod inflight;
 mod inflight_future;
 mod ip;
@@ -216,6 +217,7 @@ pub use cidr::{Cidr, InvalidCidr};
 #[cfg_attr(docsrs, doc(cfg(feature = "wait")))]
 pub use client::{UpstreamError, UpstreamLayer, UpstreamService};
 pub use future::ResponseFuture;
+pub use granted::Granted;
 pub use inflight::{InFlightLayer, InFlightLimit};
 pub use inflight_future::InFlightFuture;
 pub use ip::{ClientIp, InvalidPrefix, NoPeerAddress, ProxyHeader};
