@@ -5,14 +5,15 @@
 use std::time::Duration;
 
 use envoy_types::pb::envoy::config::core::v3::HeaderValue;
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, DescriptorStatus};
-use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use envoy_types::pb::google::protobuf::Duration as ProtoDuration;
 use shuffle_limiter::{DenialReason, Request};
 use tonic::Status;
 
 use crate::engine::ceil_secs;
 use crate::rules::{Found, Rules};
+use crate::wire::RateLimitRequest;
 
 /// The longest descriptor key or value a request may carry, in bytes.
 pub const MAX_VALUE_LEN: usize = 1024;

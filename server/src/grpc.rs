@@ -1,20 +1,21 @@
 //! The gRPC face: `envoy.service.ratelimit.v3.RateLimitService`, with the
 //! bounds that keep one client from taking the server.
 
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
-    RateLimitService, RateLimitServiceServer,
-};
-use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::SERVICE_NAME;
 use tonic::body::Body;
 use tonic::codegen::{BoxFuture, Context, Poll, Service, http};
-use tonic::server::NamedService;
+use tonic::server::{NamedService, UnaryService};
 use tonic::{Request, Response, Status};
+use tonic_prost::ProstCodec;
 
 use crate::decide::decide;
 use crate::state::State;
+use crate::wire::RateLimitRequest;
 
 /// The largest gRPC message the server decodes, in bytes: 64 KiB, far above
 /// any real descriptor set (see [`MAX_DESCRIPTORS`](crate::MAX_DESCRIPTORS)).
@@ -23,16 +24,66 @@ pub const MAX_MESSAGE: usize = 64 * 1024;
 /// connection.
 pub const MAX_STREAMS: u32 = 256;
 
-pub(crate) struct Rls(pub(crate) Arc<State>);
+const SHOULD_RATE_LIMIT: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
 
-#[tonic::async_trait]
-impl RateLimitService for Rls {
-    async fn should_rate_limit(
-        &self,
-        request: Request<RateLimitRequest>,
-    ) -> Result<Response<RateLimitResponse>, Status> {
-        let rules = self.0.rules.load_full();
-        decide(&rules, request.get_ref()).await.map(Response::new)
+/// `RateLimitService`, as envoy-types' generated server but for the
+/// request, which is read with its strings as bytes ([`crate::wire`]): a
+/// descriptor value that is not UTF-8 is decided like any other.
+///
+/// A message that does not decode is counted as `invalid_argument`, as
+/// the HTTP face counts a body that is not a request; tonic answers it
+/// `INTERNAL` (gRPC's code for a message that does not parse), and the
+/// decision itself never answers `INTERNAL`.
+#[derive(Clone)]
+struct Rls(Arc<State>);
+
+impl NamedService for Rls {
+    const NAME: &'static str = SERVICE_NAME;
+}
+
+impl Service<http::Request<Body>> for Rls {
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<Self::Response, Infallible>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
+        if request.uri().path() != SHOULD_RATE_LIMIT {
+            let unknown = Status::unimplemented(format!("no method {}", request.uri().path()));
+            return Box::pin(async move { Ok(unknown.into_http()) });
+        }
+        let state = Arc::clone(&self.0);
+        Box::pin(async move {
+            let invalid = state.metrics.invalid.clone();
+            let codec = ProstCodec::<RateLimitResponse, RateLimitRequest>::default();
+            let mut grpc = tonic::server::Grpc::new(codec)
+                .apply_max_message_size_config(Some(MAX_MESSAGE), None);
+            let response = grpc.unary(ShouldRateLimit(state), request).await;
+            // INTERNAL is code 13, in a trailers-only answer's headers.
+            if response.headers().get("grpc-status").map(|v| v.as_bytes()) == Some(b"13") {
+                invalid.increment(1);
+            }
+            Ok(response)
+        })
+    }
+}
+
+/// The one method, once its request is decoded.
+struct ShouldRateLimit(Arc<State>);
+
+impl UnaryService<RateLimitRequest> for ShouldRateLimit {
+    type Response = RateLimitResponse;
+    type Future = BoxFuture<Response<RateLimitResponse>, Status>;
+
+    fn call(&mut self, request: Request<RateLimitRequest>) -> Self::Future {
+        let state = Arc::clone(&self.0);
+        Box::pin(async move {
+            let rules = state.rules.load_full();
+            decide(&rules, request.get_ref()).await.map(Response::new)
+        })
     }
 }
 
@@ -40,9 +91,7 @@ impl RateLimitService for Rls {
 /// flow-control windows (what one connection may make the server buffer)
 /// and a deadline per request.
 pub(crate) fn router(state: Arc<State>) -> tonic::transport::server::Router {
-    let invalid = state.metrics.invalid.clone();
-    let service = RateLimitServiceServer::new(Rls(state)).max_decoding_message_size(MAX_MESSAGE);
-    let service = CountUndecodable { service, invalid };
+    let service = Rls(state);
     tonic::transport::Server::builder()
         .max_concurrent_streams(Some(MAX_STREAMS))
         .concurrency_limit_per_connection(MAX_STREAMS as usize)
@@ -53,45 +102,4 @@ pub(crate) fn router(state: Arc<State>) -> tonic::transport::server::Router {
         .http2_keepalive_timeout(Some(Duration::from_secs(10)))
         .timeout(crate::serve::REQUEST_TIMEOUT)
         .add_service(service)
-}
-
-/// Counts a request whose message did not decode as `invalid_argument`,
-/// as the HTTP face counts a body that is not a request. tonic answers it
-/// `INTERNAL` before the service sees it (gRPC's code for a message that
-/// does not parse), and the service itself never answers `INTERNAL`.
-#[derive(Clone)]
-struct CountUndecodable<S> {
-    service: S,
-    invalid: metrics::Counter,
-}
-
-impl<S: NamedService> NamedService for CountUndecodable<S> {
-    const NAME: &'static str = S::NAME;
-}
-
-impl<S> Service<http::Request<Body>> for CountUndecodable<S>
-where
-    S: Service<http::Request<Body>, Response = http::Response<Body>>,
-    S::Future: Send + 'static,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = BoxFuture<S::Response, S::Error>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        self.service.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
-        let answer = self.service.call(request);
-        let invalid = self.invalid.clone();
-        Box::pin(async move {
-            let response = answer.await?;
-            // INTERNAL is code 13, in a trailers-only answer's headers.
-            if response.headers().get("grpc-status").map(|v| v.as_bytes()) == Some(b"13") {
-                invalid.increment(1);
-            }
-            Ok(response)
-        })
-    }
 }

@@ -9,17 +9,16 @@ use axum::extract::{DefaultBodyLimit, State as Shared};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, DescriptorStatus};
-use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use envoy_types::pb::google::protobuf::{Duration as ProtoDuration, UInt64Value};
 use serde::{Deserialize, Serialize};
 
 use crate::decide::decide;
 use crate::grpc::MAX_MESSAGE;
 use crate::state::State;
+use crate::wire::{Descriptor, Entry, RateLimitRequest};
 
 #[derive(Deserialize)]
 struct JsonRequest {
@@ -48,23 +47,23 @@ struct JsonEntry {
 impl From<JsonRequest> for RateLimitRequest {
     fn from(json: JsonRequest) -> Self {
         RateLimitRequest {
-            domain: json.domain,
+            domain: json.domain.into_bytes(),
             descriptors: json
                 .descriptors
                 .into_iter()
-                .map(|d| RateLimitDescriptor {
+                .map(|d| Descriptor {
                     entries: d
                         .entries
                         .into_iter()
                         .map(|e| Entry {
-                            key: e.key,
-                            value: e.value,
+                            key: e.key.into_bytes(),
+                            value: e.value.into_bytes(),
                         })
                         .collect(),
                     hits_addend: d.hits_addend.map(|value| UInt64Value {
                         value: u64::from(value),
                     }),
-                    ..Default::default()
+                    is_negative_hits: false,
                 })
                 .collect(),
             hits_addend: json.hits_addend,

@@ -29,6 +29,7 @@ mod metrics;
 mod rules;
 mod serve;
 mod state;
+mod wire;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -6,7 +6,6 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::RateLimit as ProtoLimit;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
 use shuffle_limiter::Quota;
@@ -16,6 +15,7 @@ use shuffle_limiter::set::LimiterConfig;
 use crate::config::{Action, Config, DescriptorConfig, quota_of, step};
 use crate::engine::Engine;
 use crate::metrics::{Counters, Metrics};
+use crate::wire::Entry;
 
 /// One rule: a descriptor with a rate.
 pub(crate) struct Rule {
@@ -39,9 +39,11 @@ enum Then {
     User(Arc<Rule>),
 }
 
+/// A key's levels, by value. Keys and values are bytes: a request's are
+/// matched byte for byte, UTF-8 or not ([`crate::wire`]).
 #[derive(Default)]
 struct Key {
-    values: HashMap<String, Node>,
+    values: HashMap<Vec<u8>, Node>,
     any: Option<Node>,
 }
 
@@ -50,7 +52,7 @@ struct Node {
     /// Whether this level matches every value (its value is part of the
     /// tenant).
     wildcard: bool,
-    children: HashMap<String, Key>,
+    children: HashMap<Vec<u8>, Key>,
 }
 
 /// A request's descriptor matched to a rule.
@@ -63,13 +65,13 @@ pub(crate) enum Found<'a> {
     Rule {
         rule: &'a Arc<Rule>,
         tenant: Cow<'a, [u8]>,
-        user: Option<&'a str>,
+        user: Option<&'a [u8]>,
     },
 }
 
 /// Every domain's tree.
 pub(crate) struct Rules {
-    domains: HashMap<String, HashMap<String, Key>>,
+    domains: HashMap<Vec<u8>, HashMap<Vec<u8>, Key>>,
     pub(crate) counters: Metrics,
 }
 
@@ -83,15 +85,20 @@ pub(crate) enum StoreChoice {
 impl Rules {
     /// The rule for one request descriptor in `domain`, if any.
     /// `None` when the domain is unknown.
-    pub(crate) fn find<'a>(&'a self, domain: &str, entries: &'a [Entry]) -> Option<Found<'a>> {
+    ///
+    /// Domains, keys and values are compared as bytes. A value that is not
+    /// UTF-8 equals no `value` of the config (YAML is UTF-8), so a
+    /// value-less key matches it, and its bytes, as they came, are the
+    /// tenant: such values are told apart as any others are.
+    pub(crate) fn find<'a>(&'a self, domain: &[u8], entries: &'a [Entry]) -> Option<Found<'a>> {
         let mut keys = self.domains.get(domain)?;
-        let mut wild: Vec<&'a str> = Vec::new();
+        let mut wild: Vec<&'a [u8]> = Vec::new();
         let mut last = None;
         for Entry { key, value } in entries {
-            let Some(level) = keys.get(key.as_str()) else {
+            let Some(level) = keys.get(key.as_slice()) else {
                 return Some(Found::None);
             };
-            let Some(node) = level.values.get(value.as_str()).or(level.any.as_ref()) else {
+            let Some(node) = level.values.get(value.as_slice()).or(level.any.as_ref()) else {
                 return Some(Found::None);
             };
             if node.wildcard {
@@ -112,13 +119,13 @@ impl Rules {
         };
         let tenant = match wild.as_slice() {
             [] => Cow::Borrowed(&[][..]),
-            [one] => Cow::Borrowed(one.as_bytes()),
+            [one] => Cow::Borrowed(*one),
             // Length-prefixed, so that ("a:", "b") and ("a", ":b") differ.
             many => {
                 let mut joined = Vec::new();
                 for v in many {
                     joined.extend_from_slice(&(v.len() as u32).to_be_bytes());
-                    joined.extend_from_slice(v.as_bytes());
+                    joined.extend_from_slice(v);
                 }
                 Cow::Owned(joined)
             }
@@ -162,7 +169,7 @@ impl Rules {
             for d in &domain.descriptors {
                 builder.add(&domain.domain, "", d, None, &mut keys).await?;
             }
-            domains.insert(domain.domain.clone(), keys);
+            domains.insert(domain.domain.clone().into_bytes(), keys);
         }
         for (rule, quota, buckets) in builder.changes {
             if let Err(e) = rule.engine.change(quota, buckets).await {
@@ -176,7 +183,7 @@ impl Rules {
     }
 }
 
-fn collect(keys: &HashMap<String, Key>, out: &mut HashMap<String, Arc<Rule>>) {
+fn collect(keys: &HashMap<Vec<u8>, Key>, out: &mut HashMap<String, Arc<Rule>>) {
     for key in keys.values() {
         for node in key.values.values().chain(key.any.iter()) {
             if let Then::Limit(rule) = &node.then {
@@ -211,7 +218,7 @@ impl Build<'_> {
         parent: &str,
         d: &DescriptorConfig,
         parent_rule: Option<&Arc<Rule>>,
-        keys: &mut HashMap<String, Key>,
+        keys: &mut HashMap<Vec<u8>, Key>,
     ) -> Result<(), String> {
         let path = step(parent, d);
         let full = format!("{domain}.{path}");
@@ -239,9 +246,9 @@ impl Build<'_> {
         for child in &d.descriptors {
             Box::pin(self.add(domain, &path, child, own_rule.as_ref(), &mut node.children)).await?;
         }
-        let key = keys.entry(d.key.clone()).or_default();
+        let key = keys.entry(d.key.clone().into_bytes()).or_default();
         let slot = match &d.value {
-            Some(value) => key.values.insert(value.clone(), node),
+            Some(value) => key.values.insert(value.clone().into_bytes(), node),
             None => key.any.replace(node),
         };
         if slot.is_some() {

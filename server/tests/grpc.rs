@@ -304,3 +304,83 @@ async fn undecodable(server: &shuffle_limiter_server::Running) -> tonic::Status 
         .await
         .unwrap_err()
 }
+
+/// `RateLimitRequest` with its strings as bytes (the same wire format), to
+/// send what Envoy may send: a header's bytes that are not UTF-8.
+#[derive(Clone, PartialEq, prost::Message)]
+struct BytesRequest {
+    #[prost(bytes = "vec", tag = "1")]
+    domain: Vec<u8>,
+    #[prost(message, repeated, tag = "2")]
+    descriptors: Vec<BytesDescriptor>,
+    #[prost(uint32, tag = "3")]
+    hits_addend: u32,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct BytesDescriptor {
+    #[prost(message, repeated, tag = "1")]
+    entries: Vec<BytesEntry>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct BytesEntry {
+    #[prost(bytes = "vec", tag = "1")]
+    key: Vec<u8>,
+    #[prost(bytes = "vec", tag = "2")]
+    value: Vec<u8>,
+}
+
+/// Promised: a descriptor value that is not UTF-8 is decided and limited
+/// like any other, never answered with an error (which an Envoy with
+/// `failure_mode_deny: false` lets through). Envoy copies a header's bytes
+/// into the value (HTTP allows obs-text, 0x80..=0xFF); such values are
+/// matched as bytes, and two of them are two tenants.
+#[tokio::test]
+async fn a_tenant_value_that_is_not_utf8_is_limited_like_any_other() {
+    use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
+    let config = ConfigFile::new(WEB);
+    let server = serve(&config).await;
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", server.grpc_addr()))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut grpc = tonic::client::Grpc::new(channel);
+    let path = tonic::codegen::http::uri::PathAndQuery::from_static(
+        "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit",
+    );
+    let asked = |value: &[u8]| BytesRequest {
+        domain: b"web".to_vec(),
+        descriptors: vec![BytesDescriptor {
+            entries: vec![BytesEntry {
+                key: b"tenant".to_vec(),
+                value: value.to_vec(),
+            }],
+        }],
+        hits_addend: 1,
+    };
+    let mut ask = async |asked: &BytesRequest| {
+        grpc.ready().await.unwrap();
+        let codec = tonic_prost::ProstCodec::<BytesRequest, RateLimitResponse>::default();
+        grpc.unary(tonic::Request::new(asked.clone()), path.clone(), codec)
+            .await
+            .map(|answer| answer.into_inner())
+    };
+    // WEB: a burst of 8 for everyone at 1 an hour, 2 per tenant (k = 1 of
+    // N = 4). Any error is let through by a fail-open Envoy.
+    let mut let_through = 0;
+    for _ in 0..20 {
+        match ask(&asked(b"acme\xff")).await {
+            Ok(answer) if answer.overall_code == Code::OverLimit as i32 => {}
+            Ok(_) => let_through += 1,
+            Err(status) => panic!("a non-UTF-8 value answered {status:?}"),
+        }
+    }
+    assert_eq!(let_through, 2, "the value's own bucket holds 2");
+    // Another non-UTF-8 value (that a lossy conversion would merge with
+    // the first) has its own share: within the burst, it is served.
+    let other = ask(&asked(b"acme\xfe")).await.unwrap();
+    assert_eq!(other.overall_code, Code::Ok as i32);
+    server.shutdown().await;
+}
