@@ -4,6 +4,7 @@
 //! once, on a manual clock, and thrown away), so an error points at the
 //! file, line and field, and a config that reads builds.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -32,8 +33,29 @@ pub struct DomainConfig {
     /// The domain Envoy names in its requests.
     pub domain: String,
     /// The top-level descriptors.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "siblings")]
     pub descriptors: Vec<DescriptorConfig>,
+}
+
+/// Reads a list of descriptors, refusing two with the same key and value
+/// side by side: they would be one rule twice (its path, limiter and Redis
+/// keys the same). The error points at what holds the list: the domain's
+/// document, or the descriptor.
+fn siblings<'de, D>(deserializer: D) -> Result<Vec<DescriptorConfig>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    let descriptors = Vec::<DescriptorConfig>::deserialize(deserializer)?;
+    for (j, later) in descriptors.iter().enumerate() {
+        let same = |d: &DescriptorConfig| d.key == later.key && d.value == later.value;
+        if let Some(i) = descriptors[..j].iter().position(same) {
+            return Err(serde::de::Error::custom(format!(
+                "[{i}] and [{j}] are both {}: merge them into one",
+                step("", later)
+            )));
+        }
+    }
+    Ok(descriptors)
 }
 
 /// One descriptor of the tree, checked.
@@ -91,7 +113,7 @@ struct RawDescriptor {
     detailed_metric: bool,
     #[serde(default)]
     shuffle: Option<Shuffle>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "siblings")]
     descriptors: Vec<DescriptorConfig>,
 }
 
@@ -457,18 +479,38 @@ impl Config {
     }
 }
 
-/// The path of a descriptor in messages and metrics: `key` or `key=value`,
-/// joined by `.` from the top.
+/// The path of a descriptor in messages and metrics, which is also its
+/// rule's identity: `key` or `key=value`, joined by `.` from the top, with
+/// [`escape`]d keys and values, so that two descriptors never print alike.
 pub(crate) fn step(parent: &str, d: &DescriptorConfig) -> String {
+    let key = escape(&d.key);
     let own = match &d.value {
-        Some(value) => format!("{}={value}", d.key),
-        None => d.key.clone(),
+        Some(value) => format!("{key}={}", escape(value)),
+        None => key.into_owned(),
     };
     if parent.is_empty() {
         own
     } else {
         format!("{parent}.{own}")
     }
+}
+
+/// `s` with each `\`, `.` and `=` preceded by a `\`: a path (or
+/// `domain.path`) reads back one way, its unescaped `.` between steps and
+/// `=` between a key and its value. Most names hold none, and print as
+/// written.
+pub(crate) fn escape(s: &str) -> Cow<'_, str> {
+    if !s.contains(['\\', '.', '=']) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 4);
+    for c in s.chars() {
+        if matches!(c, '\\' | '.' | '=') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    Cow::Owned(out)
 }
 
 fn warn_unshuffled(

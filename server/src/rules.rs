@@ -12,14 +12,16 @@ use shuffle_limiter::Quota;
 use shuffle_limiter::redis::{FailurePolicy, RedisOptions};
 use shuffle_limiter::set::LimiterConfig;
 
-use crate::config::{Action, Config, DescriptorConfig, quota_of, step};
+use crate::config::{Action, Config, DescriptorConfig, escape, quota_of, step};
 use crate::engine::Engine;
 use crate::metrics::{Counters, Metrics};
 use crate::wire::Entry;
 
 /// One rule: a descriptor with a rate.
 pub(crate) struct Rule {
-    /// The domain and descriptor path, as in the metrics.
+    /// Its identity: the domain, [`escape`]d, `.` and the descriptor's path
+    /// (escaped too), so that no two rules share it: the key of the rules
+    /// that stay across a reload, and of the Redis keys.
     pub(crate) path: String,
     pub(crate) engine: Arc<Engine>,
     pub(crate) shadow: bool,
@@ -221,7 +223,7 @@ impl Build<'_> {
         keys: &mut HashMap<Vec<u8>, Key>,
     ) -> Result<(), String> {
         let path = step(parent, d);
-        let full = format!("{domain}.{path}");
+        let full = format!("{}.{path}", escape(domain));
         let then = match &d.action {
             Action::None => Then::Nothing,
             Action::Unlimited => Then::Unlimited,
@@ -430,5 +432,6 @@ mod tests {
     fn names_are_escaped() {
         assert_eq!(sf_string(r#"a"b\c"#), r#""a\"b\\c""#);
         assert_eq!(redis_name("d.k=v/x{y}"), "rls:d.k=v%2Fx%7By%7D");
+        assert_eq!(redis_name(r"d.k=a\.b"), "rls:d.k=a%5C.b");
     }
 }

@@ -137,3 +137,27 @@ fn empty_documents_are_skipped_and_an_empty_file_is_refused() {
     let err = error("---\ndescriptors: []\n");
     assert!(err.contains("missing field `domain`"), "{err}");
 }
+
+/// Promised: a rule's identity is its domain and path, so two descriptors
+/// with the same key and value side by side (one rule twice) are refused
+/// when read, with the file, the line of what holds the list (the domain's
+/// document, or the descriptor) and the list's path.
+#[test]
+fn the_same_descriptor_twice_is_refused_where_it_is_written() {
+    let top = "domain: d\ndescriptors:\n  - key: k\n    value: v\n    rate_limit: {rate: \"1/s\"}\n  - key: k\n    value: v\n    rate_limit: {rate: \"2/s\"}\n";
+    let err = error(top);
+    assert!(
+        err.starts_with("limits.yaml:1:1: descriptors: [0] and [1] are both k=v"),
+        "{err}"
+    );
+    let nested = "domain: d\ndescriptors:\n  - key: a\n    descriptors:\n      - key: b\n        rate_limit: {rate: \"1/s\"}\n      - key: b\n        rate_limit: {rate: \"2/s\"}\n";
+    let err = error(nested);
+    assert!(
+        err.starts_with("limits.yaml:3:5: descriptors[0].descriptors: [0] and [1] are both b"),
+        "{err}"
+    );
+    // A value with `.` or `=` is another descriptor than the path it
+    // prints like, and reads.
+    let apart = "domain: d\ndescriptors:\n  - key: a\n    value: \"b.c=x\"\n    rate_limit: {rate: \"1/s\"}\n  - key: a\n    value: b\n    descriptors:\n      - key: c\n        value: x\n        rate_limit: {rate: \"1/s\"}\n";
+    assert!(Config::parse(Path::new("limits.yaml"), apart).is_ok());
+}

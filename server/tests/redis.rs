@@ -93,3 +93,44 @@ async fn without_redis_a_rule_in_shadow_mode_still_answers_ok() {
     );
     server.shutdown().await;
 }
+
+/// Two rules, one 2/h and one 100/h, whose names both print `d.a=b.c=x`
+/// (key `a` value `b.c=x`; key `a` value `b` then key `c` value `x`).
+const COLLIDING: &str = r#"
+domain: d
+descriptors:
+  - key: a
+    value: "b.c=x"
+    rate_limit: {rate: "2/h"}
+  - key: a
+    value: b
+    descriptors:
+      - key: c
+        value: x
+        rate_limit: {rate: "100/h"}
+"#;
+
+/// Promised (README, "Redis"): each rule's Redis keys are named after its
+/// escaped path, so the two rules above, whose unescaped paths print
+/// alike, draw on Redis buckets of their own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_rules_whose_names_print_alike_do_not_share_redis_buckets() {
+    let redis = RedisServer::start();
+    let config = ConfigFile::new(COLLIDING);
+    let mut options = options(&config);
+    options.redis = Some(redis.url());
+    let server = shuffle_limiter_server::start(options).await.unwrap();
+    let mut client = client(&server).await;
+    let oks = |codes: Vec<Code>| codes.into_iter().filter(|&c| c == Code::Ok).count();
+    let small = request("d", &[("a", "b.c=x")], 1);
+    let big = request("d", &[("a", "b"), ("c", "x")], 1);
+    let small_oks = oks(codes(&mut client, &small, 10).await);
+    let big_oks = oks(codes(&mut client, &big, 10).await);
+    assert_eq!(
+        (small_oks, big_oks),
+        (2, 10),
+        "2/h rule granted {small_oks} of 10, the 100/h rule {big_oks} of 10"
+    );
+    server.shutdown().await;
+    drop(redis);
+}
