@@ -53,7 +53,8 @@ use state::State;
 pub enum Error {
     /// The config file cannot be read or is wrong (file, line, field).
     Config(ConfigError),
-    /// A limiter could not be built (over Redis: the server refused).
+    /// A limiter could not be built, or (on a reload) changed live (over
+    /// Redis: the server refused, or is away).
     Build(String),
     /// An address could not be bound, or a listener failed.
     Io(std::io::Error),
@@ -220,8 +221,10 @@ impl Running {
     }
 
     /// Reads the config file again and serves it, as SIGHUP does: every
-    /// rule that stays keeps its buckets' state; on an error the old
-    /// config stays in force (and `/metrics` counts the failure).
+    /// rule that stays keeps its buckets' state; on an error (a config
+    /// that does not read or build, or a live change of a rate or N that
+    /// cannot be made) the old config stays in force (and `/metrics`
+    /// counts the failure).
     ///
     /// # Errors
     /// What made the new config unusable.

@@ -146,7 +146,9 @@ impl Rules {
 
     /// Builds every rule of `config`, taking the limiter of each rule of
     /// `old` that stays (same domain, path and settings but for the quota
-    /// and N, which it changes live). Nothing changes before all is built.
+    /// and N, which it changes live). Nothing changes before all is built;
+    /// then the live changes are made, and on the first that fails those
+    /// made are changed back and the build fails.
     pub(crate) async fn build(
         config: &Config,
         old: Option<&Rules>,
@@ -173,10 +175,29 @@ impl Rules {
             }
             domains.insert(domain.domain.clone().into_bytes(), keys);
         }
+        // Everything is built: now the live changes, each to a limiter the
+        // old rules serve too. One that fails fails the reload, and those
+        // made before it are changed back, so that the old rules go on
+        // serving as they were (as far as the store lets them be changed
+        // back: a failure to is logged).
+        let mut made: Vec<(Arc<Rule>, Quota, u32)> = Vec::with_capacity(builder.changes.len());
         for (rule, quota, buckets) in builder.changes {
+            let (old_quota, old_n, _) = rule.engine.quota_and_buckets();
             if let Err(e) = rule.engine.change(quota, buckets).await {
-                tracing::error!(rule = %rule.path, "reload: could not change the quota or N: {e}");
+                for (rule, quota, buckets) in made.into_iter().rev() {
+                    if let Err(e) = rule.engine.change(quota, buckets).await {
+                        tracing::error!(
+                            rule = %rule.path,
+                            "reload failed; could not change the quota or N back: {e}"
+                        );
+                    }
+                }
+                return Err(format!(
+                    "{}: could not change the quota or N live: {e}",
+                    rule.path
+                ));
             }
+            made.push((rule, old_quota, old_n));
         }
         Ok(Rules {
             domains,

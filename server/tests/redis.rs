@@ -134,3 +134,43 @@ async fn two_rules_whose_names_print_alike_do_not_share_redis_buckets() {
     server.shutdown().await;
     drop(redis);
 }
+
+/// Promised (README, "Reloads"): a reload whose live change cannot be made
+/// (a new rate while Redis is away) fails: `Running::reload` answers the
+/// error, `/metrics` counts `result="error"`, and the old rules serve on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_whose_rate_change_cannot_be_applied_is_not_reported_as_done() {
+    let mut redis = RedisServer::start();
+    let text = |rate: &str| {
+        format!(
+            "domain: d\ndescriptors:\n  - key: k\n    value: v\n    rate_limit: {{rate: \"{rate}\"}}\n"
+        )
+    };
+    let config = ConfigFile::new(&text("5/h"));
+    let mut options = options(&config);
+    options.redis = Some(redis.url());
+    let server = shuffle_limiter_server::start(options).await.unwrap();
+    let mut client = client(&server).await;
+    assert_eq!(
+        code(&ask(&mut client, request("d", &[("k", "v")], 1)).await),
+        Code::Ok
+    );
+
+    redis.kill();
+    config.write(&text("50/h"));
+    let reloaded = server.reload().await;
+    let errors = metric(
+        &server,
+        r#"shuffle_limiter_server_reloads_total{result="error"}"#,
+    )
+    .await
+    .unwrap_or(0.0);
+    assert!(
+        reloaded.is_err() && errors == 1.0,
+        "the new rate was not applied (Redis is away), yet reload() = {reloaded:?} and \
+         reloads_total{{result=\"error\"}} = {errors}"
+    );
+    let ok = r#"shuffle_limiter_server_reloads_total{result="ok"}"#;
+    assert_eq!(metric(&server, ok).await.unwrap_or(0.0), 0.0);
+    server.shutdown().await;
+}
