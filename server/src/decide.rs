@@ -8,7 +8,7 @@ use envoy_types::pb::envoy::config::core::v3::HeaderValue;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, DescriptorStatus};
 use envoy_types::pb::google::protobuf::Duration as ProtoDuration;
-use shuffle_limiter::{DenialReason, Request};
+use shuffle_limiter::{DenialReason, Denied, Request};
 use tonic::Status;
 
 use crate::engine::ceil_secs;
@@ -93,6 +93,15 @@ fn header(key: &str, value: String) -> HeaderValue {
     }
 }
 
+/// The `RateLimit` item of a descriptor over its limit: nothing left, and
+/// the seconds until the next token unless none will ever do.
+fn over_item(policy: &str, denied: &Denied) -> String {
+    match denied.reason() {
+        DenialReason::NeverFits { .. } => format!("{policy};r=0"),
+        _ => format!("{policy};r=0;t={}", ceil_secs(denied.retry_after()).max(1)),
+    }
+}
+
 /// Decides `request` against `rules`.
 ///
 /// A request over the limit in one descriptor takes nothing from the
@@ -151,7 +160,9 @@ pub(crate) async fn decide(
         }
         let shard = rule.engine.shard(asked.clone());
         let (q, w) = rule.engine.share(&shard);
-        policies.push(format!("{};q={q};w={w}", rule.policy));
+        // Pushed with the descriptor's `RateLimit` item, so that the two
+        // lists keep in step: none when its store could not decide.
+        let policy = format!("{};q={q};w={w}", rule.policy);
         let mut status = DescriptorStatus {
             current_limit: Some(rule.current_limit.clone()),
             ..ok
@@ -168,17 +179,21 @@ pub(crate) async fn decide(
                 ));
                 status.limit_remaining = u32::try_from(remaining).unwrap_or(u32::MAX);
                 status.duration_until_reset = Some(proto_duration(full_in));
+                policies.push(policy);
                 grants.push((rule, grant));
             }
             // A rule in shadow mode is only watched: whatever it decided,
             // even that its store could not decide, the answer stays OK.
             Err(denied) if rule.shadow => {
-                let counter = if denied.reason() == DenialReason::StoreUnavailable {
-                    &rule.counters.unavailable
+                if denied.reason() == DenialReason::StoreUnavailable {
+                    rule.counters.unavailable.increment(1);
                 } else {
-                    &rule.counters.shadow_over_limit
-                };
-                counter.increment(1);
+                    rule.counters.shadow_over_limit.increment(1);
+                    // What the rule found, without a Retry-After: the
+                    // answer is OK.
+                    policies.push(policy);
+                    fields.push(over_item(&rule.policy, &denied));
+                }
             }
             Err(denied) if denied.reason() == DenialReason::StoreUnavailable => {
                 rule.counters.unavailable.increment(1);
@@ -188,13 +203,13 @@ pub(crate) async fn decide(
                 rule.counters.over_limit.increment(1);
                 over = true;
                 status.code = Code::OverLimit as i32;
-                if let DenialReason::NeverFits { .. } = denied.reason() {
-                    // No wait helps: no Retry-After, no reset.
-                    fields.push(format!("{};r=0", rule.policy));
-                } else {
+                policies.push(policy);
+                fields.push(over_item(&rule.policy, &denied));
+                // No wait helps a request that never fits: no Retry-After,
+                // no reset.
+                if !matches!(denied.reason(), DenialReason::NeverFits { .. }) {
                     let secs = ceil_secs(denied.retry_after()).max(1);
                     retry = Some(retry.map_or(secs, |r| r.max(secs)));
-                    fields.push(format!("{};r=0;t={secs}", rule.policy));
                     status.duration_until_reset = Some(proto_duration(denied.retry_after()));
                 }
             }

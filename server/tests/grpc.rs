@@ -384,3 +384,61 @@ async fn a_tenant_value_that_is_not_utf8_is_limited_like_any_other() {
     assert_eq!(other.overall_code, Code::Ok as i32);
     server.shutdown().await;
 }
+
+const SHADOW_AND_TENANT: &str = r#"
+domain: d
+descriptors:
+  - key: watched
+    rate_limit: {rate: "1/h"}
+    shuffle: {buckets: 1, per_tenant: 1}
+    shadow_mode: true
+  - key: tenant
+    rate_limit: {rate: "1/h"}
+    shuffle: {buckets: 4, per_tenant: 1, burst: 8}
+"#;
+
+/// The items of a structured-field list header.
+fn items(value: Option<&str>) -> usize {
+    value.map_or(0, |v| v.split(", ").filter(|i| !i.is_empty()).count())
+}
+
+/// Promised (README, "The answer"): `response_headers_to_add` holds one
+/// list item per descriptor with a limit in `RateLimit-Policy` and in
+/// `RateLimit`, the two lists in step, also for a rule in shadow mode over
+/// its limit (whose answer is OK, without `Retry-After`).
+#[tokio::test]
+async fn a_shadow_rule_over_its_limit_keeps_the_two_header_lists_in_step() {
+    let config = ConfigFile::new(SHADOW_AND_TENANT);
+    let server = serve(&config).await;
+    let mut client = client(&server).await;
+    let alone = request("d", &[("watched", "x")], 1);
+    let with_tenant = RateLimitRequest {
+        domain: "d".into(),
+        descriptors: vec![
+            descriptor(&[("watched", "x")]),
+            descriptor(&[("tenant", "t")]),
+        ],
+        hits_addend: 1,
+    };
+    // The first takes the shadow rule's one token; from then on it is over.
+    assert_eq!(code(&ask(&mut client, alone.clone()).await), Code::Ok);
+    for asked in [alone, with_tenant] {
+        let answer = ask(&mut client, asked.clone()).await;
+        assert_eq!(code(&answer), Code::Ok, "shadow mode answers OK");
+        let policy = header(&answer, "ratelimit-policy");
+        let fields = header(&answer, "ratelimit");
+        assert_eq!(
+            items(policy),
+            items(fields),
+            "RateLimit-Policy: {policy:?} but RateLimit: {fields:?} ({} descriptors)",
+            asked.descriptors.len()
+        );
+        assert_ne!(fields, Some(""), "an empty RateLimit header");
+        assert!(
+            fields.is_some_and(|f| f.starts_with(r#""watched";r=0;t="#)),
+            "{fields:?}"
+        );
+        assert!(header(&answer, "retry-after").is_none());
+    }
+    server.shutdown().await;
+}
