@@ -13,7 +13,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, DescriptorStatus};
 use envoy_types::pb::google::protobuf::{Duration as ProtoDuration, UInt64Value};
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::decide::decide;
 use crate::grpc::MAX_MESSAGE;
@@ -25,7 +25,8 @@ struct JsonRequest {
     domain: String,
     #[serde(default)]
     descriptors: Vec<JsonDescriptor>,
-    #[serde(default, alias = "hitsAddend")]
+    /// A `uint32`: above `u32::MAX` it is not one, and refused.
+    #[serde(default, alias = "hitsAddend", deserialize_with = "uint32")]
     hits_addend: u32,
 }
 
@@ -33,8 +34,40 @@ struct JsonRequest {
 struct JsonDescriptor {
     #[serde(default)]
     entries: Vec<JsonEntry>,
-    #[serde(default, alias = "hitsAddend")]
-    hits_addend: Option<u32>,
+    /// A `UInt64Value`: above `u32::MAX` it reads `u32::MAX`, as over gRPC.
+    #[serde(default, alias = "hitsAddend", deserialize_with = "uint64_value")]
+    hits_addend: Option<u64>,
+}
+
+/// A proto3 JSON integer: a number, or its decimal digits as a string
+/// (proto3's JSON writes 64-bit integers so, and its parsers take either
+/// for any integer); `null` is the default.
+fn proto_integer<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+    use serde::de::Error;
+    match serde_json::Value::deserialize(deserializer)? {
+        serde_json::Value::Null => Ok(None),
+        serde_json::Value::Number(n) => n
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| D::Error::custom(format!("{n} is not an unsigned integer"))),
+        serde_json::Value::String(s) => s
+            .parse()
+            .map(Some)
+            .map_err(|_| D::Error::custom(format!("{s:?} is not an unsigned integer"))),
+        other => Err(D::Error::custom(format!(
+            "{other} is not an unsigned integer (a number or a string of digits)"
+        ))),
+    }
+}
+
+fn uint32<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u32, D::Error> {
+    let n = proto_integer(deserializer)?.unwrap_or(0);
+    u32::try_from(n)
+        .map_err(|_| serde::de::Error::custom(format!("{n} is above {} (a uint32)", u32::MAX)))
+}
+
+fn uint64_value<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+    proto_integer(deserializer)
 }
 
 #[derive(Deserialize)]
@@ -60,9 +93,7 @@ impl From<JsonRequest> for RateLimitRequest {
                             value: e.value.into_bytes(),
                         })
                         .collect(),
-                    hits_addend: d.hits_addend.map(|value| UInt64Value {
-                        value: u64::from(value),
-                    }),
+                    hits_addend: d.hits_addend.map(|value| UInt64Value { value }),
                     is_negative_hits: false,
                 })
                 .collect(),

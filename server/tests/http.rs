@@ -101,3 +101,52 @@ async fn metrics_count_decisions_by_domain_descriptor_and_code() {
     );
     server.shutdown().await;
 }
+
+/// Promised (README, `/json`): the request in proto3's JSON mapping, whose
+/// integers may be numbers or strings of digits (a descriptor's
+/// `hits_addend` is a `UInt64Value`, which proto3 JSON writes as a string:
+/// `"hitsAddend": "2"`). Above `u32::MAX`, a descriptor's reads as
+/// `u32::MAX`, as over gRPC (over the burst: never fits); the request's
+/// own, a `uint32`, is refused.
+#[tokio::test]
+async fn json_reads_hits_addend_as_proto3_json_writes_it() {
+    // One budget of 2 for each value of `k` (`a` to `f`).
+    let mut text = String::from("domain: web\ndescriptors:\n");
+    for value in ["a", "b", "c", "d", "e", "f"] {
+        text += &format!("  - {{key: k, value: {value}, rate_limit: {{rate: \"2/h\"}}}}\n");
+    }
+    let config = ConfigFile::new(&text);
+    let server = serve(&config).await;
+    let with = |value: &str, own: &str, request: &str| {
+        format!(
+            r#"{{"domain":"web","descriptors":[{{"entries":[{{"key":"k","value":"{value}"}}]{own}}}]{request}}}"#
+        )
+    };
+    for (value, own, request) in [
+        ("a", r#","hitsAddend":"2""#, ""),
+        ("b", r#","hits_addend":2"#, ""),
+        ("c", "", r#","hitsAddend":"2""#),
+        ("d", r#","hitsAddend":null"#, r#","hits_addend":2"#),
+    ] {
+        let (status, answer) = http(&server, "POST", "/json", &with(value, own, request)).await;
+        assert_eq!(status, 200, "{value}: {answer}");
+        let answer: serde_json::Value = serde_json::from_str(&answer).unwrap();
+        // 2 taken, none left (0 is left out, as proto3 JSON does).
+        let left = &answer["statuses"][0]["limitRemaining"];
+        assert_eq!(left, &serde_json::Value::Null, "{value}");
+    }
+    let huge = r#","hitsAddend":"18446744073709551615""#;
+    let (status, answer) = http(&server, "POST", "/json", &with("e", huge, "")).await;
+    assert_eq!(status, 429, "{answer}");
+    assert!(!answer.contains("Retry-After"), "never fits: {answer}");
+    for bad in [
+        with("f", "", r#","hitsAddend":"4294967296""#),
+        with("f", r#","hitsAddend":"-1""#, ""),
+        with("f", r#","hitsAddend":"two""#, ""),
+        with("f", r#","hitsAddend":1.5"#, ""),
+    ] {
+        let (status, answer) = http(&server, "POST", "/json", &bad).await;
+        assert_eq!(status, 400, "{bad}: {answer}");
+    }
+    server.shutdown().await;
+}
