@@ -30,10 +30,11 @@ const SHOULD_RATE_LIMIT: &str = "/envoy.service.ratelimit.v3.RateLimitService/Sh
 /// request, which is read with its strings as bytes ([`crate::wire`]): a
 /// descriptor value that is not UTF-8 is decided like any other.
 ///
-/// A message that does not decode is counted as `invalid_argument`, as
-/// the HTTP face counts a body that is not a request; tonic answers it
-/// `INTERNAL` (gRPC's code for a message that does not parse), and the
-/// decision itself never answers `INTERNAL`.
+/// A message that does not decode, or is over [`MAX_MESSAGE`], is counted
+/// as `invalid_argument`, as the HTTP face counts a body that is not a
+/// request or is too large; tonic answers them `INTERNAL` (gRPC's code for
+/// a message that does not parse) and `OUT_OF_RANGE`, codes the decision
+/// itself never answers.
 #[derive(Clone)]
 struct Rls(Arc<State>);
 
@@ -62,8 +63,11 @@ impl Service<http::Request<Body>> for Rls {
             let mut grpc = tonic::server::Grpc::new(codec)
                 .apply_max_message_size_config(Some(MAX_MESSAGE), None);
             let response = grpc.unary(ShouldRateLimit(state), request).await;
-            // INTERNAL is code 13, in a trailers-only answer's headers.
-            if response.headers().get("grpc-status").map(|v| v.as_bytes()) == Some(b"13") {
+            // A refused message: INTERNAL (13), one that does not decode;
+            // OUT_OF_RANGE (11), one over MAX_MESSAGE, refused before
+            // decoding. Both in a trailers-only answer's headers.
+            let status = response.headers().get("grpc-status").map(|v| v.as_bytes());
+            if matches!(status, Some(b"13" | b"11")) {
                 invalid.increment(1);
             }
             Ok(response)

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use axum::Router;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, State as Shared};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -205,7 +206,18 @@ fn text(status: StatusCode, body: String) -> Response {
         .into_response()
 }
 
-async fn json(Shared(state): Shared<Arc<State>>, body: axum::body::Bytes) -> Response {
+async fn json(
+    Shared(state): Shared<Arc<State>>,
+    body: Result<axum::body::Bytes, BytesRejection>,
+) -> Response {
+    // A body over MAX_MESSAGE (413), or one that could not be read.
+    let body = match body {
+        Ok(body) => body,
+        Err(refused) => {
+            state.metrics.invalid.increment(1);
+            return refused.into_response();
+        }
+    };
     let request: JsonRequest = match serde_json::from_slice(&body) {
         Ok(request) => request,
         Err(e) => {

@@ -150,3 +150,35 @@ async fn json_reads_hits_addend_as_proto3_json_writes_it() {
     }
     server.shutdown().await;
 }
+
+/// Promised (README, "Metrics"): `invalid_argument` counts every refused
+/// request, a message over 64 KiB too (gRPC `OUT_OF_RANGE`, `/json` 413).
+#[tokio::test]
+async fn a_refused_oversized_request_is_counted_as_invalid() {
+    let config = ConfigFile::new(WEB);
+    let server = serve(&config).await;
+    let mut client = client(&server).await;
+    let invalid = r#"shuffle_limiter_server_decisions_total{domain="",descriptor="",code="invalid_argument"}"#;
+    let before = metric(&server, invalid).await.unwrap_or(0.0);
+
+    let huge = "x".repeat(1 << 20);
+    let status = client
+        .should_rate_limit(request("web", &[("tenant", &huge)], 1))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::OutOfRange);
+    let after_grpc = metric(&server, invalid).await.unwrap_or(0.0);
+
+    let body = format!(
+        r#"{{"domain":"web","descriptors":[{{"entries":[{{"key":"tenant","value":"{}"}}]}}]}}"#,
+        "x".repeat(100 * 1024)
+    );
+    assert_eq!(http(&server, "POST", "/json", &body).await.0, 413);
+    let after_json = metric(&server, invalid).await.unwrap_or(0.0);
+    assert_eq!(
+        (after_grpc - before, after_json - before),
+        (1.0, 2.0),
+        "refused requests counted: gRPC OUT_OF_RANGE then /json 413"
+    );
+    server.shutdown().await;
+}
