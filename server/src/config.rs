@@ -33,7 +33,7 @@ pub struct DomainConfig {
     /// The domain Envoy names in its requests.
     pub domain: String,
     /// The top-level descriptors.
-    #[serde(default, deserialize_with = "siblings")]
+    #[serde(default, deserialize_with = "top_level")]
     pub descriptors: Vec<DescriptorConfig>,
 }
 
@@ -54,6 +54,26 @@ where
                 step("", later)
             )));
         }
+    }
+    Ok(descriptors)
+}
+
+/// The top-level descriptors: [`siblings`], none a user level (it has no
+/// limit above it).
+fn top_level<'de, D>(deserializer: D) -> Result<Vec<DescriptorConfig>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    let descriptors = siblings(deserializer)?;
+    if let Some(i) = descriptors
+        .iter()
+        .position(|d| matches!(d.action, Action::User(_)))
+    {
+        return Err(serde::de::Error::custom(format!(
+            "[{i}]: shuffle.per_user makes a user level of the limit above it, and a \
+             top-level descriptor has none: nest it under a descriptor with a rate_limit \
+             and a `shuffle` block"
+        )));
     }
     Ok(descriptors)
 }
@@ -278,6 +298,17 @@ impl TryFrom<RawDescriptor> for DescriptorConfig {
                 }
             }
         };
+        let limited = matches!(action, Action::Limit { .. });
+        if let Some(i) = (raw.descriptors.iter())
+            .position(|d| matches!(d.action, Action::User(_)))
+            .filter(|_| !limited)
+        {
+            return Err(format!(
+                "descriptors[{i}]: shuffle.per_user makes a user level of the limit above \
+                 it, and this descriptor has none: give it a rate_limit with a rate (and a \
+                 `shuffle` block)"
+            ));
+        }
         Ok(DescriptorConfig {
             key: raw.key,
             value: raw.value,

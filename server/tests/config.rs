@@ -161,3 +161,32 @@ fn the_same_descriptor_twice_is_refused_where_it_is_written() {
     let apart = "domain: d\ndescriptors:\n  - key: a\n    value: \"b.c=x\"\n    rate_limit: {rate: \"1/s\"}\n  - key: a\n    value: b\n    descriptors:\n      - key: c\n        value: x\n        rate_limit: {rate: \"1/s\"}\n";
     assert!(Config::parse(Path::new("limits.yaml"), apart).is_ok());
 }
+
+/// Promised (the config module: "a config that reads builds"): a user
+/// level (`shuffle: {per_user: J}`) with no rate above it is refused when
+/// read, with the file, the line and the field, not at start or reload by
+/// the build, with neither.
+#[test]
+fn a_user_level_without_a_rate_above_it_is_refused_where_it_is_written() {
+    for (text, at) in [
+        (
+            "domain: d\ndescriptors:\n  - key: user\n    shuffle: {per_user: 1}\n",
+            "limits.yaml:1:1: descriptors: [0]: shuffle.per_user",
+        ),
+        (
+            "domain: d\ndescriptors:\n  - key: tenant\n    descriptors:\n      - key: user\n        shuffle: {per_user: 1}\n",
+            "limits.yaml:3:3: descriptors[0]: descriptors[0]: shuffle.per_user",
+        ),
+        (
+            "domain: d\ndescriptors:\n  - key: tenant\n    rate_limit: {unlimited: true}\n    descriptors:\n      - key: user\n        shuffle: {per_user: 1}\n",
+            "limits.yaml:3:3: descriptors[0]: descriptors[0]: shuffle.per_user",
+        ),
+    ] {
+        let err = error(text);
+        assert!(err.starts_with(at), "{err}");
+        assert!(
+            err.contains("makes a user level of the limit above it"),
+            "{err}"
+        );
+    }
+}
