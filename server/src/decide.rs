@@ -111,7 +111,8 @@ fn over_item(policy: &str, denied: &Denied) -> String {
 /// `INVALID_ARGUMENT` for a request that is not one (empty domain, no
 /// entries, an empty key, values too long); `UNAVAILABLE` when a limiter's
 /// store (Redis) could not decide, so that Envoy applies its own
-/// `failure_mode_deny`.
+/// `failure_mode_deny`, unless another descriptor is over its limit: then
+/// the answer is `OVER_LIMIT` (that descriptor's status `UNKNOWN`).
 pub(crate) async fn decide(
     rules: &Rules,
     request: &RateLimitRequest,
@@ -198,6 +199,8 @@ pub(crate) async fn decide(
             Err(denied) if denied.reason() == DenialReason::StoreUnavailable => {
                 rule.counters.unavailable.increment(1);
                 unavailable = Some(rule.path.clone());
+                // Not decided: neither OK nor over the limit.
+                status.code = Code::Unknown as i32;
             }
             Err(denied) => {
                 rule.counters.over_limit.increment(1);
@@ -221,7 +224,9 @@ pub(crate) async fn decide(
             rule.engine.refund(grant).await;
         }
     }
-    if let Some(path) = unavailable {
+    // Over the limit in one descriptor is over the limit, whatever the
+    // others: UNAVAILABLE would let a fail-open Envoy pass the request.
+    if let Some(path) = unavailable.filter(|_| !over) {
         return Err(Status::unavailable(format!(
             "the store of {path} could not decide"
         )));

@@ -174,3 +174,43 @@ async fn a_reload_whose_rate_change_cannot_be_applied_is_not_reported_as_done() 
     assert_eq!(metric(&server, ok).await.unwrap_or(0.0), 0.0);
     server.shutdown().await;
 }
+
+/// Promised (README, "Bad requests and bounds"): a request over the limit
+/// in one descriptor is `OVER_LIMIT` even when another descriptor's store
+/// could not decide (`UNAVAILABLE` would let a fail-open Envoy pass it);
+/// that descriptor's status is `UNKNOWN`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_the_limit_in_one_descriptor_wins_over_another_unavailable() {
+    use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+    use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
+    use envoy_types::pb::google::protobuf::UInt64Value;
+    let redis = RedisServer::start();
+    let config = ConfigFile::new(CONFIG);
+    let mut options = options(&config);
+    options.redis = Some(redis.url());
+    let server = shuffle_limiter_server::start(options).await.unwrap();
+    let mut client = client(&server).await;
+    drop(redis);
+    // More than the burst (12): over the limit without asking Redis.
+    let never = RateLimitRequest {
+        descriptors: vec![
+            descriptor(&[("tenant", "acme")]),
+            RateLimitDescriptor {
+                hits_addend: Some(UInt64Value { value: 100 }),
+                ..descriptor(&[("tenant", "other")])
+            },
+        ],
+        ..request("fleet", &[], 1)
+    };
+    let answer = ask(&mut client, never).await;
+    assert_eq!(code(&answer), Code::OverLimit);
+    assert_eq!(answer.statuses[0].code, Code::Unknown as i32);
+    assert_eq!(answer.statuses[1].code, Code::OverLimit as i32);
+    // The two header lists hold the over-limit descriptor's items only.
+    assert_eq!(
+        header(&answer, "ratelimit"),
+        Some(r#""tenant";r=0"#),
+        "{answer:?}"
+    );
+    server.shutdown().await;
+}
