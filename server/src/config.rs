@@ -4,13 +4,17 @@
 //! once, on a manual clock, and thrown away), so an error points at the
 //! file, line and field, and a config that reads builds.
 
-use std::borrow::Cow;
-use std::fmt;
-use std::path::{Path, PathBuf};
+mod error;
+
+use std::path::Path;
 
 use serde::Deserialize;
 use shuffle_limiter::Quota;
 use shuffle_limiter::set::{LimiterConfig, Rate, Reserve};
+
+pub use error::ConfigError;
+
+use crate::names::step;
 
 /// The longest key, value or name a config may hold, in bytes; requests are
 /// held to [`MAX_VALUE_LEN`](crate::MAX_VALUE_LEN).
@@ -389,48 +393,6 @@ fn limiter_config(
     Ok(config)
 }
 
-/// A config that cannot be read: where, and what to change.
-#[derive(Debug)]
-pub struct ConfigError {
-    file: PathBuf,
-    line: Option<usize>,
-    column: Option<usize>,
-    path: String,
-    message: String,
-}
-
-impl ConfigError {
-    /// The file read.
-    pub fn file(&self) -> &Path {
-        &self.file
-    }
-
-    /// The line (from 1) of the mistake, when known.
-    pub fn line(&self) -> Option<usize> {
-        self.line
-    }
-
-    /// Where in the document, such as `descriptors[0].descriptors[1]`.
-    pub fn path(&self) -> &str {
-        &self.path
-    }
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.file.display())?;
-        if let (Some(line), Some(column)) = (self.line, self.column) {
-            write!(f, ":{line}:{column}")?;
-        }
-        if !self.path.is_empty() && self.path != "." {
-            write!(f, ": {}", self.path)?;
-        }
-        write!(f, ": {}", self.message)
-    }
-}
-
-impl std::error::Error for ConfigError {}
-
 impl Config {
     /// Reads and checks the config file at `path`.
     ///
@@ -508,40 +470,6 @@ impl Config {
         }
         Ok(Config { domains, warnings })
     }
-}
-
-/// The path of a descriptor in messages and metrics, which is also its
-/// rule's identity: `key` or `key=value`, joined by `.` from the top, with
-/// [`escape`]d keys and values, so that two descriptors never print alike.
-pub(crate) fn step(parent: &str, d: &DescriptorConfig) -> String {
-    let key = escape(&d.key);
-    let own = match &d.value {
-        Some(value) => format!("{key}={}", escape(value)),
-        None => key.into_owned(),
-    };
-    if parent.is_empty() {
-        own
-    } else {
-        format!("{parent}.{own}")
-    }
-}
-
-/// `s` with each `\`, `.` and `=` preceded by a `\`: a path (or
-/// `domain.path`) reads back one way, its unescaped `.` between steps and
-/// `=` between a key and its value. Most names hold none, and print as
-/// written.
-pub(crate) fn escape(s: &str) -> Cow<'_, str> {
-    if !s.contains(['\\', '.', '=']) {
-        return Cow::Borrowed(s);
-    }
-    let mut out = String::with_capacity(s.len() + 4);
-    for c in s.chars() {
-        if matches!(c, '\\' | '.' | '=') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    Cow::Owned(out)
 }
 
 fn warn_unshuffled(

@@ -26,6 +26,7 @@ mod grpc;
 pub mod guide;
 mod http;
 mod metrics;
+mod names;
 mod rules;
 mod serve;
 mod state;

@@ -12,9 +12,10 @@ use shuffle_limiter::Quota;
 use shuffle_limiter::redis::{FailurePolicy, RedisOptions};
 use shuffle_limiter::set::LimiterConfig;
 
-use crate::config::{Action, Config, DescriptorConfig, escape, quota_of, step};
+use crate::config::{Action, Config, DescriptorConfig, quota_of};
 use crate::engine::Engine;
 use crate::metrics::{Counters, Metrics};
+use crate::names::{escape, redis_name, sf_string, step};
 use crate::wire::Entry;
 
 /// One rule: a descriptor with a rate.
@@ -344,39 +345,6 @@ impl Build<'_> {
     }
 }
 
-/// The limiter's name, which is also its Redis keys' hash tag: the same in
-/// every replica, with only safe bytes.
-fn redis_name(full: &str) -> String {
-    let mut name = String::from("rls:");
-    for b in full.bytes() {
-        if b.is_ascii_alphanumeric() || b"_.=-".contains(&b) {
-            name.push(b as char);
-        } else {
-            name.push_str(&format!("%{b:02X}"));
-        }
-    }
-    name
-}
-
-/// `s` as a structured-field string: quoted, `"` and `\` escaped (names
-/// are printable ASCII, checked when read).
-fn sf_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        if c == '"' || c == '\\' {
-            out.push('\\');
-        }
-        if c.is_ascii_graphic() || c == ' ' {
-            out.push(c);
-        } else {
-            out.push('_');
-        }
-    }
-    out.push('"');
-    out
-}
-
 /// The configured rate in Envoy's units: the smallest unit of second,
 /// minute, hour, day, week, month (30 days) or year (365 days, as
 /// envoyproxy/ratelimit counts them) at least the period that holds a whole
@@ -447,12 +415,5 @@ mod tests {
         // No whole count in any unit: the first holding one, rounded down.
         assert_eq!(read(1, day * 11), (2, Unit::Month as i32));
         assert_eq!(read(1, day * 400), (0, Unit::Year as i32));
-    }
-
-    #[test]
-    fn names_are_escaped() {
-        assert_eq!(sf_string(r#"a"b\c"#), r#""a\"b\\c""#);
-        assert_eq!(redis_name("d.k=v/x{y}"), "rls:d.k=v%2Fx%7By%7D");
-        assert_eq!(redis_name(r"d.k=a\.b"), "rls:d.k=a%5C.b");
     }
 }
