@@ -19,7 +19,7 @@ mod redis_server;
 mod support;
 
 use redis_server::RedisServer;
-use support::{closed, held, limit, members, one_at_a_time, runtime, within};
+use support::{closed, held, limit, members, one_at_a_time, runtime, seats, within};
 
 const TTL: Duration = Duration::from_millis(300);
 
@@ -348,5 +348,80 @@ fn after_a_restart_no_token_is_given_twice_and_the_forgotten_lease_is_lost() {
         let lost = tokio::time::timeout(ttl * 3, held.lost()).await;
         assert!(lost.is_ok(), "C = 1, yet two leases hold its seat");
         assert!(!other.is_lost());
+    });
+}
+
+/// A server restarted from its last snapshot (RDB, or a failover to a
+/// replica that lagged) has the counter back at an older value. Promised:
+/// [`Lease::token`](shuffle_limiter::inflight::Lease::token) is "unique to
+/// it among every lease of the limit, growing with each", and the guide's
+/// *Fencing*: a release that comes late "frees nothing of theirs". Counting
+/// on from the old value gave a new lease the token (and member) of one
+/// still held, whose release then freed the new holder's seat: C + 1 out.
+#[test]
+fn a_redis_restarted_from_a_snapshot_gives_no_token_twice() {
+    let _serial = one_at_a_time();
+    let file = format!("shuffle-snapshot-{}.rdb", std::process::id());
+    let mut server = RedisServer::start_with(&["--dbfilename", &file]);
+    let rt = runtime();
+    // Process one, over a connection manager (it survives the restart).
+    let one = rt.block_on(async {
+        let client = redis::Client::open(server.url()).unwrap();
+        let manager = client.get_connection_manager().await.unwrap();
+        shuffle_limiter::inflight::InFlight::builder()
+            .concurrency(2)
+            .pools(1)
+            .per_tenant(1)
+            .build_redis(manager, closed("snap", Duration::from_secs(60)))
+            .await
+            .unwrap()
+    });
+    let a = rt.block_on(async {
+        // A lease taken and given back: the counter exists, the pool is
+        // empty; the snapshot is taken (as `save 60 1000` would).
+        drop(one.try_acquire("t").await.unwrap());
+        let gone = within(Duration::from_secs(3), || async {
+            (seats(&server, &one, 0).await == 0).then_some(())
+        });
+        assert!(gone.await.is_some(), "the first lease was not released");
+        let mut connection = server.connection().await;
+        let _: () = redis::cmd("SAVE")
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+        // A lease after the snapshot.
+        one.try_acquire("t").await.unwrap()
+    });
+    // The server crashes and restarts from its snapshot.
+    server.restart();
+    rt.block_on(async {
+        let back = within(Duration::from_secs(5), || async {
+            let mut c = one.connection().clone();
+            redis::cmd("PING").query_async::<String>(&mut c).await.ok()
+        });
+        assert!(
+            back.await.is_some(),
+            "the connection manager did not reconnect"
+        );
+        // Process two takes a seat.
+        let two = limit(&server, (2, 1, 1), closed("snap", Duration::from_secs(60))).await;
+        let b = two.try_acquire("t").await.unwrap();
+        let same_token = a.token() == b.token();
+        // Process one's holder ends its call: its release must free only
+        // its own seat (which Redis forgot), never b's.
+        drop(a);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        // b still holds one seat of C = 2: at most one more may be taken.
+        let x = two.try_acquire("t").await;
+        let y = two.try_acquire("t").await;
+        let out = 1 + u32::from(x.is_ok()) + u32::from(y.is_ok());
+        let tokens = (b.token(), x.as_ref().ok().and_then(|l| l.token()));
+        let _ = std::fs::remove_file(std::env::temp_dir().join(&file));
+        assert!(
+            out <= 2,
+            "{out} leases held at once with C = 2 (tokens {tokens:?}): the old holder's \
+             release removed the new holder's member"
+        );
+        assert!(!same_token, "token {:?} given twice", b.token());
     });
 }

@@ -111,3 +111,19 @@ where
     }
     None
 }
+
+/// The seats held in Redis by every member of `pool`, expired or not, read
+/// over a connection of the test's own.
+pub(crate) async fn seats<Conn>(
+    server: &RedisServer,
+    inflight: &RedisInFlight<Conn>,
+    pool: u32,
+) -> u32 {
+    let mut connection = server.connection().await;
+    let key = inflight.key(pool).unwrap();
+    let members: Vec<String> = connection.zrange(key, 0, -1).await.unwrap();
+    members
+        .iter()
+        .map(|m| m.split_once(':').unwrap().1.parse::<u32>().unwrap())
+        .sum()
+}

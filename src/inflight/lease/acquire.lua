@@ -73,13 +73,20 @@ if sum < seats then
   return { 0, earliest }
 end
 
--- The counter, read before it is written: a string of digits below 2^53 - 1
--- (so that the next token is exact in a double, and differs from every
--- token before it), or missing. A missing counter (a server restarted
--- without its data, the key evicted) starts from the clock, in
--- microseconds: past every token counted before, unless those outran a
--- token a microsecond. From 1, a restarted server would give a lease the
--- token, and so the member name, of one a process still holds and renews.
+-- The counter, read before it is written: the last token given, a string
+-- of digits below 2^53 - 1 (so that the next token is exact in a double),
+-- or missing. The next token is the server's clock in microseconds, or the
+-- last token + 1 when that is more: unique and growing while the counter
+-- lasts, and past every token given before when the counter was lost (a
+-- server restarted without its data, the key evicted) or came back older
+-- (a restart from a snapshot, a failover to a replica that lagged): the
+-- clock ran on through the downtime, while each token was at most the
+-- clock when it was given (no two acquires run in the same microsecond).
+-- This assumes a server clock that does not go back across a restart or
+-- a failover (the new primary's clock not behind the old one's by more
+-- than the downtime). Counting on from an older counter would give a new
+-- lease the token, and so the member name, of one a process still holds,
+-- renews and releases.
 local counter = KEYS[k + d + 1]
 local last = redis.pcall('GET', counter)
 if type(last) == 'table' and last.err then
@@ -88,10 +95,11 @@ end
 if last and not (string.match(last, '^%d+$') and tonumber(last) < 9007199254740991) then
   return not_a_pool(counter, 'is not a token counter below 2^53: ' .. shown(last))
 end
-if not last then
-  redis.call('SET', counter, string.format('%d', now))
+local counted = now
+if last and tonumber(last) + 1 > counted then
+  counted = tonumber(last) + 1
 end
-local counted = redis.call('INCR', counter)
+redis.call('SET', counter, string.format('%d', counted))
 redis.call('SET', record, string.format('%d', counted), 'PX', ARGV[5 + k + 2 * d])
 local expiry = now + ttl
 local reply = { 1, counted, expiry }

@@ -55,7 +55,8 @@ pub(super) enum Acquired {
 pub(super) const TOMBSTONE: &str = "abandoned";
 
 /// acquire.lua: `seats` of `pools` (with their `shares`), all or nothing,
-/// as the lease `counter + 1` (`now + 1` while the counter is missing): the
+/// as the lease `max(counter + 1, now)` (`now` while the counter is
+/// missing): the
 /// first `k` pools (the tenant's own) first, then the rest (its spill
 /// pools) above their `reserves`, each group the roomiest first, ties from
 /// `start`. A lease's token goes in the acquire's `record`; a `record`
@@ -83,7 +84,7 @@ pub(super) fn acquire(
     if sum < u64::from(seats) {
         return Ok(Acquired::Busy(earliest.map(|e| e - now)));
     }
-    let token = counter.unwrap_or(now) + 1;
+    let token = counter.map_or(now, |last| (last + 1).max(now));
     *counter = Some(token);
     *record = Some(token.to_string());
     let expiry = now + ttl;

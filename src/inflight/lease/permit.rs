@@ -82,7 +82,10 @@ impl Lease {
     }
 
     /// The lease's fencing token in Redis: unique to it among every lease
-    /// of the limit, growing with each; `None` when Redis does not hold it.
+    /// of the limit, growing with each (the server's clock in µs when it
+    /// was given, or one past the last token when that is more, so that a
+    /// server restarted from an older snapshot gives none twice); `None`
+    /// when Redis does not hold it.
     /// An upstream that records the highest token it has seen can refuse a
     /// holder whose lease was lost.
     pub fn token(&self) -> Option<u64> {

@@ -91,8 +91,9 @@ fn the_lease_scripts_do_what_their_mirror_does() {
         );
         let mut rng = XorShift(0x1EA5_E5ED);
         // leased, multi-pool, busy, stray, renewed, lost, borrowed, from the
-        // clock, stopped by a record, given back, tombstoned
-        let mut seen = [0usize; 11];
+        // clock, stopped by a record, given back, tombstoned, counted past the
+        // clock
+        let mut seen = [0usize; 12];
         let mut next = 0u64;
         for step in 0..2000 {
             // k own pools, then d spill pools (none a third of the time).
@@ -111,16 +112,25 @@ fn the_lease_scripts_do_what_their_mirror_does() {
                 .map(|&s| pool(&mut rng, s, now, &mut next))
                 .collect();
             write(&mut connection, &pools).await;
-            // The counter is ahead of every token, as in production; or,
-            // now and then, missing (a restarted server's, an evicted key)
-            // while the clock is past every token.
+            // The counter is ahead of every token, as in production, and
+            // behind the clock; now and then missing (a restarted server's,
+            // an evicted key) while the clock is past every token, or ahead
+            // of the clock (tokens given faster than one a microsecond).
             next = next.saturating_add(1);
-            let mut counter = if now > next && rng.below(8) == 0 {
-                let _: () = connection.del(COUNTER).await.unwrap();
-                None
-            } else {
-                let _: () = connection.set(COUNTER, next).await.unwrap();
-                Some(next)
+            let mut counter = match rng.below(8) {
+                0 if now > next => {
+                    let _: () = connection.del(COUNTER).await.unwrap();
+                    None
+                }
+                1 => {
+                    let ahead = now + rng.below(1000);
+                    let _: () = connection.set(COUNTER, ahead).await.unwrap();
+                    Some(ahead)
+                }
+                _ => {
+                    let _: () = connection.set(COUNTER, next).await.unwrap();
+                    Some(next)
+                }
             };
             let most: u32 = shares.iter().sum();
             let seats = 1 + rng.below(u64::from(most)) as u32;
@@ -141,6 +151,7 @@ fn the_lease_scripts_do_what_their_mirror_does() {
             let stopped = record.is_some();
 
             let from_clock = counter.is_none();
+            let ahead = counter.is_some_and(|last| last >= now);
             let want = model::acquire(
                 &mut pools,
                 (&shares, &reserves),
@@ -202,7 +213,8 @@ fn the_lease_scripts_do_what_their_mirror_does() {
                     seen[0] += 1;
                     seen[1] += usize::from(taken.len() > 1);
                     seen[6] += usize::from(taken.iter().any(|&(j, _)| j >= own));
-                    seen[7] += usize::from(from_clock && token == now + 1);
+                    seen[7] += usize::from(from_clock && token == now);
+                    seen[11] += usize::from(ahead && token > now);
                     Some((token, taken))
                 }
                 (want, got) => panic!("step {step}: the mirror {want:?}, the script {got:?}"),
@@ -323,7 +335,10 @@ fn the_lease_scripts_do_what_their_mirror_does() {
             seen[0] > 300 && seen[1] > 50 && seen[2] > 100 && seen[3] > 10 && seen[6] > 50,
             "{seen:?}"
         );
-        assert!(seen[4] > 50 && seen[5] > 50 && seen[7] > 10, "{seen:?}");
+        assert!(
+            seen[4] > 50 && seen[5] > 50 && seen[7] > 10 && seen[11] > 10,
+            "{seen:?}"
+        );
         assert!(seen[8] > 50 && seen[9] > 50 && seen[10] > 50, "{seen:?}");
     });
 }
