@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use ::redis::aio::ConnectionLike;
 use tokio::sync::{oneshot, watch};
-use tokio::time::{Instant, timeout};
+use tokio::time::{Instant, timeout, timeout_at};
 
 use super::Shared;
 use crate::inflight::OwnedPermit;
@@ -22,8 +22,9 @@ use crate::inflight::OwnedPermit;
 /// holder's seats.
 ///
 /// A renewal that finds the lease gone (it expired while this process
-/// stalled, or someone deleted the key), or that cannot reach Redis for a
-/// whole TTL, marks it lost: [`is_lost`](Lease::is_lost) says so, and
+/// stalled, or someone deleted the key), or a whole TTL since the last
+/// renewal confirmed was sent (Redis unreachable, renewals failing or
+/// hanging), marks it lost, as soon as that TTL ends: [`is_lost`](Lease::is_lost) says so, and
 /// [`lost`](Lease::lost) completes, so that the holder can stop the work
 /// the permit guarded. Its seats may then be someone else's.
 #[must_use = "a lease is given back as soon as it is dropped"]
@@ -177,7 +178,9 @@ where
 }
 
 /// The renewing task: every renewal interval until the lease is dropped
-/// (then it releases) or lost (then it says so).
+/// (then it releases) or lost (then it says so). Lost also as soon as a
+/// whole TTL passes since the last confirmation: the server may have let
+/// the lease expire by then, and given its seats to someone else.
 async fn renew<Conn>(
     shared: Arc<Shared<Conn>>,
     (token, taken): (u64, Vec<(u32, u32)>),
@@ -195,9 +198,23 @@ async fn renew<Conn>(
         let _ = timeout(shared.deadline, released).await;
     };
     loop {
+        // Unconfirmed at this instant, the lease may have expired on the
+        // server (whose expiry counts from a moment after `confirmed`).
+        // `None`: past what the clock counts, never.
+        let lost_at = confirmed.checked_add(shared.ttl);
+        let renew_at = Instant::now().checked_add(shared.renew_every);
         // Dropped (the sender gone) or not yet: either way `dropped` ends
-        // the wait; only the interval's end renews.
-        if timeout(shared.renew_every, &mut dropped).await.is_ok() {
+        // the wait; otherwise the next renewal, or the lease's end, does.
+        if until(earliest(renew_at, lost_at), &mut dropped)
+            .await
+            .is_some()
+        {
+            return release(shared).await;
+        }
+        if lost_at.is_some_and(|at| Instant::now() >= at) {
+            // Not confirmed for a whole TTL: its seats may be someone
+            // else's. (Released, in case it still holds them.)
+            let _ = lost.send_replace(true);
             return release(shared).await;
         }
         let sent = Instant::now();
@@ -205,18 +222,33 @@ async fn renew<Conn>(
         let renewed = shared
             .scripts
             .renew(&mut connection, token, taken, shared.ttl_micros);
-        match timeout(shared.deadline, renewed).await {
-            Ok(Ok(true)) => confirmed = sent,
+        // Each renewal bounded by the deadline, and by the lease's end: a
+        // reply after it would come too late to be believed.
+        let bound = earliest(sent.checked_add(shared.deadline), lost_at);
+        match until(bound, renewed).await {
+            Some(Ok(true)) => confirmed = sent,
             // Gone: the script removed what was left of it.
-            Ok(Ok(false)) => break,
-            // Not confirmed for a whole TTL: it may have expired, and its
-            // seats gone to someone else.
-            _ if confirmed.elapsed() >= shared.ttl => {
-                let _ = lost.send_replace(true);
-                return release(shared).await;
-            }
+            Some(Ok(false)) => break,
+            // Failed or missed: tried again in its turn, unless the
+            // lease's end comes first (then the next wait ends at once).
             _ => {}
         }
     }
     let _ = lost.send_replace(true);
+}
+
+/// The earlier of two instants, `None` standing for never.
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// `future`'s output if it completes by `at` (`None`: no bound).
+async fn until<F: std::future::Future>(at: Option<Instant>, future: F) -> Option<F::Output> {
+    match at {
+        Some(at) => timeout_at(at, future).await.ok(),
+        None => Some(future.await),
+    }
 }
