@@ -192,3 +192,85 @@ fn an_acquire_that_runs_after_its_give_back_takes_nothing() {
         assert_eq!(lease.source(), LeaseSource::Redis);
     });
 }
+
+/// A connection that sends each acquire of the limit whose counter is
+/// `counter` twice and answers the second reply, as redis-rs's cluster
+/// client does when the connection drops after the server ran the script
+/// (`RetryMethod::Reconnect`: the same command, resent).
+#[derive(Clone)]
+struct Twice {
+    inner: MultiplexedConnection,
+    counter: Arc<str>,
+}
+
+impl ConnectionLike for Twice {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        let counter = self.counter.as_bytes();
+        let acquire = cmd
+            .args_iter()
+            .any(|arg| matches!(arg, Arg::Simple(a) if a == counter));
+        if !acquire {
+            return self.inner.req_packed_command(cmd);
+        }
+        Box::pin(async move {
+            // The first reply is lost with the connection.
+            let _ = self.inner.req_packed_command(cmd).await?;
+            self.inner.req_packed_command(cmd).await
+        })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        self.inner.req_packed_commands(pipeline, offset, count)
+    }
+
+    fn get_db(&self) -> i64 {
+        self.inner.get_db()
+    }
+}
+
+/// Promised by the guide's *Failures*: a caller that never gets its lease
+/// has it given back at once (otherwise "its seats would stay taken by no
+/// one until the TTL"). An acquire the client sent twice found its own
+/// record the second time, answered "busy" as for a tombstone, and the seat
+/// its first run took stayed held by no one for the whole minute of the
+/// TTL. Now the second run's answer is "not answered": the give-back runs.
+#[test]
+fn a_resent_acquire_leaves_no_seat_held_by_no_one() {
+    let _serial = one_at_a_time();
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let twice = Twice {
+            inner: server.connection().await,
+            counter: "{resent}:lease".into(),
+        };
+        let options = closed("resent", Duration::from_secs(60));
+        let one = InFlight::builder()
+            .concurrency(1)
+            .pools(1)
+            .build_redis(twice, options.clone())
+            .await
+            .unwrap();
+        let answer = one.try_acquire("t").await;
+        let heard = format!("{answer:?}");
+        // Whatever it answered, nobody holds a seat once the answer is
+        // dropped: a lease releases it, a refusal took none.
+        drop(answer);
+        let free = support::within(Duration::from_secs(3), || async {
+            (support::seats(&server, &one, 0).await == 0).then_some(())
+        })
+        .await;
+        let held = support::seats(&server, &one, 0).await;
+        assert!(
+            free.is_some(),
+            "the caller heard {heard}, yet {held} seat of C = 1 is held by no one \
+             (until the 60 s TTL)"
+        );
+        let two = limit(&server, (1, 1, 1), options).await;
+        assert!(two.try_acquire("t").await.is_ok());
+    });
+}

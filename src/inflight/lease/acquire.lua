@@ -25,13 +25,21 @@
 -- taken of it, in the order taken; or { 0, free_in } when the pools do not
 -- have the seats free together, with the microseconds until the earliest
 -- expiry of a lease in them (-1 when none holds any): the holder's release
--- may come sooner.
+-- may come sooner; or { 2 }, "ran already" (below).
 --
 -- When it grants, the record holds the lease's token, so that a caller
 -- that gave up without the reply can give the lease back. When the record
--- is there already, the caller gave up before this ran (abandon.lua left a
--- tombstone): it takes nothing, reads nothing, and answers { 0, -1 }, a
--- refusal nobody hears.
+-- is there already, this acquire takes nothing and reads nothing:
+-- - A tombstone (or anything but a token): the caller gave up before this
+--   ran (abandon.lua left it). The answer, { 0, -1 }, is a refusal nobody
+--   hears.
+-- - A token: this acquire ran already and leased it, and this is the same
+--   command sent again (a client that resends a command whose connection
+--   dropped before the reply, as redis-rs's cluster client does). The
+--   answer { 2 } is no answer to the caller: it gives the acquire back
+--   (abandon.lua removes that lease) and hears "busy", as if the pools
+--   were full. Replaying the lease instead would have to rebuild it from
+--   the pools, which may have changed since.
 
 local d = ARGV[4] + 0
 local k = #KEYS - 2 - d
@@ -40,7 +48,11 @@ local seats = ARGV[2] + 0
 local start = ARGV[3] + 0
 local record = KEYS[k + d + 2]
 local now = clock(ARGV[6 + k + 2 * d])
-if redis.call('EXISTS', record) == 1 then
+local recorded = redis.pcall('GET', record)
+if type(recorded) == 'string' and string.match(recorded, '^%d+$') then
+  return { 2 }
+end
+if recorded then
   return { 0, -1 }
 end
 

@@ -341,8 +341,12 @@ where
             (unanswered.record(), self.record_ms),
         );
         let answer = timeout(self.deadline, acquired).await;
-        if let Ok(Ok(_)) = &answer {
-            unanswered.heard();
+        if let Ok(Ok(acquired)) = &answer {
+            // A resent acquire's reply is no answer: its first run's lease
+            // is given back when `unanswered` is dropped.
+            if *acquired != Acquired::Resent {
+                unanswered.heard();
+            }
             self.breaker.answered(pools, self.breaker.micros());
         }
         let error = match answer {
@@ -353,6 +357,13 @@ where
                 return Ok(Tried::Leased(lease));
             }
             Ok(Ok(Acquired::Busy { free_in })) => return Ok(Tried::Busy(free_in)),
+            // The client sent the acquire again after its first run (its
+            // reply lost with a connection): that run's seats are given
+            // back now, so a waiting acquire tries again at once.
+            Ok(Ok(Acquired::Resent)) => {
+                drop(unanswered);
+                return Ok(Tried::Busy(Some(0)));
+            }
             Ok(Err(error)) => error,
             Err(_) => Error::Timeout {
                 after: self.deadline,

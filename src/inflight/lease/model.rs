@@ -49,6 +49,8 @@ pub(super) enum Acquired {
     Leased(u64, u64, Vec<(usize, u32)>),
     /// Not enough free: µs until the earliest expiry in the pools.
     Busy(Option<u64>),
+    /// Its record holds a token: it ran already, and this is it sent again.
+    Resent,
 }
 
 /// What abandon.lua leaves in an acquire's record when it comes first.
@@ -60,14 +62,18 @@ pub(super) const TOMBSTONE: &str = "abandoned";
 /// first `k` pools (the tenant's own) first, then the rest (its spill
 /// pools) above their `reserves`, each group the roomiest first, ties from
 /// `start`. A lease's token goes in the acquire's `record`; a `record`
-/// already there (a tombstone) takes nothing and reads nothing.
+/// already there takes nothing and reads nothing: `Resent` when it holds a
+/// token (this acquire ran already), `Busy(None)` otherwise (a tombstone).
 pub(super) fn acquire(
     pools: &mut [Pool],
     (shares, reserves): (&[u32], &[u32]),
     (counter, record): (&mut Option<u64>, &mut Option<String>),
     (ttl, seats, start, now): (u64, u32, usize, u64),
 ) -> Result<Acquired, NotAPool> {
-    if record.is_some() {
+    if let Some(held) = record.as_deref() {
+        if !held.is_empty() && held.bytes().all(|b| b.is_ascii_digit()) {
+            return Ok(Acquired::Resent);
+        }
         return Ok(Acquired::Busy(None));
     }
     let k = pools.len() - reserves.len();

@@ -69,6 +69,10 @@ pub(super) enum Acquired {
     /// The pools do not have the seats free; µs until the earliest lease
     /// in them expires, when one holds any.
     Busy { free_in: Option<u64> },
+    /// This acquire ran already (its record holds its token): the same
+    /// command sent again by the client. Not an answer: the caller gives
+    /// the acquire back.
+    Resent,
 }
 
 impl Scripts {
@@ -199,6 +203,7 @@ pub(super) fn parse_acquired(reply: &[i64], k: usize, seats: u32) -> Option<Acqu
         [0, earliest] => Some(Acquired::Busy {
             free_in: u64::try_from(*earliest).ok(),
         }),
+        [2] => Some(Acquired::Resent),
         [1, token, _expiry, rest @ ..] if !rest.is_empty() && rest.len() % 2 == 0 => {
             let token = u64::try_from(*token).ok()?;
             let mut taken = Vec::with_capacity(rest.len() / 2);

@@ -92,8 +92,8 @@ fn the_lease_scripts_do_what_their_mirror_does() {
         let mut rng = XorShift(0x1EA5_E5ED);
         // leased, multi-pool, busy, stray, renewed, lost, borrowed, from the
         // clock, stopped by a record, given back, tombstoned, counted past the
-        // clock
-        let mut seen = [0usize; 12];
+        // clock, sent again
+        let mut seen = [0usize; 13];
         let mut next = 0u64;
         for step in 0..2000 {
             // k own pools, then d spill pools (none a third of the time).
@@ -142,6 +142,8 @@ fn the_lease_scripts_do_what_their_mirror_does() {
             let mut record = match rng.below(12) {
                 0 => Some(model::TOMBSTONE.to_owned()),
                 1 if rng.below(4) == 0 => Some("12x".to_owned()),
+                // Its own token: the same acquire sent again.
+                2 => Some(rng.below(1 << 40).to_string()),
                 _ => None,
             };
             let _: () = connection.del(RECORD).await.unwrap();
@@ -194,6 +196,12 @@ fn the_lease_scripts_do_what_their_mirror_does() {
                     );
                     seen[2] += 1;
                     seen[8] += usize::from(stopped);
+                    None
+                }
+                (Ok(Acquired::Resent), Ok(reply)) => {
+                    assert_eq!(reply, [2], "step {step}");
+                    assert_eq!(parse_acquired(&reply, k, seats), Some(Parsed::Resent));
+                    seen[12] += 1;
                     None
                 }
                 (Ok(Acquired::Leased(token, expiry, taken)), Ok(reply)) => {
@@ -339,7 +347,10 @@ fn the_lease_scripts_do_what_their_mirror_does() {
             seen[4] > 50 && seen[5] > 50 && seen[7] > 10 && seen[11] > 10,
             "{seen:?}"
         );
-        assert!(seen[8] > 50 && seen[9] > 50 && seen[10] > 50, "{seen:?}");
+        assert!(
+            seen[8] > 50 && seen[9] > 50 && seen[10] > 50 && seen[12] > 50,
+            "{seen:?}"
+        );
     });
 }
 
