@@ -248,6 +248,48 @@ fn waits_are_bounded_in_time_and_in_callers() {
     });
 }
 
+/// Promised by `Builder::max_wait` ("the longest an acquire waits ...
+/// unless its own `within` says otherwise") and `build_redis` ("queue
+/// lengths and waits are each process's own"), and by a `LimiterSet`'s
+/// unset `max_wait` ("no bound"): over Redis the builder's bound, or none,
+/// applies unless `LeaseOptions::max_wait` sets one. It was replaced by
+/// the options' default of 1 s.
+#[test]
+fn the_builders_max_wait_bounds_an_acquire_over_redis() {
+    let _serial = one_at_a_time();
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let build = |builder: shuffle_limiter::inflight::Builder, options| async {
+            let connection = support::connect(&server).await;
+            builder.build_redis(connection, options).await.unwrap()
+        };
+        let builder = || InFlight::builder().concurrency(1).pools(1);
+        let bounded = builder().max_wait(Duration::from_millis(200));
+        let limit = build(bounded.clone(), closed("wait", TTL)).await;
+        let _held = limit.try_acquire("t").await.unwrap();
+        let started = std::time::Instant::now();
+        let late = limit.acquire("t").await;
+        let max_wait = Duration::from_millis(200);
+        let waited = started.elapsed();
+        assert_eq!(
+            reason(late),
+            Some(RejectReason::TimedOut { max_wait }),
+            "waited {waited:?}"
+        );
+        // The options' bound, when set, comes first.
+        let max_wait = Duration::from_millis(50);
+        let options = closed("wait", TTL).max_wait(max_wait);
+        let first = build(bounded, options).await.acquire("t").await;
+        assert_eq!(reason(first), Some(RejectReason::TimedOut { max_wait }));
+        // Neither sets one: no bound (not 1 s).
+        let unbounded = build(builder(), closed("wait", TTL)).await;
+        let waiter = tokio::spawn(unbounded.acquire("t"));
+        tokio::time::sleep(Duration::from_millis(1300)).await;
+        drop(_held);
+        assert_eq!(waiter.await.unwrap().unwrap().seats(), 1);
+    });
+}
+
 #[test]
 fn options_that_cannot_work_are_refused_by_name() {
     let server = RedisServer::start();

@@ -131,8 +131,8 @@ pub use handle::Handle;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use lease::{
-    DEFAULT_LEASE_BACKOFF, DEFAULT_LEASE_WAIT, Lease, LeaseBuildError, LeaseError, LeaseOptions,
-    LeaseSource, RedisInFlight,
+    DEFAULT_LEASE_BACKOFF, Lease, LeaseBuildError, LeaseError, LeaseOptions, LeaseSource,
+    RedisInFlight,
 };
 pub use permit::{OwnedPermit, Permit};
 

@@ -189,8 +189,8 @@ impl InFlightLayer {
     /// Redis `inflight` (feature `redis`), shared by every process of a
     /// fleet, and holding it until the inner service's response is ready.
     /// A request waits as [`RedisInFlight::acquire`] waits (its
-    /// `LeaseOptions::max_wait`), or [`max_wait`](InFlightLayer::max_wait)
-    /// if given; a refusal is answered 503 with [`Reason::InFlightFull`],
+    /// `LeaseOptions::max_wait`, else its builder's), or
+    /// [`max_wait`](InFlightLayer::max_wait) if given; a refusal is answered 503 with [`Reason::InFlightFull`],
     /// and a Redis that cannot decide (when the failure policy does not
     /// grant) 503 with [`Reason::StoreUnavailable`], both with
     /// `Retry-After`.

@@ -29,7 +29,9 @@ impl Builder {
     /// Every process that shares the limit builds it with the same
     /// concurrency, pools, per-tenant count, salt and
     /// [name](LeaseOptions::new); per-user counts, queue lengths and waits
-    /// are each process's own.
+    /// are each process's own. An acquire waits at most
+    /// [`LeaseOptions::max_wait`] if set, else the builder's `max_wait`
+    /// (feature `wait`), else without a bound.
     ///
     /// # Errors
     /// [`LeaseBuildError`]: the counts as in process
@@ -52,6 +54,11 @@ impl Builder {
             }
             _ => None,
         };
+        // The options' bound, else the builder's (else none), as in process.
+        #[cfg(feature = "wait")]
+        let max_wait = options.max_wait.or(limit.max_wait());
+        #[cfg(not(feature = "wait"))]
+        let max_wait = options.max_wait;
         let pools = limit.pools();
         let scripts = Scripts::new(&options.key_prefix, &options.name, pools);
         let mut loading = connection.clone();
@@ -76,7 +83,7 @@ impl Builder {
             ttl_micros,
             renew_every: options.renewal_interval(),
             deadline: options.deadline,
-            max_wait: options.max_wait,
+            max_wait,
             max_backoff: options.max_backoff,
             record_ms: record_ms(options.deadline),
             breaker: Breaker::new(pools, options.retry_every, Layout::OneSlot),

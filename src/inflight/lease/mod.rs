@@ -30,7 +30,7 @@ use ::redis::aio::{ConnectionLike, ConnectionManager};
 use tokio::time::{Instant, timeout};
 
 pub use error::{LeaseBuildError, LeaseError};
-pub use options::{DEFAULT_LEASE_BACKOFF, DEFAULT_LEASE_WAIT, LeaseOptions};
+pub use options::{DEFAULT_LEASE_BACKOFF, LeaseOptions};
 pub use permit::{Lease, LeaseSource};
 
 use self::permit::Held;
@@ -98,7 +98,9 @@ struct Shared<Conn> {
     ttl_micros: u64,
     renew_every: Duration,
     deadline: Duration,
-    max_wait: Duration,
+    /// The bound of `acquire`: the options', else the builder's; `None`:
+    /// no bound.
+    max_wait: Option<Duration>,
     max_backoff: Duration,
     /// How long an acquire's record lives, in ms: `RECORD_DEADLINES`
     /// deadlines.
@@ -147,7 +149,8 @@ where
     }
 
     /// Waits for the request's seats, up to the options'
-    /// [`max_wait`](LeaseOptions::max_wait); see
+    /// [`max_wait`](LeaseOptions::max_wait) if set, else the builder's
+    /// `max_wait` (feature `wait`), else for as long as it takes; see
     /// [`acquire_within`](RedisInFlight::acquire_within).
     ///
     /// # Errors
@@ -156,7 +159,9 @@ where
         &self,
         request: impl Into<Request<'r>>,
     ) -> impl Future<Output = Result<Lease, LeaseError>> + Send + 'static {
-        self.acquire_within(request, self.shared.max_wait)
+        // A bound past what the clock counts is no bound.
+        let max_wait = self.shared.max_wait.unwrap_or(Duration::MAX);
+        self.acquire_within(request, max_wait)
     }
 
     /// Waits at most `max_wait` for the request's seats. Each round trip

@@ -5,10 +5,6 @@ use std::time::Duration;
 
 use crate::redis::{DEFAULT_DEADLINE, DEFAULT_RETRY_EVERY, FailurePolicy};
 
-/// How long an [`acquire`](super::RedisInFlight::acquire) over Redis waits
-/// unless [`LeaseOptions::max_wait`] says otherwise: 1 s.
-pub const DEFAULT_LEASE_WAIT: Duration = Duration::from_secs(1);
-
 /// The longest pause between two tries of a waiting acquire unless
 /// [`LeaseOptions::max_backoff`] says otherwise: 50 ms.
 pub const DEFAULT_LEASE_BACKOFF: Duration = Duration::from_millis(50);
@@ -36,7 +32,7 @@ pub struct LeaseOptions {
     pub(super) deadline: Duration,
     pub(super) policy: FailurePolicy,
     pub(super) key_prefix: String,
-    pub(super) max_wait: Duration,
+    pub(super) max_wait: Option<Duration>,
     pub(super) max_backoff: Duration,
     pub(super) retry_every: Duration,
 }
@@ -46,8 +42,8 @@ impl LeaseOptions {
     /// renewed; renewed every third of it, each round trip bounded by
     /// [`DEFAULT_DEADLINE`], [`FailurePolicy::FailClosed`], Redis left
     /// alone for [`DEFAULT_RETRY_EVERY`] after it fails, no key prefix,
-    /// waits of at most [`DEFAULT_LEASE_WAIT`] tried again at least every
-    /// [`DEFAULT_LEASE_BACKOFF`].
+    /// waits bounded as the builder's (see [`max_wait`](LeaseOptions::max_wait))
+    /// tried again at least every [`DEFAULT_LEASE_BACKOFF`].
     pub fn new(name: impl Into<String>, ttl: Duration) -> LeaseOptions {
         LeaseOptions {
             name: name.into(),
@@ -56,7 +52,7 @@ impl LeaseOptions {
             deadline: DEFAULT_DEADLINE,
             policy: FailurePolicy::FailClosed,
             key_prefix: String::new(),
-            max_wait: DEFAULT_LEASE_WAIT,
+            max_wait: None,
             max_backoff: DEFAULT_LEASE_BACKOFF,
             retry_every: DEFAULT_RETRY_EVERY,
         }
@@ -101,9 +97,11 @@ impl LeaseOptions {
 
     /// The longest [`acquire`](super::RedisInFlight::acquire) waits
     /// unless [`acquire_within`](super::RedisInFlight::acquire_within)
-    /// says otherwise ([`DEFAULT_LEASE_WAIT`] unless set).
+    /// says otherwise. Unless set, the builder's
+    /// [`max_wait`](crate::inflight::Builder::max_wait) (feature `wait`)
+    /// bounds it, as in process; when neither is set, nothing does.
     pub fn max_wait(mut self, max_wait: Duration) -> LeaseOptions {
-        self.max_wait = max_wait;
+        self.max_wait = Some(max_wait);
         self
     }
 
