@@ -126,3 +126,24 @@ fn a_lease_whose_renewals_hang_is_lost_when_another_takes_its_seat() {
         cut_off(&server, "hang", options, true).await;
     });
 }
+
+/// The other side of the two above: a lease whose renewals are answered is
+/// never said lost, even with a renewal interval close to the TTL (the
+/// docs allow any less than it), where the margin that marks a lease lost
+/// before the server may let it expire leaves a renewal little room.
+#[test]
+fn a_lease_renewed_in_its_turn_is_never_lost_however_close_the_interval() {
+    let _serial = one_at_a_time();
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let options =
+            closed("renewed", Duration::from_secs(1)).renew_every(Duration::from_millis(950));
+        let inflight = limit(&server, (1, 1, 1), options).await;
+        let lease = inflight.try_acquire("t").await.unwrap();
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        assert!(
+            !lease.is_lost(),
+            "a lease renewed every 950 ms of a 1 s TTL was said lost"
+        );
+    });
+}

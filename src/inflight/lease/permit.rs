@@ -24,7 +24,8 @@ use crate::inflight::OwnedPermit;
 /// A renewal that finds the lease gone (it expired while this process
 /// stalled, or someone deleted the key), or a whole TTL since the last
 /// renewal confirmed was sent (Redis unreachable, renewals failing or
-/// hanging), marks it lost, as soon as that TTL ends: [`is_lost`](Lease::is_lost) says so, and
+/// hanging), marks it lost, a deadline before that TTL ends (less when
+/// the renewal interval leaves less room): [`is_lost`](Lease::is_lost) says so, and
 /// [`lost`](Lease::lost) completes, so that the holder can stop the work
 /// the permit guarded. Its seats may then be someone else's.
 #[must_use = "a lease is given back as soon as it is dropped"]
@@ -199,9 +200,15 @@ async fn renew<Conn>(
     };
     loop {
         // Unconfirmed at this instant, the lease may have expired on the
-        // server (whose expiry counts from a moment after `confirmed`).
+        // server. Its expiry counts from a moment after `confirmed`, but
+        // this task's timer may fire late (tokio's, by up to a tick, more
+        // on a busy host), and the two clocks' rates differ a little: one
+        // deadline early is the margin, or half the time a renewal sent in
+        // its turn has before the TTL ends, when that is less (so that a
+        // lease whose renewals are answered is never lost).
         // `None`: past what the clock counts, never.
-        let lost_at = confirmed.checked_add(shared.ttl);
+        let margin = (shared.deadline).min(shared.ttl.saturating_sub(shared.renew_every) / 2);
+        let lost_at = confirmed.checked_add(shared.ttl - margin);
         let renew_at = Instant::now().checked_add(shared.renew_every);
         // Dropped (the sender gone) or not yet: either way `dropped` ends
         // the wait; otherwise the next renewal, or the lease's end, does.
