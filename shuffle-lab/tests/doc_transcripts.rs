@@ -55,10 +55,12 @@ fn transcripts(doc: &str) -> Vec<(Vec<String>, Vec<String>)> {
             out.extend(current.take());
             continue;
         }
-        if let Some((_, lines)) = current.as_mut() {
-            if !t.is_empty() && t != "…" && t != "..." {
-                lines.push(t.to_string());
-            }
+        if let Some((_, lines)) = current.as_mut()
+            && !t.is_empty()
+            && t != "…"
+            && t != "..."
+        {
+            lines.push(t.to_string());
         }
     }
     out
@@ -102,9 +104,13 @@ fn every_guide_transcript_is_what_shuffle_lab_prints() {
     );
 }
 
+/// A word of a line: text, or a number with the unit of its last printed
+/// digit.
+type Word<'a> = (Option<&'a str>, Option<(f64, f64)>);
+
 /// A line's words, each number as `None` text and its value with the unit
 /// of its last printed digit.
-fn words(line: &str) -> Vec<(Option<&str>, Option<(f64, f64)>)> {
+fn words(line: &str) -> Vec<Word<'_>> {
     let mut out = Vec::new();
     let mut rest = line;
     while !rest.is_empty() {
