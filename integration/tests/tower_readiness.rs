@@ -229,3 +229,63 @@ async fn rate_a_future_polled_after_its_answer_panics_with_a_reason() {
     assert_eq!(call.as_mut().await.unwrap().status(), StatusCode::OK);
     let _ = poll_again(call.as_mut());
 }
+
+/// The client side's `UpstreamLayer` too: a call waiting for its tenant's
+/// grant must not hold a slot of the client service below (here one call
+/// at a time), which another tenant's call, granted at once, needs.
+#[tokio::test(start_paused = true)]
+async fn upstream_a_call_waiting_for_its_grant_holds_no_slot_of_the_client() {
+    use shuffle_limiter::TokioClock;
+    use shuffle_limiter::tower::UpstreamLayer;
+    use shuffle_limiter::upstream::Upstream;
+
+    // 8 tokens a second over 4 buckets of 2, k = 1: a tenant's bucket
+    // holds 2 and refills one every half second.
+    let limiter = Arc::new(
+        ShardedLimiter::builder()
+            .quota(Quota::per_second(8).with_burst(8))
+            .buckets(4)
+            .per_tenant(1)
+            .clock(TokioClock::new())
+            .build()
+            .unwrap(),
+    );
+    let waiting = "tenant-0";
+    let other = (1..)
+        .map(|t| format!("tenant-{t}"))
+        .find(|t| limiter.shard(t.as_str()).overlap(&limiter.shard(waiting)) == 0)
+        .unwrap();
+    assert!(limiter.check(waiting).is_ok() && limiter.check(waiting).is_ok());
+    // A body a retry can send again.
+    let send = |tenant: &str| {
+        let request = Request::get("/").header("x-tenant", tenant);
+        request.body(String::new()).unwrap()
+    };
+    let client =
+        ConcurrencyLimitLayer::new(1).layer(tower::service_fn(|_: Request<String>| async {
+            Ok::<_, Infallible>(Response::new(Body::empty()))
+        }));
+    let mut service =
+        UpstreamLayer::new(Upstream::new(Arc::clone(&limiter)), x_tenant()).layer(client);
+    // tenant-0's call waits half a second for its token.
+    let start = tokio::time::Instant::now();
+    let mut out = Box::pin(service.ready().await.unwrap().call(send(waiting)));
+    assert!(
+        poll_again(out.as_mut()).is_pending(),
+        "granted without a wait"
+    );
+    // The other tenant's call goes at once (bounded: held up, it would
+    // wait for a call nobody polls here).
+    let other_call = timeout(Duration::from_secs(5), async {
+        let call = service.ready().await.unwrap().call(send(&other));
+        call.await.unwrap().status()
+    });
+    assert_eq!(
+        other_call.await.ok(),
+        Some(StatusCode::OK),
+        "held up behind a call waiting for its grant"
+    );
+    assert_eq!(start.elapsed(), Duration::ZERO);
+    assert_eq!(out.await.unwrap().status(), StatusCode::OK);
+    assert_eq!(start.elapsed(), Duration::from_millis(500));
+}

@@ -3,7 +3,7 @@
 
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::{error, fmt};
 
@@ -175,14 +175,20 @@ where
         };
         // The service made ready goes with the first attempt (tower's
         // contract: a clone is not ready, and one that took a permit in
-        // `poll_ready` needs it in `call`); retries make a clone ready first.
+        // `poll_ready` needs it in `call`), unless the attempt has to wait
+        // for its grant: a ready service can be a reservation
+        // (`ConcurrencyLimit`, `Buffer`), and a call waiting for its
+        // tenant's grant must not hold one that another tenant's call
+        // needs. Then, as for every retry, a clone is made ready once the
+        // grant has come.
         let ready = self.inner.clone();
-        let mut ready = Some(std::mem::replace(&mut self.inner, ready));
+        let ready = Arc::new(Mutex::new(Some(std::mem::replace(&mut self.inner, ready))));
+        let held = Arc::clone(&ready);
         let (upstream, inner) = (Arc::clone(&self.upstream), self.inner.clone());
         Box::pin(async move {
             let send = move |_: &crate::Grant| {
                 let request = Request::from_parts(parts.clone(), body.clone());
-                let first = ready.take();
+                let first = ready.lock().unwrap_or_else(|e| e.into_inner()).take();
                 let made_ready = first.is_some();
                 let mut service = first.unwrap_or_else(|| inner.clone());
                 async move {
@@ -192,7 +198,17 @@ where
                     service.call(request).await
                 }
             };
-            match upstream.call(tenant.as_slice(), send).await {
+            let mut call = std::pin::pin!(upstream.call(tenant.as_slice(), send));
+            let answered = poll_fn(|cx| {
+                let answer = call.as_mut().poll(cx);
+                if answer.is_pending() {
+                    // Still waiting: the service made ready, if no attempt
+                    // took it yet, gives its readiness up.
+                    held.lock().unwrap_or_else(|e| e.into_inner()).take();
+                }
+                answer
+            });
+            match answered.await {
                 Ok(answer) => answer.map_err(UpstreamError::Inner),
                 Err(CallError::Denied(denied)) => Err(UpstreamError::Denied(denied)),
                 Err(CallError::Store(error)) => Err(UpstreamError::Store(error)),
