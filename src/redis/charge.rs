@@ -93,7 +93,7 @@ where
                             detail: format!("charged {taken} of {tokens}"),
                         });
                 }
-                [0, _] => shared.refresh().await?,
+                [0, v] if v >= 0 => shared.stale(v as u64).await?,
                 _ => {
                     return Err(Error::Reply {
                         detail: format!("{reply:?}"),

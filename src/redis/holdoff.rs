@@ -107,7 +107,7 @@ where
                     // Another process changed the quota first: held again
                     // under the new one (holding twice is holding once).
                     [0, v] if v >= 0 => {
-                        shared.refresh().await?;
+                        shared.stale(v as u64).await?;
                         continue 'attempt;
                     }
                     _ => {

@@ -163,9 +163,29 @@ where
         Ok(())
     }
 
+    /// What a script's answer that the quota key beside its buckets holds
+    /// `version` (not the one it was sent) means. In the one-slot layout,
+    /// another process set a quota live: it is read and adopted
+    /// ([`refresh`](Self::refresh)). In the spread layout no quota is ever
+    /// set live ([`Error::SpreadQuota`]; the quota keys stay missing), so a
+    /// version there was written by nobody this limiter knows: an error,
+    /// as the draw answers it, never adopted (its rate and burst could
+    /// lift the budget).
+    pub(super) async fn stale(&self, version: u64) -> Result<(), Error> {
+        match self.options.layout {
+            Layout::OneSlot => self.refresh().await,
+            Layout::Spread => Err(spread_stale(Some(version))),
+        }
+    }
+
     /// Reads the quota key and adopts what it holds (the quota the limiter
-    /// was built with, when it holds nothing).
+    /// was built with, when it holds nothing). In the spread layout, where
+    /// nothing is ever set live, it adopts nothing and fails (see
+    /// [`stale`](Self::stale)).
     pub(super) async fn refresh(&self) -> Result<(), Error> {
+        if self.options.layout == Layout::Spread {
+            return Err(spread_stale(None));
+        }
         let mut connection = self.connection.clone();
         let key = self.script.quota_key(0);
         // Bytes, not a String: text that is not UTF-8 is a stray value too.
@@ -358,6 +378,18 @@ impl Rescale {
             Rescale::Tokens => "tokens",
         }
     }
+}
+
+/// The error of a quota found beside a spread bucket (of `version`, when
+/// the script said), where none is ever set live: data nobody of this
+/// limiter wrote, not an outage, so no policy but the local fallback grants
+/// on it.
+pub(super) fn spread_stale(version: Option<u64>) -> Error {
+    let detail = match version {
+        Some(version) => format!("a quota of version {version} beside a spread bucket"),
+        None => "a quota beside a spread bucket".to_owned(),
+    };
+    Error::Reply { detail }
 }
 
 /// One call of a change script, answering `(done, version)`.

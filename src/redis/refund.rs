@@ -56,8 +56,11 @@ where
                     let capacity = u64::from(split.burst_of(payment.bucket())) * interval;
                     invocation.arg(*written).arg(cost).arg(capacity);
                 }
-                // A failure leaves the tokens taken, which is safe.
-                if run(&invocation, &shared.connection).await.is_ok() {
+                // A failure leaves the tokens taken, which is safe, and so
+                // does a quota changed since (nothing given back then): a
+                // give-back adopts no quota (in the spread layout there is
+                // none to adopt).
+                if let Ok((1, _)) = run(&invocation, &shared.connection).await {
                     shared.forget(batch);
                 }
             }
@@ -199,7 +202,7 @@ where
                         .map(|p| p.bucket() < split.buckets && same.next() == Some(true))
                         .collect());
                 }
-                [0, _] => shared.refresh().await?,
+                [0, v] if v >= 0 => shared.stale(v as u64).await?,
                 _ => {
                     return Err(Error::Reply {
                         detail: format!("{reply:?}"),

@@ -24,6 +24,7 @@ use tokio::time::{Instant, timeout_at};
 
 use super::denial_cache::FRESH_FOR;
 use super::error::Error;
+use super::quota::spread_stale;
 use super::script::{Answer, MICROS, Request, answer};
 use super::store::{Decision, ERRORS, Shared, Source};
 use crate::draw::{MAX_K, Outcome, Single};
@@ -170,9 +171,7 @@ where
             let error = match timeout_at(deadline, call).await {
                 // No quota is set live in this layout: every process is on
                 // the one it was built with.
-                Ok(Ok(Answer::Stale { version })) => Error::Reply {
-                    detail: format!("a quota of version {version} beside a spread bucket"),
-                },
+                Ok(Ok(Answer::Stale { version })) => spread_stale(Some(version)),
                 Ok(Ok(Answer::Drawn(drawn))) => {
                     self.breaker.answered(&[b], self.breaker.micros());
                     match drawn.outcome {
@@ -248,9 +247,7 @@ where
             let request = Request::one((version, &split), b, (0, 0));
             let call = self.script.draw(&mut connection, &request);
             let error = match timeout_at(deadline, call).await {
-                Ok(Ok(Answer::Stale { version })) => Error::Reply {
-                    detail: format!("a quota of version {version} beside a spread bucket"),
-                },
+                Ok(Ok(Answer::Stale { version })) => spread_stale(Some(version)),
                 Ok(Ok(Answer::Drawn(drawn))) => {
                     self.breaker.answered(&[b], self.breaker.micros());
                     if let Outcome::Grant(Single {

@@ -16,7 +16,7 @@ use tokio::time::timeout;
 
 use super::error::Error;
 use super::layout::Layout;
-use super::quota::ATTEMPTS;
+use super::quota::{ATTEMPTS, spread_stale};
 use super::script::MICROS;
 use super::store::RedisStore;
 use super::store::Shared;
@@ -127,7 +127,7 @@ where
                 Answer::Read(reads) => {
                     return Ok((split, buckets.into_iter().zip(reads).collect()));
                 }
-                Answer::Stale { .. } => self.refresh().await?,
+                Answer::Stale { version } => self.stale(version).await?,
             }
         }
         Err(Error::GaveUp {
@@ -160,11 +160,7 @@ where
                 Answer::Read(read) => read.first().copied(),
                 // No quota is set live in this layout: every process is on
                 // the one it was built with (as the spread draw answers it).
-                Answer::Stale { version } => {
-                    return Err(Error::Reply {
-                        detail: format!("a quota of version {version} beside a spread bucket"),
-                    });
-                }
+                Answer::Stale { version } => return Err(spread_stale(Some(version))),
             };
         }
         let reads = buckets.into_iter().zip(reads);

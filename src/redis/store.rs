@@ -162,8 +162,12 @@ where
     /// buckets (one round trip: `GET` and `HGETALL`); a failure leaves
     /// things as they are.
     async fn catch_up(&self) {
-        let Some(held_key) = self.script.held_key() else {
-            return; // the spread layout: no quota is set live, no hold-off kept
+        // The spread layout: no quota is set live (a version beside a
+        // bucket is an error for whoever meets it, never adopted), no
+        // hold-off kept.
+        let (Layout::OneSlot, Some(held_key)) = (self.options.layout, self.script.held_key())
+        else {
+            return;
         };
         let mut connection = self.connection.clone();
         let mut pipe = ::redis::pipe();
@@ -300,8 +304,8 @@ where
             };
             match answer? {
                 Answer::Drawn(drawn) => return Ok((drawn, shard, version)),
-                Answer::Stale { .. } => {
-                    self.refresh().await?;
+                Answer::Stale { version: found } => {
+                    self.stale(found).await?;
                     (version, split) = self.current();
                     shard = self.resolve(whom, split.buckets);
                 }
