@@ -84,6 +84,25 @@ impl Shard {
         &self.buckets[..(self.len + self.spill) as usize]
     }
 
+    /// The shard of the own buckets at the positions `keep` names (bit j:
+    /// the j-th own bucket), in their order, without spill; `None` when
+    /// it names none.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn only(&self, keep: u32) -> Option<Shard> {
+        let mut only = Shard {
+            len: 0,
+            spill: 0,
+            buckets: [0; MAX_PER_TENANT as usize],
+        };
+        for (j, &b) in self.buckets().iter().enumerate() {
+            if keep & (1 << j) != 0 {
+                only.buckets[only.len as usize] = b;
+                only.len += 1;
+            }
+        }
+        (only.len > 0).then_some(only)
+    }
+
     /// Whether `bucket` is one of this shard's own.
     pub fn contains(&self, bucket: u32) -> bool {
         self.buckets().contains(&bucket)
@@ -289,6 +308,18 @@ mod tests {
             let want: Vec<u32> = all[..4].iter().map(|&(_, b)| b).collect();
             assert_eq!(shard.buckets(), &want[..]);
         }
+    }
+
+    #[test]
+    fn only_keeps_the_own_buckets_named_in_their_order_without_spill() {
+        let a = Assignment::new(16, 4, b"").unwrap().with_spill(2).unwrap();
+        let shard = a.shard(b"tenant");
+        let own = shard.buckets();
+        let only = shard.only(0b1010).unwrap();
+        assert_eq!(only.buckets(), &[own[1], own[3]]);
+        assert!(only.spill().is_empty());
+        assert_eq!(shard.only(0b1111).unwrap().buckets(), own);
+        assert!(shard.only(0).is_none());
     }
 
     #[test]

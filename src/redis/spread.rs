@@ -13,7 +13,9 @@
 //! breaker is open. The denial names the soonest retry over the buckets
 //! tried or known. A bucket that could have paid but was paused or failed
 //! leaves the decision to the failure policy, as a failure of the one-slot
-//! script does.
+//! script does, but on those buckets alone: a local fallback never draws on
+//! its copy of a bucket Redis answered for, which would pay that bucket's
+//! budget twice.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -103,11 +105,26 @@ struct Tries {
     /// A bucket that could have paid was paused or failed: the error, if
     /// one is known.
     unknown: Option<Option<Arc<Error>>>,
+    /// Those buckets, by their position in the shard (bit j): the only
+    /// ones the failure policy may decide on.
+    unanswered: u32,
     /// Whether any round trip was made.
     asked: bool,
 }
 
 impl Tries {
+    /// Redis could not answer for the bucket at position `j` (paused, or
+    /// failed with `error`).
+    fn unanswered(&mut self, j: usize, error: Option<Arc<Error>>) {
+        self.unanswered |= 1 << j;
+        match error {
+            Some(error) => self.unknown = Some(Some(error)),
+            None => {
+                self.unknown.get_or_insert(None);
+            }
+        }
+    }
+
     fn short(&mut self, at: u64, bucket: u32) {
         if self.soonest.is_none_or(|(soonest, _)| at < soonest) {
             self.soonest = Some((at, bucket));
@@ -141,6 +158,7 @@ where
         let mut tries = Tries {
             soonest: None,
             unknown: None,
+            unanswered: 0,
             asked: false,
         };
         let order = self.order(own, capacity);
@@ -161,7 +179,9 @@ where
                 continue;
             }
             if let Err(error) = self.breaker.admit(&[b]) {
-                tries.unknown.get_or_insert(error);
+                // The first error known stays the one reported.
+                let error = error.filter(|_| !matches!(tries.unknown, Some(Some(_))));
+                tries.unanswered(j, error);
                 continue;
             }
             tries.asked = true;
@@ -203,7 +223,7 @@ where
             };
             let timed_out = matches!(error, Error::Timeout { .. });
             let error = self.failed_on(b, error);
-            tries.unknown = Some(Some(error));
+            tries.unanswered(j, Some(error));
             if timed_out {
                 break; // the decision's time is spent
             }
@@ -212,7 +232,19 @@ where
             tokio::task::consume_budget().await;
         }
         if let Some(error) = tries.unknown {
-            return (self.by_policy(&shard, n, error), None);
+            // The policy decides on the buckets Redis could not answer for
+            // alone: the others answered (a denial stays a denial), and a
+            // local fallback drawing on its copies of them would pay their
+            // budget a second time, beside Redis.
+            let unanswered = shard.only(tries.unanswered).unwrap_or(shard);
+            let mut decision = self.by_policy(&unanswered, n, error);
+            if let (Err(denied), Some((at, _))) = (&mut decision.result, tries.soonest) {
+                // A bucket Redis denied may have room sooner.
+                let drawn_at = self.breaker.micros().saturating_add(lead);
+                let redis = Duration::from_micros(at.saturating_sub(drawn_at).max(1));
+                denied.retry_after = denied.retry_after.min(redis);
+            }
+            return (decision, None);
         }
         let source = if tries.asked {
             Source::Redis

@@ -316,7 +316,9 @@ where
         })
     }
 
-    /// The decision of the failure policy, with the error that called it in.
+    /// The decision of the failure policy, with the error that called it in,
+    /// on `shard` (in the spread layout, only the buckets Redis could not
+    /// answer for).
     ///
     /// When the shard's own keys hold something else (not an outage), only
     /// the local fallback may grant: granting without any limit there would

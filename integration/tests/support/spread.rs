@@ -62,6 +62,18 @@ pub(crate) async fn bucket_nodes(
     nodes
 }
 
+/// The node holding the most of `nodes`' buckets (as `bucket_nodes`
+/// answers), and those buckets.
+pub(crate) fn busiest(nodes: &[usize]) -> (usize, Vec<u32>) {
+    let node = (0..3)
+        .max_by_key(|&n| nodes.iter().filter(|&&x| x == n).count())
+        .unwrap();
+    let on: Vec<u32> = (0..nodes.len() as u32)
+        .filter(|&b| nodes[b as usize] == node)
+        .collect();
+    (node, on)
+}
+
 /// Resumes a stopped node however the test ends.
 pub(crate) struct Resume<'a>(pub(crate) &'a RedisServer);
 
