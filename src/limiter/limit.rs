@@ -131,7 +131,9 @@ pub trait Limit: Send + Sync {
     ///
     /// # Errors
     /// What the store fails with: over Redis, the errors of a round trip
-    /// (nothing may then be held off).
+    /// (nothing may then be held off; in the spread layout, where each
+    /// bucket is held by a script of its own, `Error::NotAllHeld` names the
+    /// buckets that were not, every other one being held).
     fn hold_off(&self, hold: HoldOff<'_>) -> impl Future<Output = Result<(), Self::Error>> + Send;
 }
 

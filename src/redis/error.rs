@@ -307,6 +307,17 @@ pub enum Error {
         /// The reply.
         detail: String,
     },
+    /// A hold-off in the [spread layout](super::Layout::Spread) held some of
+    /// its buckets and not the others (their node did not answer in time,
+    /// or failed): every bucket that answered is held, each on its own
+    /// node, and so is the local fallback's copy of every bucket; holding
+    /// again (all, or the buckets named) is safe.
+    NotAllHeld {
+        /// The buckets Redis did not hold, in order.
+        unheld: Vec<u32>,
+        /// Why the first of them was not.
+        error: Box<Error>,
+    },
     /// The request gave up without a reply to blame: the quota kept
     /// changing under it (other processes changing it faster than it could
     /// follow), or the task sending this process's batches is gone.
@@ -389,6 +400,9 @@ impl Error {
     /// Whether the error is Redis's as a whole (leave it alone for a while),
     /// rather than one shard's keys' or one reply's.
     pub(crate) fn is_outage(&self) -> bool {
+        if let Error::NotAllHeld { error, .. } = self {
+            return error.is_outage();
+        }
         !matches!(
             self,
             Error::NotABucket { .. }
@@ -478,6 +492,11 @@ impl fmt::Display for Error {
                 f,
                 "the limiter script answered {detail}, which this version does not \
                  understand: run the same version of shuffle-limiter everywhere"
+            ),
+            Error::NotAllHeld { unheld, error } => write!(
+                f,
+                "the hold-off held every bucket but {unheld:?}, which Redis did not hold \
+                 ({error}): hold off again once their node answers"
             ),
             Error::GaveUp { detail } => f.write_str(detail),
             Error::Redis { source } => write!(

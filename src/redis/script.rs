@@ -140,6 +140,40 @@ pub(super) async fn query<T: FromRedisValue, Conn: ConnectionLike>(
     Ok(::redis::from_redis_value(reply.extract_error()?)?)
 }
 
+/// Sends `cmd`, an `EVALSHA` of the script whose source is `code`; when the
+/// server lacks it, sends the same call as an `EVAL` of `code` (which
+/// loads it there) rather than `SCRIPT LOAD`. In a Cluster, `SCRIPT LOAD`
+/// goes to every master and waits for each: a stopped node would hold a
+/// call whose keys live on a node that answers. `EVAL` goes where its keys
+/// do.
+pub(super) async fn query_by_keys<T: FromRedisValue, Conn: ConnectionLike>(
+    code: &str,
+    cmd: &Cmd,
+    connection: &mut Conn,
+) -> ::redis::RedisResult<T> {
+    let once =
+        async |connection: &mut Conn, cmd: &Cmd| match connection.req_packed_command(cmd).await {
+            Ok(Value::ServerError(error)) => Err(RedisError::from(error)),
+            reply => reply,
+        };
+    let reply = match once(connection, cmd).await {
+        Err(e) if e.kind() == ::redis::ErrorKind::Server(ServerErrorKind::NoScript) => {
+            let mut eval = ::redis::cmd("EVAL");
+            eval.arg(code);
+            // After EVALSHA and the hash: the number of keys, the keys and
+            // the arguments, as they were.
+            for arg in cmd.args_iter().skip(2) {
+                if let ::redis::Arg::Simple(arg) = arg {
+                    eval.arg(arg);
+                }
+            }
+            once(connection, &eval).await
+        }
+        reply => reply,
+    }?;
+    Ok(::redis::from_redis_value(reply.extract_error()?)?)
+}
+
 /// As `query`, but the reply as it came: an error reply inside an array
 /// (one decision's, in a batch) stays in its place rather than failing all.
 pub(super) async fn query_value<Conn: ConnectionLike>(
