@@ -16,7 +16,13 @@ use crate::redis::{FailurePolicy, RedisOptions};
 /// limiter does when Redis fails: the `redis` key of a `[limiters.NAME]`
 /// table and its neighbours.
 ///
-/// Unset options keep the defaults of [`RedisOptions::new`]. `Debug` hides
+/// Unset options keep the defaults of [`RedisOptions::new`]. A set's Redis
+/// limiter is always in the one-slot layout, on one server (or a primary)
+/// at `url`: the config has no way yet to choose
+/// [`Layout::Spread`](crate::redis::Layout::Spread) or a Redis Cluster.
+/// For those, build the limiter with
+/// [`build_redis_with`](crate::Builder::build_redis_with) on a cluster
+/// connection and the [`RedisOptions`] you need. `Debug` hides
 /// the password of the URL; `Serialize` writes the URL whole, so that the
 /// output reads back as the same config: keep a printed config as secret as
 /// the file it came from.
