@@ -91,7 +91,10 @@ impl Ask {
         Ask {
             now,
             n: u64::from(n),
-            cost: u64::from(n) * pace.interval(),
+            // Bounded by `Split::of` for a weight checked under this pace;
+            // one checked under another (a change between the two
+            // readings) costs all there is rather than wrap to nothing.
+            cost: u64::from(n).saturating_mul(pace.interval()),
         }
     }
 }

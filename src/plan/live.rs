@@ -164,9 +164,16 @@ impl LiveSplit {
         let version = self.version.load(Ordering::Relaxed);
         self.version.store(version + 1, Ordering::Relaxed);
         fence(Ordering::Release);
+        // Even again when this scope ends, even by a panic (of `rescale`,
+        // which reads the clock): readers of an odd version wait for it,
+        // and would wait for ever. A change that panics before `write`
+        // leaves the old split in force, with what it moved already.
+        let _done = Even {
+            version: &self.version,
+            at: version + 2,
+        };
         rescale(old, split, version + 2);
         self.write(split);
-        self.version.store(version + 2, Ordering::Release);
         *current = quota;
         Ok(())
     }
@@ -181,14 +188,29 @@ impl LiveSplit {
     }
 
     fn write(&self, split: Split) {
+        // Checked before the first store: nothing below panics, so a split
+        // is written whole or not at all.
+        debug_assert!(split.larger < 1 << 16 && (1..=1 << 16).contains(&split.buckets));
         let pace = split.pace;
         self.interval.store(pace.interval(), Ordering::Relaxed);
         self.multiplier.store(pace.multiplier(), Ordering::Relaxed);
-        debug_assert!(split.larger < 1 << 16 && (1..=1 << 16).contains(&split.buckets));
         let bursts = u64::from(split.burst) << 32
             | u64::from(split.larger) << 16
             | u64::from(split.buckets - 1);
         self.bursts.store(bursts, Ordering::Relaxed);
+    }
+}
+
+/// Makes a change's version even when dropped: the end of a change, or its
+/// panic.
+struct Even<'a> {
+    version: &'a AtomicU64,
+    at: u64,
+}
+
+impl Drop for Even<'_> {
+    fn drop(&mut self) {
+        self.version.store(self.at, Ordering::Release);
     }
 }
 
