@@ -160,7 +160,7 @@ fn the_store_seam_settles_as_the_limiter_does() {
 }
 
 /// Promise: src/guide/borrowing.md:14-15 "The owners of a bucket may always
-/// take it to zero; a borrower never below the reserve."; src/grant.rs
+/// take it to zero; a borrower never below the reserve."; src/grant/settle.rs
 /// (`Settled`) "what no bucket could take is forgiven, never taken from
 /// another tenant's bucket"; src/guide/upstream.md "a tenant that
 /// underestimates pays with its own buckets' future and never with
