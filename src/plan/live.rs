@@ -2,8 +2,10 @@
 //! checks run: a sequence lock over three atomics.
 //!
 //! A check never waits for a lock. It reads the version (even while the
-//! split is stable), the split, draws, compare-and-swaps its bucket, and
-//! reads the version again; if it moved, the check goes round again.
+//! split is stable), the split, and the version again, so that it never
+//! draws with a split torn between two changes; then it draws,
+//! compare-and-swaps its bucket, and reads the version once more; if it
+//! moved, the check goes round again.
 //!
 //! A change, one at a time, makes the version odd, moves every bucket to
 //! the new split by a compare-and-swap with `Release` ordering, writes the
@@ -22,11 +24,11 @@
 //! the protocol off the check path: a check that compare-and-swaps a bucket
 //! while a change moves it must still learn that it decided under the old
 //! plan, so it would load the pointer before the draw and compare it after,
-//! the two version loads under another name. It would add a dependent load
+//! the version's loads under another name. It would add a dependent load
 //! (the plan behind the pointer, where the split's three words are read
 //! here side by side from one cache line) and, for `arc-swap`, a
 //! thread-local reader slot written and cleared on every check. The cost
-//! that stays with a limiter that never changes is those two loads of a
+//! that stays with a limiter that never changes is the version's loads, of a
 //! line no check writes; tiers, nested users and borrowing are out of line
 //! until a limiter has them (see `Core::tenant`).
 
@@ -70,8 +72,9 @@ impl LiveSplit {
         live
     }
 
-    /// The split with the version it was read at, for [`unchanged`](Self::unchanged)
-    /// to confirm once the decision is applied.
+    /// The split, whole, with the version it was read at, for
+    /// [`unchanged`](Self::unchanged) to confirm once the decision is
+    /// applied.
     #[inline]
     pub(crate) fn read(&self) -> (u64, Split) {
         let mut attempt = 0;
@@ -83,13 +86,18 @@ impl LiveSplit {
                     self.interval.load(Ordering::Relaxed),
                     self.multiplier.load(Ordering::Relaxed),
                 );
-                let split = Split {
-                    buckets: (bursts & 0xFFFF) as u32 + 1,
-                    pace,
-                    burst: (bursts >> 32) as u32,
-                    larger: (bursts >> 16 & 0xFFFF) as u32,
-                };
-                return (version, split);
+                // Confirmed before it is used: words from two changes
+                // make a split no quota has (one's rate, the other's
+                // bursts), whose arithmetic a draw is not bounded for.
+                if self.unchanged(version) {
+                    let split = Split {
+                        buckets: (bursts & 0xFFFF) as u32 + 1,
+                        pace,
+                        burst: (bursts >> 32) as u32,
+                        larger: (bursts >> 16 & 0xFFFF) as u32,
+                    };
+                    return (version, split);
+                }
             }
             pause(attempt);
             attempt += 1;
@@ -105,15 +113,10 @@ impl LiveSplit {
         self.version.load(Ordering::Relaxed) == version
     }
 
-    /// The split now, whole (for everything but a decision, which confirms
-    /// it with [`unchanged`](Self::unchanged) after applying it).
+    /// The split now (for everything but a decision, which confirms its
+    /// version with [`unchanged`](Self::unchanged) after applying it).
     pub(crate) fn get(&self) -> Split {
-        loop {
-            let (version, split) = self.read();
-            if self.unchanged(version) {
-                return split;
-            }
-        }
+        self.read().1
     }
 
     /// N now, read without the version: for resolving a shard, which a

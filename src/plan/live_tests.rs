@@ -4,6 +4,8 @@
 //! `integration/tests/wait_holdoff.rs`).
 
 use std::cell::Cell;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering::Relaxed;
 
 use super::LiveSplit;
 use crate::error::ConfigError;
@@ -87,4 +89,38 @@ fn a_reading_is_confirmed_only_until_a_change_begins() {
     assert_ne!(now, version);
     assert!(live.unchanged(now));
     assert_eq!((live.get(), live.quota()), (split, faster));
+}
+
+#[test]
+fn a_reading_is_never_a_torn_split() {
+    // Two splits that differ in every word: a reader racing changes
+    // between them must get one or the other whole. (Before `read`
+    // confirmed its version, it returned whatever the words held, and a
+    // check drew with, say, one split's rate and the other's bursts.)
+    let (a, b) = (per_second(8, 8), per_second(1000, 3000));
+    let (split_a, split_b) = (Split::of(a, 4).unwrap(), Split::of(b, 7).unwrap());
+    let live = LiveSplit::new(a, split_a);
+    let (done, started) = (AtomicBool::new(false), AtomicBool::new(false));
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !started.load(Relaxed) {
+                std::hint::spin_loop();
+            }
+            for i in 0..2_000_000 {
+                let (quota, split) = if i % 2 == 0 {
+                    (b, split_b)
+                } else {
+                    (a, split_a)
+                };
+                live.change(|_, _| Ok::<_, ConfigError>((quota, split)), |_, _, _| {})
+                    .unwrap();
+            }
+            done.store(true, Relaxed);
+        });
+        started.store(true, Relaxed);
+        while !done.load(Relaxed) {
+            let (_, split) = live.read();
+            assert!(split == split_a || split == split_b, "torn: {split:?}");
+        }
+    });
 }
