@@ -11,7 +11,7 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::thread::{self, ThreadId};
 use std::time::Duration;
 
-use shuffle_limiter::{Clock, Quota, Request, ShardedLimiter};
+use shuffle_limiter::{Clock, DenialReason, Quota, Request, ShardedLimiter};
 
 /// A clock stopped at `nanos`, which can pause one thread at its first
 /// reading (until released), or panic when read while `panics` is set.
@@ -135,4 +135,73 @@ fn a_change_that_panics_midway_leaves_checks_able_to_run() {
         Ok("change"),
         "a change after one that panicked never returns"
     );
+}
+
+/// What the shard holds, read while a change moves its bucket: one
+/// bucket of 8 tokens at 1 a second, drained, then cut to a burst of 1.
+/// Empty under either quota, it held 7 tokens for a reader that took the
+/// split before the change and the bucket after it (the arrival time one
+/// second ahead, read against an 8-second burst).
+#[test]
+fn remaining_and_snapshot_racing_a_change_are_read_under_one_quota() {
+    type Read = fn(&ShardedLimiter<Arc<Scripted>>) -> u64;
+    let reads: [(&str, Read); 2] = [
+        ("remaining", |limiter| limiter.remaining("a")),
+        ("snapshot", |limiter| limiter.snapshot()[0].available()),
+    ];
+    for (what, read) in reads {
+        let clock = Arc::new(Scripted::default());
+        clock.nanos.store(1_000_000_000, Ordering::SeqCst);
+        let limiter = one_bucket(Quota::per_second(1).with_burst(8), clock.clone());
+        let mut drained = 0;
+        while drained < 9 && limiter.check("a").is_ok() {
+            drained += 1;
+        }
+        assert_eq!(drained, 8);
+        let barrier = Arc::new(Barrier::new(2));
+        let (other, gate, clock2) = (limiter.clone(), barrier.clone(), clock.clone());
+        let (ready, go) = mpsc::channel();
+        let t = thread::spawn(move || {
+            *clock2.paused.lock().unwrap() = Some((thread::current().id(), gate));
+            ready.send(()).unwrap();
+            read(&other)
+        });
+        go.recv().unwrap();
+        barrier.wait(); // the reader reads its clock
+        limiter.set_quota(Quota::per_second(1)).unwrap();
+        barrier.wait();
+        let tokens = t.join().expect("the read returns");
+        assert_eq!(tokens, 0, "{what}: the bucket is empty under either quota");
+    }
+}
+
+/// A weighted check weighed under a burst that holds it and drawn under
+/// one cut below it (the cut lands while the checking thread reads its
+/// clock) can never be paid: it is denied as never fitting under the new
+/// burst, not as limited for 584 years (a wait would sleep that long).
+#[test]
+fn a_weight_a_racing_cut_leaves_too_large_never_fits() {
+    let clock = Arc::new(Scripted::default());
+    clock.nanos.store(1_000_000_000, Ordering::SeqCst);
+    let limiter = one_bucket(Quota::per_second(8), clock.clone());
+    let barrier = Arc::new(Barrier::new(2));
+    let (other, gate, clock2) = (limiter.clone(), barrier.clone(), clock.clone());
+    let (ready, go) = mpsc::channel();
+    let t = thread::spawn(move || {
+        *clock2.paused.lock().unwrap() = Some((thread::current().id(), gate));
+        ready.send(()).unwrap();
+        other.check(Request::tenant("a").tokens(6))
+    });
+    go.recv().unwrap();
+    barrier.wait(); // weighed under a burst of 8, reading its clock
+    limiter.set_quota(Quota::per_second(4)).unwrap();
+    barrier.wait();
+    let denied = t.join().expect("the check returns").unwrap_err();
+    assert_eq!(
+        denied.reason(),
+        DenialReason::NeverFits { asked: 6, most: 4 },
+        "retry after {:?}",
+        denied.retry_after()
+    );
+    assert_eq!(denied.retry_after(), Duration::MAX);
 }

@@ -22,16 +22,28 @@ use crate::sync::Ordering;
 impl<C: Clock> InProcess<C> {
     /// Whole tokens in the shard's buckets now.
     pub(crate) fn remaining(&self, core: &Core, shard: &Shard) -> u64 {
-        let now = self.now();
-        let split = core.split.get();
-        shard
-            .buckets()
-            .iter()
-            .map(|&b| {
-                let capacity = split.pace.capacity(split.burst_of(b));
-                split.pace.tokens(Pace::room(capacity, self.tat(b), now))
-            })
-            .sum()
+        self.steady_read(core, |split, now| {
+            (shard.buckets().iter())
+                .map(|&b| {
+                    let capacity = split.pace.capacity(split.burst_of(b));
+                    split.pace.tokens(Pace::room(capacity, self.tat(b), now))
+                })
+                .sum()
+        })
+    }
+
+    /// `f` of the split and the clock now, over buckets read under that
+    /// split: read again while a change moved them meanwhile (a bucket
+    /// moved to one split and read against the other holds tokens
+    /// neither gives it).
+    fn steady_read<R>(&self, core: &Core, f: impl Fn(&Split, u64) -> R) -> R {
+        loop {
+            let (version, split) = core.split.read();
+            let read = f(&split, self.now());
+            if core.split.unchanged(version) {
+                return read;
+            }
+        }
     }
 
     /// Moves every bucket from the split `from` to `to` at the same
@@ -314,23 +326,25 @@ impl<C: Clock> InProcess<C> {
 
     /// The state of every bucket 0..N now.
     pub(crate) fn snapshot(&self, core: &Core) -> Vec<BucketState> {
-        let now = self.now();
-        let split = core.split.get();
-        (0..split.buckets)
-            .map(|b| {
-                let tat = self.tat(b);
-                let burst = split.burst_of(b);
-                let room = Pace::room(split.pace.capacity(burst), tat, now);
-                let available = split.pace.tokens(room);
-                core.metrics.available(b, available);
-                BucketState {
-                    bucket: b,
-                    available,
-                    burst,
-                    full_in: Duration::from_nanos(tat.saturating_sub(now)),
-                }
-            })
-            .collect()
+        let states = self.steady_read(core, |split, now| {
+            (0..split.buckets)
+                .map(|b| {
+                    let tat = self.tat(b);
+                    let burst = split.burst_of(b);
+                    let room = Pace::room(split.pace.capacity(burst), tat, now);
+                    BucketState {
+                        bucket: b,
+                        available: split.pace.tokens(room),
+                        burst,
+                        full_in: Duration::from_nanos(tat.saturating_sub(now)),
+                    }
+                })
+                .collect::<Vec<_>>()
+        });
+        for state in &states {
+            core.metrics.available(state.bucket, state.available);
+        }
+        states
     }
 }
 

@@ -111,7 +111,7 @@ impl<C: Clock> InProcess<C> {
         if let Declined::NoSingle(version, no_single) = declined
             && let Some(outcome) = self.after(core, whom.shard(), n, now, (version, no_single))
         {
-            let result = answer(outcome, whom.shard(), n, (now, 1), version);
+            let result = answered(core, outcome, whom.shard(), n, (now, version));
             core.record(&result);
             return result;
         }
@@ -240,7 +240,7 @@ impl<C: Clock> InProcess<C> {
             whom.shard = core.resolve_again(&whom, buckets);
             whom.buckets = buckets;
             if let Some((outcome, version)) = self.decide(core, &whom.shard, buckets, n, now) {
-                let result = answer(outcome, &whom.shard, n, (now, 1), version);
+                let result = answered(core, outcome, &whom.shard, n, (now, version));
                 core.record(&result);
                 return result;
             }
@@ -267,7 +267,7 @@ impl<C: Clock> InProcess<C> {
             whom.shard = core.resolve_again(&whom, buckets);
             whom.buckets = buckets;
         };
-        let result = answer(outcome, &whom.shard, n, (now, 1), version);
+        let result = answered(core, outcome, &whom.shard, n, (now, version));
         core.record(&result);
         Ok(Booked::of(result?, &outcome, Duration::from_nanos(lead)))
     }
@@ -335,6 +335,24 @@ impl<C: Clock> InProcess<C> {
         }
         true
     }
+}
+
+/// The public answer to a request of `n` tokens drawn at `now` under the
+/// split of `version` ([`answer`]). A request is weighed before it is drawn
+/// (`check_weight`); a cut of the burst in between leaves a weight no
+/// bucket can ever pay, which the draw denies at the end of time: it is
+/// denied as never fitting, with the most the split now in force holds.
+fn answered(
+    core: &Core,
+    outcome: Outcome,
+    shard: &Shard,
+    n: u32,
+    (now, version): (u64, u64),
+) -> Result<Grant, Denied> {
+    if let Outcome::Deny { at: u64::MAX, .. } = outcome {
+        core.split.get().check_weight(shard, n)?;
+    }
+    answer(outcome, shard, n, (now, 1), version)
 }
 
 impl<C> fmt::Debug for InProcess<C> {
