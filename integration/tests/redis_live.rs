@@ -323,3 +323,28 @@ fn a_refund_is_not_denied_from_a_remembered_denial() {
         assert!(a.check("t").await.is_ok(), "the token given back");
     });
 }
+
+/// A weight that fits the burst this process knows, but not the burst
+/// another process cut it to: this process learns the cut from Redis
+/// and draws again, and the request never fits. It is denied as such,
+/// by Redis, not handed to the failure policy as a store error (a
+/// fail-open policy would grant it).
+#[test]
+fn a_weight_another_processs_cut_leaves_too_large_never_fits() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let a = process(&server, "cut-weight", FailurePolicy::FailOpen).await;
+        let b = process(&server, "cut-weight", FailurePolicy::FailOpen).await;
+        b.set_quota(slow(8)).await.unwrap();
+        // `a` still knows a burst of 20 over its 4 buckets: 12 tokens fit.
+        let denied = a.check(Request::tenant("t").tokens(12)).await.unwrap_err();
+        assert_eq!(
+            denied.reason(),
+            shuffle_limiter::DenialReason::NeverFits { asked: 12, most: 8 },
+            "retry after {:?}",
+            denied.retry_after()
+        );
+        assert_eq!(a.quota(), slow(8));
+        assert_eq!(a.stats().from_policy(), 0, "not a store error");
+    });
+}

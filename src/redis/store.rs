@@ -255,7 +255,8 @@ where
         let start = tie_break(shard.buckets().len());
         let round_trip = self.draw((version, split), (whom, shard), (n, lead), start);
         let error = match timeout(self.options.deadline, round_trip).await {
-            Ok(Ok((drawn, shard, version))) => {
+            Ok(Ok(Err(never))) => return (self.decided(Err(never), Source::Limiter, None), None),
+            Ok(Ok(Ok((drawn, shard, version)))) => {
                 self.breaker
                     .answered(shard.buckets(), self.breaker.micros());
                 let result = answer(drawn.outcome, &shard, n, version);
@@ -285,15 +286,21 @@ where
     /// The draw in Redis with the split of quota `version`, on `shard`
     /// (`whom`'s under its N); when Redis holds another quota or N, the
     /// limiter takes it, resolves the shard again and draws again. What was
-    /// drawn, on which shard.
+    /// drawn, on which shard; or the denial of a weight the split drawn
+    /// with can never pay (weighed before each draw: the request was
+    /// weighed under the split this process knew, which another process
+    /// may have cut since).
     async fn draw(
         &self,
         (mut version, mut split): (u64, Split),
         (whom, mut shard): (&Whom<'_>, Shard),
         (n, lead): (u32, u64),
         start: usize,
-    ) -> Result<(Drawn, Shard, u64), Error> {
+    ) -> Result<Result<(Drawn, Shard, u64), Denied>, Error> {
         for _ in 0..3 {
+            if let Err(never) = split.check_weight(&shard, n) {
+                return Ok(Err(never));
+            }
             let request = Request::of((version, &split), &shard, self.reserve, (n, lead), start);
             let answer = match &self.batcher {
                 Some(batcher) => batcher.draw((whom.id, &shard), request).await,
@@ -303,7 +310,7 @@ where
                 }
             };
             match answer? {
-                Answer::Drawn(drawn) => return Ok((drawn, shard, version)),
+                Answer::Drawn(drawn) => return Ok(Ok((drawn, shard, version))),
                 Answer::Stale { version: found } => {
                     self.stale(found).await?;
                     (version, split) = self.current();
