@@ -106,7 +106,7 @@ fn a_reading_is_never_a_torn_split() {
             while !started.load(Relaxed) {
                 std::hint::spin_loop();
             }
-            for i in 0..2_000_000 {
+            for i in 0..8_000_000 {
                 let (quota, split) = if i % 2 == 0 {
                     (b, split_b)
                 } else {
