@@ -7,8 +7,8 @@ use std::time::Duration;
 use serde::de::{self, MapAccess};
 
 use super::config::{LimiterConfig, field};
+use super::duration_text::DurationText;
 use super::error::{SetError, SetErrorKind};
-use super::span::DurationText;
 use crate::inflight::{self, BuildError, InFlight};
 
 /// The in-flight limit of one named limiter, as read from a config: the

@@ -122,6 +122,7 @@
 //! its limiters decide by their `failure_policy` until it answers.
 
 mod config;
+mod duration_text;
 mod error;
 mod inflight;
 mod member;
@@ -133,7 +134,6 @@ mod redis;
 mod reload;
 mod reserve;
 mod serialize;
-mod span;
 
 use std::collections::HashMap;
 use std::fmt;

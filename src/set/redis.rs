@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 
 use super::config::{LimiterConfig, field};
-use super::span::DurationText;
+use super::duration_text::DurationText;
 use crate::redis::{FailurePolicy, RedisOptions};
 
 /// Where a limiter's buckets live when they are in Redis, and what the
