@@ -238,8 +238,6 @@ fn a_check_racing_a_change_of_quota_and_n_is_decided_under_one_pair() {
 }
 
 #[test]
-#[ignore = "fails: a pooled take given back after a change of N moved its bucket to the same \
-            arrival time restores the old split's value in the new split (take_pooled)"]
 fn a_pooled_check_racing_a_change_of_quota_and_n_takes_no_token_twice() {
     model(|| {
         // Two buckets of two tokens (0.5 s each, a capacity of 1 s), both
@@ -272,8 +270,6 @@ fn a_pooled_check_racing_a_change_of_quota_and_n_takes_no_token_twice() {
 }
 
 #[test]
-#[ignore = "fails: a pooled take given back after a change of N moved its bucket to the same \
-            arrival time restores the old split's value in the new split (take_pooled)"]
 fn a_pooled_check_racing_a_cut_of_n_leaves_its_buckets_no_fuller() {
     model(|| {
         // Four buckets of two tokens (0.5 s each), a tenant on buckets 0

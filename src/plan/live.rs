@@ -5,7 +5,10 @@
 //! split is stable), the split, and the version again, so that it never
 //! draws with a split torn between two changes; then it draws,
 //! compare-and-swaps its bucket, and reads the version once more; if it
-//! moved, the check goes round again.
+//! moved, the check goes round again. (One exception: a request paid by
+//! several buckets together that loses a race gives back what it took
+//! holding the split still, so it waits for a change that is running;
+//! see `take_pooled` in `src/store/memory/`.)
 //!
 //! A change, one at a time, makes the version odd, moves every bucket to
 //! the new split by a compare-and-swap with `Release` ordering, writes the

@@ -153,7 +153,8 @@ impl<C: Clock> InProcess<C> {
         let tat = |j: usize| self.tat(ids[j]);
         let start = || tie_break(shape.own);
         let outcome = draw::rest(split.pace, shape, burst, tat, now, n, start);
-        (self.apply(&outcome, ids) && core.split.unchanged(version)).then_some(outcome)
+        (self.apply(core, &outcome, ids, version) && core.split.unchanged(version))
+            .then_some(outcome)
     }
 
     /// The common case of [`decide`](Self::decide), in registers: the
@@ -299,13 +300,14 @@ impl<C: Clock> InProcess<C> {
         }
     }
 
-    /// Applies `outcome` to the atomics of `ids`: whether it took (a denial
-    /// takes nothing and always does).
+    /// Applies `outcome`, drawn under the split of `version`, to the
+    /// atomics of `ids`: whether it took (a denial takes nothing and always
+    /// does).
     #[inline]
-    fn apply(&self, outcome: &Outcome, ids: &[u32]) -> bool {
+    fn apply(&self, core: &Core, outcome: &Outcome, ids: &[u32], version: u64) -> bool {
         match outcome {
             Outcome::Grant(single) => self.take_single(single, ids),
-            Outcome::Pooled(pool) => self.take_pooled(pool, ids),
+            Outcome::Pooled(pool) => self.take_pooled(core, pool, ids, version),
             Outcome::Deny { .. } => true,
         }
     }
@@ -320,16 +322,34 @@ impl<C: Clock> InProcess<C> {
     /// request did depended on them, and no arithmetic on the bucket alone
     /// can undo them safely once the clock has moved (a refill in between
     /// would be counted twice). The budget can only lose by it, never gain.
+    ///
+    /// Nor is anything given back once a change has begun since `version`,
+    /// the split the pool was drawn under: a change may move a bucket to
+    /// the very value the pool wrote (an emptied bucket whose capacity
+    /// stays is empty at the same arrival time), and the value read before,
+    /// which means full under the old split, would then fill it under the
+    /// new one. The give-back holds the split still to know (a lock taken
+    /// only when a pooled take lost its race, and waited on only while a
+    /// change runs).
     #[cold]
-    fn take_pooled(&self, pool: &Pool, ids: &[u32]) -> bool {
+    fn take_pooled(&self, core: &Core, pool: &Pool, ids: &[u32], version: u64) -> bool {
         let bucket = |j: usize| &self.tats[ids[j] as usize];
         for (i, (j, seen, tat, _)) in pool.payments().enumerate() {
             let taken = bucket(j).compare_exchange(seen, tat, Ordering::Acquire, Ordering::Relaxed);
             if taken.is_err() {
-                for (j, seen, tat, _) in pool.payments().take(i) {
-                    let _ =
-                        bucket(j).compare_exchange(tat, seen, Ordering::Relaxed, Ordering::Relaxed);
-                }
+                core.split.steady(|_| {
+                    if !core.split.unchanged(version) {
+                        return;
+                    }
+                    for (j, seen, tat, _) in pool.payments().take(i) {
+                        let _ = (bucket(j)).compare_exchange(
+                            tat,
+                            seen,
+                            Ordering::Relaxed,
+                            Ordering::Relaxed,
+                        );
+                    }
+                });
                 return false;
             }
         }
