@@ -1,15 +1,31 @@
--- shuffle-limiter: what the scripts that give tokens back share (refund.lua,
--- giveback.lua), after the prelude.
+-- shuffle-limiter: what the scripts that read the hold-offs hash share
+-- (refund.lua, giveback.lua, holdoff.lua, catchup.lua), after the prelude.
+
+-- The longest hold-off, in microseconds: `MAX_HOLD_OFF` of
+-- src/upstream/mod.rs (an hour), which every hold-off is cut to.
+local MAX_HOLD = 3600000000
+
+-- The instant `value` of the hold-offs hash says a bucket of `capacity` is
+-- held until, read at `now`: nil when it is not a time, or is later than
+-- any hold-off writes (`now` plus the longest hold-off, plus the bucket's
+-- turn after the instant, which is less than its capacity). Such a stray
+-- value would keep every wait's slot for ever.
+local function held_at(value, now, capacity)
+  local at = type(value) == 'string' and as_time(value)
+  if not at or at > now + MAX_HOLD + capacity then
+    return nil
+  end
+  return at
+end
 
 -- `unheld` of src/draw/rescale.rs: where a give-back that would move the
 -- bucket `key` from `tat` to `back` leaves it while a hold-off holds it (its
 -- instant in the hash `held_key`, as holdoff.lua writes it): no earlier than
 -- the hold-off left it (one token at the instant), and never later than
 -- `tat`. Without a hash, or with a value there of another type or that is
--- not a time, nothing is held.
+-- not an instant a hold-off writes (`held_at`), nothing is held.
 local function unheld(tat, back, held_key, key, capacity, interval, now)
-  local held = held_key and redis.pcall('HGET', held_key, key)
-  held = type(held) == 'string' and as_time(held)
+  local held = held_key and held_at(redis.pcall('HGET', held_key, key), now, capacity)
   if not held or held <= now then
     return back
   end

@@ -83,8 +83,9 @@ end
 if record then
   local key = KEYS[held + 2]
   for i = 1, held do
-    -- A value that is not a time is overwritten (as a bucket's is).
-    local before = as_time(redis.call('HGET', key, KEYS[i]))
+    -- A value that is not an instant a hold-off writes is overwritten (as
+    -- a bucket's that is not a time is).
+    local before = held_at(redis.call('HGET', key, KEYS[i]), now, ARGV[4 + i] + 0)
     if not before or before < at[i] then
       redis.call('HSET', key, KEYS[i], string.format('%d', at[i]))
     end

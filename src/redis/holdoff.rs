@@ -17,8 +17,11 @@ use crate::Shard;
 use crate::plan::Split;
 use crate::store::sealed::Local;
 
-pub(super) const HOLDOFF_LUA: &str =
-    concat!(include_str!("prelude.lua"), include_str!("holdoff.lua"));
+pub(super) const HOLDOFF_LUA: &str = concat!(
+    include_str!("prelude.lua"),
+    include_str!("held.lua"),
+    include_str!("holdoff.lua")
+);
 
 /// What one hold-off script answered.
 enum HoldReply {

@@ -53,8 +53,10 @@
 //! nodes. (The flip side: one limiter is served by one node, and a failed
 //! node stops every tenant of the limiter.) A key expires one second after
 //! its bucket is full again by the server's clock, however far ahead waits
-//! have booked it, so idle limiters leave nothing behind; a missing key
-//! reads as a full bucket, which it then is.
+//! have booked it, so idle limiters leave nothing behind but the keys a live
+//! change writes (the quota key, and the `:born` key of each bucket a change
+//! of N added, while it exists); a missing key reads as a full bucket, which
+//! it then is.
 //!
 //! With [`RedisOptions::key_prefix`] every key starts with that prefix, before
 //! the hash tag (`billing:{name}:b<i>`); there is none by default. Two

@@ -45,7 +45,8 @@ local function quota_version(key)
     return 0
   end
   -- The whole shape, as src/redis/quota.rs reads it; version 0 is the
-  -- quota built with, which no key holds (a change writes 1 and on).
+  -- quota built with, which no key holds (a change writes 1 or more: the
+  -- server's clock in microseconds, see rescale.lua).
   local digits = string.match(quota, '^(%d+) %d+ %d+ %d+ %d+$')
   local version = digits and tonumber(digits)
   if not version or version == 0 then

@@ -10,6 +10,14 @@
 //! whenever each of them was built. Deleting the key brings every process
 //! back to the quota and N it was built with (the buckets keep their state;
 //! a bucket beyond the N built with is left alone).
+//!
+//! A change writes the next version: one more than the last, and no less
+//! than the server's clock in microseconds. So a version is never written
+//! twice with two meanings, even after the key was lost (FLUSHALL, a
+//! restart without persistence, a `DEL`), where counting on from 0 again
+//! would write a "1" that a process still holding the old "1" took for its
+//! own quota. This assumes a server clock that does not go back across
+//! such a loss, as the in-flight leases' tokens do.
 
 use std::sync::atomic::Ordering;
 
@@ -43,6 +51,14 @@ pub(super) const GIVEBACK_LUA: &str = concat!(
     include_str!("giveback.lua")
 );
 
+/// What a wait that slept reads: the quota key and the hold-offs a hold-off
+/// could have written (see `RedisStore::catch_up`).
+pub(super) const CATCHUP_LUA: &str = concat!(
+    include_str!("prelude.lua"),
+    include_str!("held.lua"),
+    include_str!("catchup.lua")
+);
+
 /// How many times a change asks again after finding a newer quota.
 pub(super) const ATTEMPTS: usize = 3;
 
@@ -54,6 +70,7 @@ pub(super) struct ChangeScripts {
     pub(super) give_back: Script,
     pub(super) hold_off: Script,
     pub(super) charge: Script,
+    pub(super) catch_up: Script,
 }
 
 impl Default for ChangeScripts {
@@ -64,6 +81,7 @@ impl Default for ChangeScripts {
             give_back: Script::new(GIVEBACK_LUA),
             hold_off: Script::new(super::holdoff::HOLDOFF_LUA),
             charge: Script::new(super::charge::CHARGE_LUA),
+            catch_up: Script::new(CATCHUP_LUA),
         }
     }
 }

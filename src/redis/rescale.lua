@@ -19,8 +19,10 @@
 -- ARGV[12]     absent in production (the server's clock); the test's time.
 --
 -- A bucket below both Ns is moved; one below the new N only is added,
--- empty, and "<key>:born" says the version that added it; one below the
--- old N only is removed: its key is deleted, and no
+-- empty, and "<key>:born" says the version that added it (kept while the
+-- bucket is, with no expiry: a grant drawn before it, refunded however
+-- late, must find it); one below the old N only is removed: its keys are
+-- deleted, and no
 -- draw can reach it, since every draw sends the quota version it decided
 -- with and this script moves that version on.
 --
@@ -36,13 +38,23 @@ local version, stop = expect_quota(KEYS[keys + 1], ARGV[1], 0)
 if stop then
   return stop
 end
-if version + 1 >= 9007199254740992 then
+local now = clock(ARGV[12])
+-- The next version: one more, and no earlier than the clock's reading in
+-- microseconds, so that a version is never written twice with two
+-- meanings. A quota key lost (FLUSHALL, a restart without persistence, a
+-- DEL) reads as version 0 again; "1" written then would be what a process
+-- still holding the old version 1 decides with, under its old quota.
+-- (This assumes a server clock that does not go back across the loss.)
+local next_version = version + 1
+if now > next_version then
+  next_version = now
+end
+if next_version >= 9007199254740992 then
   -- The next version would be one no script can read exactly: refused as
   -- the scripts refuse such a key, before anything is moved.
   return redis.error_reply('NOTAQUOTA ' .. KEYS[keys + 1] .. ' ' .. version
     .. ', whose next version would be 2^53')
 end
-local now = clock(ARGV[12])
 
 -- floor(a * b / c) for integers with a <= c and b, c below 2^51, exactly:
 -- the product may not fit in a double, so b is taken one bit at a time,
@@ -110,7 +122,7 @@ for i = 1, keys do
     new = new + new_interval
   end
   if i > new_n then
-    redis.call('DEL', KEYS[i])
+    redis.call('DEL', KEYS[i], KEYS[i] .. ':born')
   elseif i > old_n then
     local from = now
     if fullest > from then
@@ -119,7 +131,7 @@ for i = 1, keys do
     store(KEYS[i], from + new, now)
     -- Another bucket than any that had this key: refund.lua gives grants
     -- drawn before this version nothing.
-    redis.call('SET', KEYS[i] .. ':born', string.format('%d', version + 1))
+    redis.call('SET', KEYS[i] .. ':born', string.format('%d', next_version))
   else
     -- A missing key is a full bucket; a string that is not a time, an
     -- empty one (as draw.lua reads it).
@@ -146,5 +158,5 @@ for i = 1, keys do
     end
   end
 end
-redis.call('SET', KEYS[keys + 1], string.format('%d', version + 1) .. ' ' .. ARGV[11])
-return { 1, version + 1 }
+redis.call('SET', KEYS[keys + 1], string.format('%d', next_version) .. ' ' .. ARGV[11])
+return { 1, next_version }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use ::redis::Value;
 use ::redis::aio::ConnectionLike;
 use crossbeam_utils::CachePadded;
 use tokio::time::timeout;
@@ -19,8 +20,8 @@ use super::error::Error;
 use super::layout::Layout;
 use super::metrics::RedisMetrics;
 use super::options::{FailurePolicy, RedisOptions};
-use super::quota::{ChangeScripts, parse_quota};
-use super::script::{Answer, DrawScript, Drawn, MICROS, Request, answer};
+use super::quota::{CATCHUP_LUA, ChangeScripts, parse_quota};
+use super::script::{Answer, DrawScript, Drawn, MICROS, Request, answer, evalsha, query_by_keys};
 use super::spread::Rooms;
 use crate::assign::ShardCache;
 
@@ -159,8 +160,8 @@ where
 
     /// Adopts the quota in Redis if another process changed it since this
     /// one last looked, and learns the hold-offs recorded beside the
-    /// buckets (one round trip: `GET` and `HGETALL`); a failure leaves
-    /// things as they are.
+    /// buckets (one round trip, `catchup.lua`, which passes on only the
+    /// instants a hold-off writes); a failure leaves things as they are.
     async fn catch_up(&self) {
         // The spread layout: no quota is set live (a version beside a
         // bucket is an error for whoever meets it, never adopted), no
@@ -170,16 +171,34 @@ where
             return;
         };
         let mut connection = self.connection.clone();
-        let mut pipe = ::redis::pipe();
-        pipe.get(self.script.quota_key(0)).hgetall(held_key);
-        let read = pipe.query_async::<(Option<String>, Vec<(Vec<u8>, Vec<u8>)>)>(&mut connection);
-        let Ok(Ok((text, held))) = timeout(self.options.deadline, read).await else {
+        let split = self.split.get();
+        let capacity = u64::from(split.burst_of(0)) * (split.interval() / MICROS);
+        let mut cmd = evalsha(&self.changes.catch_up, 2, 1);
+        cmd.arg(self.script.quota_key(0))
+            .arg(held_key)
+            .arg(capacity);
+        let read = query_by_keys::<Vec<Value>, _>(CATCHUP_LUA, &cmd, &mut connection);
+        let Ok(Ok(reply)) = timeout(self.options.deadline, read).await else {
             return;
         };
+        let mut values = reply.into_iter();
+        let text = match values.next() {
+            Some(Value::BulkString(text)) => Some(text),
+            _ => None,
+        };
+        let mut held = Vec::new();
+        while let (Some(Value::BulkString(key)), Some(Value::BulkString(at))) =
+            (values.next(), values.next())
+        {
+            held.push((key, at));
+        }
         self.heard_of(&held);
         // A key that does not read as a quota is for `refresh` to refuse.
         let version = text.as_deref().map_or(Some(0), |text| {
-            parse_quota(text).map(|(version, ..)| version)
+            std::str::from_utf8(text)
+                .ok()
+                .and_then(parse_quota)
+                .map(|(version, ..)| version)
         });
         if version != Some(self.version.load(Ordering::Relaxed)) {
             let _ = timeout(self.options.deadline, self.refresh()).await;
@@ -234,9 +253,23 @@ where
             return self.decide_spread(whom.shard, n, lead).await;
         }
         let sent = self.breaker.micros();
+        let (mut version, mut split) = self.current();
+        let mut shard = self.resolve(whom, split.buckets);
+        if split.check_weight(&shard, n).is_err() {
+            // Too large for the quota this process last heard of, which
+            // another process may have raised since: asked once (within
+            // the deadline), and denied as never fitting under what Redis
+            // holds, or under what this process knows when Redis does not
+            // answer (never by the failure policy: no outage grants it).
+            if let Ok(Ok(())) = timeout(self.options.deadline, self.refresh()).await {
+                (version, split) = self.current();
+                shard = self.resolve(whom, split.buckets);
+            }
+            if let Err(never) = split.check_weight(&shard, n) {
+                return (self.decided(Err(never), Source::Limiter, None), None);
+            }
+        }
         // A weight of 0 is always granted, so never denied from memory.
-        let (version, split) = self.current();
-        let shard = self.resolve(whom, split.buckets);
         if n > 0
             && lead == 0
             && self.options.cache_denials
@@ -472,7 +505,10 @@ where
 
     fn check_weight(&self, core: &Core, shard: &Shard, n: u32) -> Result<(), Denied> {
         match self.shared.options.layout {
-            Layout::OneSlot => core.split.get().check_weight(shard, n),
+            // Weighed in the decision, under the quota Redis holds: another
+            // process may have raised the one this process knows.
+            Layout::OneSlot => Ok(()),
+            // No quota is set live in this layout.
             Layout::Spread => core.split.get().check_weight_alone(shard, n),
         }
     }

@@ -101,6 +101,11 @@ impl<S: Store> Limiter<S> {
                 Err(refused) => refused,
             };
             let denied = refused.denied;
+            if let DenialReason::NeverFits { .. } = denied.reason() {
+                // Weighed again by the store (under a quota another process
+                // or a racing change set): no wait grants it.
+                return Err(denied);
+            }
             last = Some(denied);
             // The grant can come `retry_after` after the instant drawn at:
             // `lead` on for a denial the store drew there, now for one its
