@@ -23,12 +23,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ::redis::aio::ConnectionLike;
-use ::redis::{Cmd, RedisError, Script, Value};
+use ::redis::{Cmd, RedisError, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, timeout, timeout_at};
 
 use super::error::Error;
-use super::script::{Answer, Call, DrawScript, Request, evalsha, query_value};
+use super::script::{Answer, Call, DrawScript, Lua, Request, evalsha, query_value};
 use crate::Shard;
 use crate::plan::whom::Id;
 
@@ -299,7 +299,7 @@ pub(super) fn answers<'a>(
 /// The batch script with the keys of every bucket (the one-slot layout's:
 /// one quota key for all), and the script of one decision alone.
 pub(super) struct BatchScript {
-    pub(super) script: Script,
+    pub(super) script: Lua,
     alone: DrawScript,
     keys: Arc<[String]>,
     quota_key: String,
@@ -308,7 +308,7 @@ pub(super) struct BatchScript {
 impl BatchScript {
     pub(super) fn of(draw: &DrawScript) -> Self {
         BatchScript {
-            script: Script::new(BATCH_LUA),
+            script: Lua::new(BATCH_LUA),
             alone: draw.clone(),
             keys: draw.shared_keys(),
             quota_key: draw.quota_key(0).to_owned(),

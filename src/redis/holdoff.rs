@@ -70,8 +70,8 @@ where
         // Loaded where its keys are, if missing: a stopped node must not
         // hold the hold-off of the buckets on the others.
         let mut connection = self.connection.clone();
-        let reply: Vec<i64> =
-            (query_by_keys(HOLDOFF_LUA, &cmd, &mut connection).await).map_err(Error::from_redis)?;
+        let reply: Vec<i64> = (query_by_keys(&self.changes.hold_off, &cmd, &mut connection).await)
+            .map_err(Error::from_redis)?;
         match reply[..] {
             [1, _, until] if until >= 0 => {
                 for (&b, &offset) in batch.iter().zip(offsets) {

@@ -208,7 +208,7 @@ mod options;
 mod quota;
 mod refund;
 mod retry;
-mod script;
+pub(crate) mod script;
 mod spread;
 mod state;
 mod store;

@@ -21,13 +21,12 @@
 
 use std::sync::atomic::Ordering;
 
-use ::redis::Script;
 use ::redis::aio::ConnectionLike;
 
 use super::build::{in_micros, replica_share};
 use super::error::{BuildError, Error, within};
 use super::layout::Layout;
-use super::script::MICROS;
+use super::script::{Invocation, Lua, MICROS};
 use super::store::RedisStore;
 use super::store::Shared;
 use crate::Limiter;
@@ -65,23 +64,23 @@ pub(super) const ATTEMPTS: usize = 3;
 /// The scripts that change a limiter's buckets other than by a draw.
 #[derive(Debug)]
 pub(super) struct ChangeScripts {
-    pub(super) rescale: Script,
-    pub(super) refund: Script,
-    pub(super) give_back: Script,
-    pub(super) hold_off: Script,
-    pub(super) charge: Script,
-    pub(super) catch_up: Script,
+    pub(super) rescale: Lua,
+    pub(super) refund: Lua,
+    pub(super) give_back: Lua,
+    pub(super) hold_off: Lua,
+    pub(super) charge: Lua,
+    pub(super) catch_up: Lua,
 }
 
 impl Default for ChangeScripts {
     fn default() -> Self {
         ChangeScripts {
-            rescale: Script::new(RESCALE_LUA),
-            refund: Script::new(REFUND_LUA),
-            give_back: Script::new(GIVEBACK_LUA),
-            hold_off: Script::new(super::holdoff::HOLDOFF_LUA),
-            charge: Script::new(super::charge::CHARGE_LUA),
-            catch_up: Script::new(CATCHUP_LUA),
+            rescale: Lua::new(RESCALE_LUA),
+            refund: Lua::new(REFUND_LUA),
+            give_back: Lua::new(GIVEBACK_LUA),
+            hold_off: Lua::new(super::holdoff::HOLDOFF_LUA),
+            charge: Lua::new(super::charge::CHARGE_LUA),
+            catch_up: Lua::new(CATCHUP_LUA),
         }
     }
 }
@@ -412,7 +411,7 @@ pub(super) fn spread_stale(version: Option<u64>) -> Error {
 
 /// One call of a change script, answering `(done, version)`.
 pub(super) async fn run<Conn: ConnectionLike + Clone>(
-    invocation: &::redis::ScriptInvocation<'_>,
+    invocation: &Invocation<'_>,
     connection: &Conn,
 ) -> Result<(i64, u64), Error> {
     let mut connection = connection.clone();

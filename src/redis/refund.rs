@@ -9,7 +9,7 @@ use ::redis::aio::ConnectionLike;
 use super::error::{Error, within};
 use super::layout::Layout;
 use super::quota::{ATTEMPTS, run};
-use super::script::MICROS;
+use super::script::{Invocation, MICROS};
 use super::store::RedisStore;
 use super::store::Shared;
 use crate::grant::Booked;
@@ -75,7 +75,7 @@ where
     /// back, where the layout keeps one (no give-back brings a token
     /// before a hold-off's instant), and returns the argument that says
     /// so: the interval in microseconds (at least 1), or 0 without it.
-    fn held_arg(&self, invocation: &mut ::redis::ScriptInvocation<'_>, interval: u64) -> u64 {
+    fn held_arg(&self, invocation: &mut Invocation<'_>, interval: u64) -> u64 {
         match self.script.held_key() {
             Some(held) => {
                 invocation.key(held);

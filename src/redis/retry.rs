@@ -8,13 +8,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use ::redis::Script;
 use ::redis::aio::{ConnectionLike, ConnectionManager};
 use crossbeam_utils::CachePadded;
 
 use super::error::{Error, within};
 use super::layout::Layout;
-use super::script::MICROS;
+use super::script::{Lua, MICROS};
 use super::store::RedisStore;
 use crate::store::sealed::Local;
 use crate::upstream::{RETRY, Retries, Terms, deposited, retry_sealed};
@@ -102,8 +101,8 @@ struct Inner<Conn> {
     keys: Box<[String]>,
     layout: Layout,
     deadline: Duration,
-    deposit: Script,
-    withdraw: Script,
+    deposit: Lua,
+    withdraw: Lua,
     /// Per bucket, thousandths deposited here and not yet sent.
     pending: Box<[CachePadded<AtomicU64>]>,
     /// Whether a flush is due already.
@@ -149,8 +148,8 @@ where
                 keys,
                 layout,
                 deadline,
-                deposit: Script::new(DEPOSIT_LUA),
-                withdraw: Script::new(WITHDRAW_LUA),
+                deposit: Lua::new(DEPOSIT_LUA),
+                withdraw: Lua::new(WITHDRAW_LUA),
                 pending,
                 scheduled: AtomicBool::new(false),
             }),

@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use ::redis::aio::ConnectionLike;
-use ::redis::{Cmd, FromRedisValue, RedisError, Script, ServerErrorKind, Value};
+use ::redis::{
+    Cmd, FromRedisValue, RedisError, RedisResult, Script, ServerErrorKind, ToRedisArgs, Value,
+};
 
 use super::error::Error;
 use super::layout::Layout;
@@ -26,7 +28,7 @@ pub(super) const MICROS: u64 = 1000;
 /// The script with the keys of every bucket.
 #[derive(Debug, Clone)]
 pub(super) struct DrawScript {
-    script: Script,
+    script: Lua,
     /// The key of every bucket i, as the layout names it.
     keys: Arc<[String]>,
     /// The key of the quota set live (see `quota.rs`): one for every
@@ -46,7 +48,7 @@ impl DrawScript {
     /// each key after `prefix`.
     pub(super) fn with_prefix(prefix: &str, name: &str, buckets: u32, layout: Layout) -> Self {
         DrawScript {
-            script: Script::new(DRAW_LUA),
+            script: Lua::new(DRAW_LUA),
             keys: (0..buckets).map(|i| layout.key(prefix, name, i)).collect(),
             quota_keys: layout.quota_keys(prefix, name, buckets),
             held_key: layout.held_key(prefix, name),
@@ -80,7 +82,7 @@ impl DrawScript {
     }
 
     pub(super) fn script(&self) -> &Script {
-        &self.script
+        self.script.script()
     }
 
     pub(super) fn key(&self, bucket: u32) -> Option<&str> {
@@ -112,54 +114,118 @@ impl DrawScript {
         if let Some(now) = call.now {
             cmd.arg(now);
         }
-        let reply: Vec<i64> = query(&self.script, &cmd, connection)
+        let reply: Vec<i64> = query_by_keys(&self.script, &cmd, connection)
             .await
             .map_err(Error::from_redis)?;
         Answer::of(&reply, call)
     }
 }
 
+/// A script with its source: called by `EVALSHA`, and sent whole as
+/// `EVAL` where the server lacks it (see [`query_value`]).
+#[derive(Debug, Clone)]
+pub(crate) struct Lua {
+    script: Script,
+    code: &'static str,
+}
+
+impl Lua {
+    pub(crate) fn new(code: &'static str) -> Lua {
+        Lua {
+            script: Script::new(code),
+            code,
+        }
+    }
+
+    /// The `redis` crate's script, for loading it ahead (at build).
+    pub(crate) fn script(&self) -> &Script {
+        &self.script
+    }
+
+    /// A call of the script, its keys and arguments added as to the `redis`
+    /// crate's `ScriptInvocation`.
+    pub(crate) fn prepare_invoke(&self) -> Invocation<'_> {
+        Invocation {
+            lua: self,
+            keys: Vec::new(),
+            args: Vec::new(),
+        }
+    }
+}
+
+/// A call of a [`Lua`] script being made: its keys, then its arguments.
+pub(crate) struct Invocation<'a> {
+    lua: &'a Lua,
+    keys: Vec<Vec<u8>>,
+    args: Vec<Vec<u8>>,
+}
+
+impl Invocation<'_> {
+    pub(crate) fn key(&mut self, key: impl ToRedisArgs) -> &mut Self {
+        key.write_redis_args(&mut self.keys);
+        self
+    }
+
+    pub(crate) fn arg(&mut self, arg: impl ToRedisArgs) -> &mut Self {
+        arg.write_redis_args(&mut self.args);
+        self
+    }
+
+    /// Sends the call (see [`query_by_keys`]).
+    pub(crate) async fn invoke_async<T: FromRedisValue>(
+        &self,
+        connection: &mut impl ConnectionLike,
+    ) -> RedisResult<T> {
+        let mut cmd = evalsha(self.lua, self.keys.len(), self.keys.len() + self.args.len());
+        for word in self.keys.iter().chain(&self.args) {
+            cmd.arg(word.as_slice());
+        }
+        query_by_keys(self.lua, &cmd, connection).await
+    }
+}
+
 /// An `EVALSHA` of `script` over `keys` keys, with room for `arguments`
 /// keys and arguments after it (one buffer, rather than the `redis` crate's
 /// buffer per argument of a `ScriptInvocation`).
-pub(super) fn evalsha(script: &Script, keys: usize, arguments: usize) -> Cmd {
+pub(super) fn evalsha(script: &Lua, keys: usize, arguments: usize) -> Cmd {
     let mut cmd = Cmd::with_capacity(3 + arguments, 64 + 24 * arguments);
-    cmd.arg("EVALSHA").arg(script.get_hash()).arg(keys);
+    cmd.arg("EVALSHA").arg(script.script.get_hash()).arg(keys);
     cmd
 }
 
-/// Sends `cmd`, an `EVALSHA` of `script`; when the server has lost the
-/// script (a restart, a failover, `SCRIPT FLUSH`), loads it and sends
-/// `cmd` again, as `ScriptInvocation::invoke_async` does.
-pub(super) async fn query<T: FromRedisValue, Conn: ConnectionLike>(
-    script: &Script,
+/// Sends `cmd`, an `EVALSHA` of `script`, and reads its reply as a `T`
+/// (see [`query_value`]).
+pub(super) async fn query_by_keys<T: FromRedisValue, Conn: ConnectionLike>(
+    script: &Lua,
     cmd: &Cmd,
     connection: &mut Conn,
-) -> ::redis::RedisResult<T> {
+) -> RedisResult<T> {
     let reply = query_value(script, cmd, connection).await?;
     Ok(::redis::from_redis_value(reply.extract_error()?)?)
 }
 
-/// Sends `cmd`, an `EVALSHA` of the script whose source is `code`; when the
-/// server lacks it, sends the same call as an `EVAL` of `code` (which
-/// loads it there) rather than `SCRIPT LOAD`. In a Cluster, `SCRIPT LOAD`
-/// goes to every master and waits for each: a stopped node would hold a
-/// call whose keys live on a node that answers. `EVAL` goes where its keys
-/// do.
-pub(super) async fn query_by_keys<T: FromRedisValue, Conn: ConnectionLike>(
-    code: &str,
+/// Sends `cmd`, an `EVALSHA` of `script`, with the reply as it came (an
+/// error reply inside an array, one decision's in a batch, stays in its
+/// place rather than failing all). When the server lacks the script (a
+/// restart, a failover, `SCRIPT FLUSH`), the same call goes as an `EVAL` of
+/// its source, which loads it there, rather than `SCRIPT LOAD`: in a
+/// Cluster, `SCRIPT LOAD` goes to every master and waits for each, so a
+/// stopped node would hold a call whose keys live on a node that answers.
+/// `EVAL` goes where its keys do.
+pub(super) async fn query_value<Conn: ConnectionLike>(
+    script: &Lua,
     cmd: &Cmd,
     connection: &mut Conn,
-) -> ::redis::RedisResult<T> {
+) -> RedisResult<Value> {
     let once =
         async |connection: &mut Conn, cmd: &Cmd| match connection.req_packed_command(cmd).await {
             Ok(Value::ServerError(error)) => Err(RedisError::from(error)),
             reply => reply,
         };
-    let reply = match once(connection, cmd).await {
+    match once(connection, cmd).await {
         Err(e) if e.kind() == ::redis::ErrorKind::Server(ServerErrorKind::NoScript) => {
             let mut eval = ::redis::cmd("EVAL");
-            eval.arg(code);
+            eval.arg(script.code);
             // After EVALSHA and the hash: the number of keys, the keys and
             // the arguments, as they were.
             for arg in cmd.args_iter().skip(2) {
@@ -168,27 +234,6 @@ pub(super) async fn query_by_keys<T: FromRedisValue, Conn: ConnectionLike>(
                 }
             }
             once(connection, &eval).await
-        }
-        reply => reply,
-    }?;
-    Ok(::redis::from_redis_value(reply.extract_error()?)?)
-}
-
-/// As `query`, but the reply as it came: an error reply inside an array
-/// (one decision's, in a batch) stays in its place rather than failing all.
-pub(super) async fn query_value<Conn: ConnectionLike>(
-    script: &Script,
-    cmd: &Cmd,
-    connection: &mut Conn,
-) -> ::redis::RedisResult<Value> {
-    let once = async |connection: &mut Conn| match connection.req_packed_command(cmd).await {
-        Ok(Value::ServerError(error)) => Err(RedisError::from(error)),
-        reply => reply,
-    };
-    match once(connection).await {
-        Err(e) if e.kind() == ::redis::ErrorKind::Server(ServerErrorKind::NoScript) => {
-            script.load_async(connection).await?;
-            once(connection).await
         }
         reply => reply,
     }

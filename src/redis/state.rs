@@ -9,7 +9,6 @@
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
-use ::redis::Script;
 use ::redis::aio::ConnectionLike;
 use tokio::task::JoinSet;
 use tokio::time::timeout;
@@ -17,7 +16,7 @@ use tokio::time::timeout;
 use super::error::Error;
 use super::layout::Layout;
 use super::quota::{ATTEMPTS, spread_stale};
-use super::script::MICROS;
+use super::script::{Lua, MICROS};
 use super::store::RedisStore;
 use super::store::Shared;
 use crate::Shard;
@@ -29,7 +28,7 @@ use crate::store::sealed::Local;
 const STATE_LUA: &str = concat!(include_str!("prelude.lua"), include_str!("state.lua"));
 
 /// The script, hashed once for every limiter.
-static STATE: LazyLock<Script> = LazyLock::new(|| Script::new(STATE_LUA));
+static STATE: LazyLock<Lua> = LazyLock::new(|| Lua::new(STATE_LUA));
 
 /// One bucket as the script read it, in microseconds of the server's clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

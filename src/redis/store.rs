@@ -20,7 +20,7 @@ use super::error::Error;
 use super::layout::Layout;
 use super::metrics::RedisMetrics;
 use super::options::{FailurePolicy, RedisOptions};
-use super::quota::{CATCHUP_LUA, ChangeScripts, parse_quota};
+use super::quota::{ChangeScripts, parse_quota};
 use super::script::{Answer, DrawScript, Drawn, MICROS, Request, answer, evalsha, query_by_keys};
 use super::spread::Rooms;
 use crate::assign::ShardCache;
@@ -177,7 +177,7 @@ where
         cmd.arg(self.script.quota_key(0))
             .arg(held_key)
             .arg(capacity);
-        let read = query_by_keys::<Vec<Value>, _>(CATCHUP_LUA, &cmd, &mut connection);
+        let read = query_by_keys::<Vec<Value>, _>(&self.changes.catch_up, &cmd, &mut connection);
         let Ok(Ok(reply)) = timeout(self.options.deadline, read).await else {
             return;
         };

@@ -6,6 +6,8 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use ::redis::Script;
+
+use crate::redis::script::Lua;
 use ::redis::aio::ConnectionLike;
 
 use crate::redis::Error;
@@ -40,10 +42,10 @@ pub(super) fn acquire_id() -> String {
 /// The four scripts and the keys of every pool.
 #[derive(Debug)]
 pub(super) struct Scripts {
-    acquire: Script,
-    renew: Script,
-    release: Script,
-    abandon: Script,
+    acquire: Lua,
+    renew: Lua,
+    release: Lua,
+    abandon: Lua,
     /// Pool i is `{prefix}{name}:p<i>`: one hash tag for the limit.
     keys: Box<[String]>,
     /// The token counter, in the same slot.
@@ -78,10 +80,10 @@ pub(super) enum Acquired {
 impl Scripts {
     pub(super) fn new(prefix: &str, name: &str, pools: u32) -> Scripts {
         Scripts {
-            acquire: Script::new(ACQUIRE_LUA),
-            renew: Script::new(RENEW_LUA),
-            release: Script::new(RELEASE_LUA),
-            abandon: Script::new(ABANDON_LUA),
+            acquire: Lua::new(ACQUIRE_LUA),
+            renew: Lua::new(RENEW_LUA),
+            release: Lua::new(RELEASE_LUA),
+            abandon: Lua::new(ABANDON_LUA),
             keys: (0..pools)
                 .map(|i| format!("{prefix}{{{name}}}:p{i}"))
                 .collect(),
@@ -100,7 +102,7 @@ impl Scripts {
     }
 
     pub(super) fn all(&self) -> [&Script; 4] {
-        [&self.acquire, &self.renew, &self.release, &self.abandon]
+        [&self.acquire, &self.renew, &self.release, &self.abandon].map(Lua::script)
     }
 
     /// One acquire of `seats` over `pools` (with their `shares`): the
