@@ -14,7 +14,7 @@ use super::key::{Found, TenantKey};
 use crate::Denied;
 use crate::clock::Clock;
 use crate::store::Store;
-use crate::upstream::{Answer, CallError, Retries, Upstream};
+use crate::upstream::{Answer, CallError, Retries, Unheard, Upstream};
 
 impl<T: Answer, E> Answer for Result<T, E> {
     fn status(&self) -> u16 {
@@ -110,34 +110,28 @@ impl<I, S, P, R> fmt::Debug for UpstreamService<I, S, P, R> {
 /// Why an [`UpstreamService`] call failed.
 #[derive(Debug)]
 #[non_exhaustive]
-pub enum UpstreamError<E, F> {
+pub enum UpstreamError<E> {
     /// The request had no tenant (or its key found no peer address).
     MissingTenant,
     /// The limiter gave no grant (see [`CallError::Denied`]).
     Denied(Denied),
-    /// The limiter's store failed (see [`CallError::Store`]).
-    Store(F),
     /// The inner service failed (no answer to listen to).
     Inner(E),
 }
 
-impl<E: fmt::Display, F: fmt::Display> fmt::Display for UpstreamError<E, F> {
+impl<E: fmt::Display> fmt::Display for UpstreamError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             UpstreamError::MissingTenant => {
                 write!(f, "the request names no tenant: set the layer's tenant key")
             }
             UpstreamError::Denied(denied) => write!(f, "not sent: {denied}"),
-            UpstreamError::Store(error) => write!(f, "the limiter's store failed: {error}"),
             UpstreamError::Inner(error) => write!(f, "the upstream call failed: {error}"),
         }
     }
 }
 
-impl<E: fmt::Debug + fmt::Display, F: fmt::Debug + fmt::Display> error::Error
-    for UpstreamError<E, F>
-{
-}
+impl<E: fmt::Debug + fmt::Display> error::Error for UpstreamError<E> {}
 
 type Boxed<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
@@ -153,7 +147,7 @@ where
     R: Retries + 'static,
 {
     type Response = Response<RB>;
-    type Error = UpstreamError<I::Error, S::Error>;
+    type Error = UpstreamError<I::Error>;
     type Future = Boxed<Result<Response<RB>, Self::Error>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
@@ -211,7 +205,13 @@ where
             match answered.await {
                 Ok(answer) => answer.map_err(UpstreamError::Inner),
                 Err(CallError::Denied(denied)) => Err(UpstreamError::Denied(denied)),
-                Err(CallError::Store(error)) => Err(UpstreamError::Store(error)),
+                // Answered: the response goes back, saying what the store
+                // failed to take in.
+                Err(CallError::Store { error, answer }) => {
+                    let mut response = answer.map_err(UpstreamError::Inner)?;
+                    response.extensions_mut().insert(Unheard(Arc::new(error)));
+                    Ok(response)
+                }
             }
         })
     }

@@ -57,33 +57,54 @@ pub enum Scope {
     PerTenant,
 }
 
-/// Why a call gave no answer back.
-#[derive(Debug)]
+/// Why a call gave no answer back, or an answer with an error beside it.
 #[non_exhaustive]
-pub enum CallError<E> {
+pub enum CallError<E, A> {
     /// The limiter denied it: it can never fit, or it could not be granted
     /// within the wait allowed. Nothing was sent.
     Denied(Denied),
-    /// The store failed a refund, a hold-off, a quota change or a
-    /// settlement (over Redis, a round trip): the call may have been sent,
-    /// and its answer is lost.
-    Store(E),
+    /// The call was answered, but the store then failed to take in what the
+    /// answer said (a refund of a call a layer below refused, a hold-off, a
+    /// quota change or a settlement; over Redis, a round trip): the answer,
+    /// which the call may have had effects behind, and the store's error.
+    Store {
+        /// What the store failed with.
+        error: E,
+        /// What the upstream (or the layer below) answered.
+        answer: A,
+    },
 }
 
-impl<E: fmt::Display> fmt::Display for CallError<E> {
+/// The answer is left out (it need not be `Debug`), so that `unwrap` works
+/// on a call of any answer type.
+impl<E: fmt::Debug, A> fmt::Debug for CallError<E, A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            CallError::Denied(denied) => write!(f, "not sent: {denied}"),
-            CallError::Store(error) => write!(f, "the limiter's store failed: {error}"),
+            CallError::Denied(denied) => f.debug_tuple("Denied").field(denied).finish(),
+            CallError::Store { error, .. } => f
+                .debug_struct("Store")
+                .field("error", error)
+                .finish_non_exhaustive(),
         }
     }
 }
 
-impl<E: std::error::Error + 'static> std::error::Error for CallError<E> {
+impl<E: fmt::Display, A> fmt::Display for CallError<E, A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CallError::Denied(denied) => write!(f, "not sent: {denied}"),
+            CallError::Store { error, .. } => {
+                write!(f, "answered, but the limiter's store failed: {error}")
+            }
+        }
+    }
+}
+
+impl<E: std::error::Error + 'static, A> std::error::Error for CallError<E, A> {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             CallError::Denied(denied) => Some(denied),
-            CallError::Store(error) => Some(error),
+            CallError::Store { error, .. } => Some(error),
         }
     }
 }
@@ -236,13 +257,13 @@ impl<S: Store, P: Clock, R: Retries> Upstream<S, P, R> {
     /// # Errors
     /// [`CallError::Denied`] when no grant came for the call (the request
     /// never fits, or not within [`max_wait`](Self::max_wait)): nothing was
-    /// sent. [`CallError::Store`] when the store failed a hold-off, a
-    /// change or a settlement.
+    /// sent. [`CallError::Store`], with the answer, when the store failed a
+    /// refund, a hold-off, a change or a settlement after it.
     pub async fn call<'r, A, F, Fut>(
         &self,
         request: impl Into<Request<'r>>,
         mut send: F,
-    ) -> Result<A, CallError<S::Error>>
+    ) -> Result<A, CallError<S::Error, A>>
     where
         A: Answer,
         F: FnMut(&Grant) -> Fut,
@@ -268,12 +289,16 @@ impl<S: Store, P: Clock, R: Retries> Upstream<S, P, R> {
             if !answer.sent() {
                 // Refused before it left (a layer below answered): the
                 // tokens go back, and there is nothing to listen to.
-                self.limiter.refund(grant).await.map_err(CallError::Store)?;
-                return Ok(answer);
+                return match self.limiter.refund(grant).await {
+                    Ok(_) => Ok(answer),
+                    Err(error) => Err(CallError::Store { error, answer }),
+                };
             }
             // Read before any await: the answer need not be `Sync`.
             let heard = self.hear(&answer);
-            self.listen(&request, &heard).await?;
+            if let Err(error) = self.listen(&request, &heard).await {
+                return Err(CallError::Store { error, answer });
+            }
             if let Some(retries) = &self.retries {
                 // What the call cost, not its estimate: the tokens a
                 // settlement gives back are drawn again, and bank again.
@@ -282,11 +307,10 @@ impl<S: Store, P: Clock, R: Retries> Upstream<S, P, R> {
                     _ => retries.deposit(&grant),
                 }
             }
-            if let Some(cost) = heard.cost {
-                self.limiter
-                    .settle(grant, cost)
-                    .await
-                    .map_err(CallError::Store)?;
+            if let Some(cost) = heard.cost
+                && let Err(error) = self.limiter.settle(grant, cost).await
+            {
+                return Err(CallError::Store { error, answer });
             }
             let throttled = heard.signal == Some(Signal::Throttled);
             let retryable = throttled || (500..600).contains(&answer.status());
@@ -328,19 +352,14 @@ impl<S: Store, P: Clock, R: Retries> Upstream<S, P, R> {
     }
 
     /// Holds off on a throttle and tells the controller.
-    async fn listen(
-        &self,
-        request: &Request<'_>,
-        heard: &Heard,
-    ) -> Result<(), CallError<S::Error>> {
-        let store = CallError::Store;
+    async fn listen(&self, request: &Request<'_>, heard: &Heard) -> Result<(), S::Error> {
         if let Some(wait) = heard.wait {
             let hold = match self.scope {
                 Scope::Shared => HoldOff::all(wait),
                 // The account is the tenant's, whichever user called.
                 Scope::PerTenant => HoldOff::tenant(request.tenant_id(), wait),
             };
-            self.limiter.hold_off(hold).await.map_err(store)?;
+            self.limiter.hold_off(hold).await?;
         }
         let Some(adaptive) = &self.adaptive else {
             return Ok(());
@@ -350,16 +369,10 @@ impl<S: Store, P: Clock, R: Retries> Upstream<S, P, R> {
         // it (a probe, then the cut back to it, each a change).
         if let Some((limit, window)) = heard.policy {
             let advertised = Signal::Advertised { limit, window };
-            adaptive
-                .observe(&self.limiter, advertised)
-                .await
-                .map_err(store)?;
+            adaptive.observe(&self.limiter, advertised).await?;
         }
         if let Some(signal) = heard.signal {
-            adaptive
-                .observe(&self.limiter, signal)
-                .await
-                .map_err(store)?;
+            adaptive.observe(&self.limiter, signal).await?;
         }
         Ok(())
     }

@@ -100,6 +100,14 @@ use crate::Request;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct NotSent;
 
+/// On a response of [`tower::UpstreamLayer`](crate::tower::UpstreamLayer)
+/// whose call was answered but whose limiter's store then failed to take in
+/// what it said (a refund, a hold-off, a quota change or a settlement; see
+/// [`CallError::Store`]): the store's error. The response is the
+/// upstream's all the same, which the call may have had effects behind.
+#[derive(Debug, Clone)]
+pub struct Unheard(pub std::sync::Arc<dyn std::error::Error + Send + Sync>);
+
 /// The longest hold-off: an hour. An upstream that asks for more (a
 /// `Retry-After` of days, or a date years ahead) is held off for an hour,
 /// then asked again: one bad header must not stop a service for days.
