@@ -128,3 +128,20 @@ fn bad_tiers_say_what_to_change() {
         matches!(err, ConfigError::TooManyTieredTenants { tenants, .. } if tenants == MAX_TIERED_TENANTS + 1)
     );
 }
+
+/// "Defining a name again replaces it" (`Builder::tier`): the replaced
+/// definition is not checked either. `.tier("gold", 9).tier("gold", 4)`
+/// over N = 8 was refused for the 9 that no tenant would ever get.
+#[test]
+fn a_tier_defined_again_replaces_the_first_definition() {
+    let limiter = ShardedLimiter::builder()
+        .quota(Quota::per_second(8))
+        .buckets(8)
+        .per_tenant(2)
+        .tier("gold", 9)
+        .tier("gold", 4)
+        .tenant_tier("acme", "gold")
+        .build()
+        .expect("the second definition fits");
+    assert_eq!(limiter.shard("acme").buckets().len(), 4);
+}

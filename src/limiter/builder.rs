@@ -60,8 +60,8 @@ pub struct Builder<C = MonotonicClock> {
     pub(crate) spill: u32,
     pub(crate) reserve: f64,
     pub(crate) per_user: Option<u32>,
-    /// Tiers by name, with their buckets per tenant; a later one of the
-    /// same name replaces an earlier one.
+    /// Tiers by name, with their buckets per tenant; a name defined again
+    /// replaces its entry (`tier`), so that the one replaced is not checked.
     pub(crate) tiers: Vec<(String, u32)>,
     /// Tenants given a tier, by the tier's name.
     pub(crate) tenant_tiers: Vec<(Vec<u8>, String)>,
@@ -229,7 +229,11 @@ impl<C: Clock> Builder<C> {
     /// # Ok::<(), shuffle_limiter::ConfigError>(())
     /// ```
     pub fn tier(mut self, name: impl Into<String>, per_tenant: u32) -> Self {
-        self.tiers.push((name.into(), per_tenant));
+        let name = name.into();
+        match self.tiers.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, k)) => *k = per_tenant,
+            None => self.tiers.push((name, per_tenant)),
+        }
         self
     }
 
