@@ -8,16 +8,9 @@
 use loom::thread;
 use shuffle_limiter::{Assignment, DenialReason, ManualClock, Quota, Request, ShardedLimiter};
 
-fn model(f: impl Fn() + Sync + Send + 'static) {
-    model_bounded(3, f);
-}
-
-/// Explores every interleaving with at most `preemptions` forced switches.
-fn model_bounded(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(preemptions);
-    builder.check(f);
-}
+#[path = "support/loom_model.rs"]
+mod loom_model;
+use loom_model::{model, model_bounded};
 
 fn limiter(quota: Quota, n: u32, k: u32, cache: usize) -> ShardedLimiter<ManualClock> {
     ShardedLimiter::builder()

@@ -15,16 +15,9 @@ use loom::thread;
 use shuffle_limiter::upstream::HoldOff;
 use shuffle_limiter::{Assignment, ManualClock, Quota, Request, ShardedLimiter};
 
-fn model(f: impl Fn() + Sync + Send + 'static) {
-    model_bounded(3, f);
-}
-
-/// Explores every interleaving with at most `preemptions` forced switches.
-fn model_bounded(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(preemptions);
-    builder.check(f);
-}
+#[path = "support/loom_model.rs"]
+mod loom_model;
+use loom_model::model;
 
 /// `n` buckets (room for `max`), `k` a tenant, no tenant cache.
 fn limiter(quota: Quota, n: u32, max: u32, k: u32) -> Arc<ShardedLimiter<ManualClock>> {

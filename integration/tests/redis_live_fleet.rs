@@ -14,14 +14,10 @@ use shuffle_limiter::{DenialReason, Limit, Quota, Request, ShardedLimiter};
 #[path = "../../tests/support/redis_server.rs"]
 mod redis_server;
 use redis_server::RedisServer;
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
+#[path = "support/fleet.rs"]
+#[allow(dead_code)] // `Load` is the other fleet tests'
+mod fleet;
+use fleet::{drain, runtime};
 
 /// `burst` tokens over 4 buckets, refilling 2 tokens/s in all (one token
 /// per 2 s per bucket, whatever the burst): slow enough that a test's own
@@ -42,18 +38,20 @@ async fn process(server: &RedisServer, name: &str, options: RedisOptions) -> Red
         .unwrap()
 }
 
-fn closed() -> RedisOptions {
-    RedisOptions::new(FailurePolicy::FailClosed).deadline(Duration::from_secs(2))
+/// A process of a fleet whose tenants draw on 2 of 4 buckets.
+async fn two_buckets(server: &RedisServer, name: &str) -> RedisLimiter {
+    ShardedLimiter::builder()
+        .quota(slow(20))
+        .buckets(4)
+        .per_tenant(2)
+        .name(name)
+        .build_redis(&server.url(), closed())
+        .await
+        .unwrap()
 }
 
-/// Grants for `tenant` until the first denial (at most `most`).
-async fn drain(limiter: &RedisLimiter, tenant: &str, most: u32) -> u32 {
-    for granted in 0..most {
-        if limiter.check(tenant).await.is_err() {
-            return granted;
-        }
-    }
-    most
+fn closed() -> RedisOptions {
+    RedisOptions::new(FailurePolicy::FailClosed).deadline(Duration::from_secs(2))
 }
 
 async fn redis_cmd(server: &RedisServer, args: &[&str]) {
@@ -107,17 +105,10 @@ fn a_quota_key_lost_and_set_again_is_never_taken_for_the_old_one() {
 fn a_weight_only_a_quota_raised_elsewhere_holds_is_decided_by_redis() {
     let server = RedisServer::start();
     runtime().block_on(async {
-        let build = || async {
-            ShardedLimiter::builder()
-                .quota(slow(20))
-                .buckets(4)
-                .per_tenant(2)
-                .name("heavy")
-                .build_redis(&server.url(), closed())
-                .await
-                .unwrap()
-        };
-        let (a, b) = (build().await, build().await);
+        let (a, b) = (
+            two_buckets(&server, "heavy").await,
+            two_buckets(&server, "heavy").await,
+        );
         a.set_quota(slow(80)).await.unwrap();
         // In process, the same raise lets 30 through at once.
         let local = ShardedLimiter::builder()
@@ -164,17 +155,10 @@ fn a_weight_only_a_quota_raised_elsewhere_holds_is_decided_by_redis() {
 fn a_wait_only_a_raised_quota_holds_is_granted() {
     let server = RedisServer::start();
     runtime().block_on(async {
-        let build = || async {
-            ShardedLimiter::builder()
-                .quota(slow(20))
-                .buckets(4)
-                .per_tenant(2)
-                .name("heavy-wait")
-                .build_redis(&server.url(), closed())
-                .await
-                .unwrap()
-        };
-        let (a, c) = (build().await, build().await);
+        let (a, c) = (
+            two_buckets(&server, "heavy-wait").await,
+            two_buckets(&server, "heavy-wait").await,
+        );
         a.set_quota(slow(80)).await.unwrap();
         let waited = c
             .wait(Request::tenant("t").tokens(30))
@@ -191,17 +175,10 @@ fn a_wait_only_a_raised_quota_holds_is_granted() {
 fn a_wait_another_processs_cut_leaves_too_large_ends_as_never_fitting() {
     let server = RedisServer::start();
     runtime().block_on(async {
-        let build = || async {
-            ShardedLimiter::builder()
-                .quota(slow(20))
-                .buckets(4)
-                .per_tenant(2)
-                .name("cut-wait")
-                .build_redis(&server.url(), closed())
-                .await
-                .unwrap()
-        };
-        let (a, c) = (build().await, build().await);
+        let (a, c) = (
+            two_buckets(&server, "cut-wait").await,
+            two_buckets(&server, "cut-wait").await,
+        );
         a.set_quota(slow(8)).await.unwrap();
         let waited = tokio::time::timeout(
             Duration::from_secs(5),

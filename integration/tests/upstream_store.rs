@@ -28,6 +28,13 @@ async fn limiter(server: &RedisServer) -> Arc<RedisLimiter> {
     Arc::new(limiter)
 }
 
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// Resumes the server however the test ends.
 struct Resume<'a>(&'a RedisServer);
 
@@ -43,11 +50,7 @@ impl Drop for Resume<'_> {
 #[test]
 fn a_call_answered_while_the_store_fails_keeps_its_answer() {
     let server = RedisServer::start();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
+    runtime().block_on(async {
         let upstream = Upstream::new(limiter(&server).await);
         let _resume = Resume(&server);
         let called = upstream
@@ -77,11 +80,7 @@ fn the_client_layer_hands_back_the_response_with_what_went_unheard() {
     use tower::{Layer, Service, ServiceExt};
 
     let server = Arc::new(RedisServer::start());
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
+    runtime().block_on(async {
         let upstream = Upstream::new(limiter(&server).await);
         let _resume = Resume(&server);
         let stop = Arc::clone(&server);
