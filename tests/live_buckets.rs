@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::Duration;
 
-use shuffle_limiter::{Assignment, ManualClock, Quota, Request, ShardedLimiter};
+use shuffle_limiter::{Assignment, DenialReason, ManualClock, Quota, Request, ShardedLimiter};
 
 const STEP: Duration = Duration::from_millis(1);
 
@@ -309,4 +309,29 @@ fn a_handle_after_a_change_of_n_reports_never_fits_honestly() {
         DenialReason::NeverFits { asked: 3, most: 2 },
         "the handle's denial: {denied:?}"
     );
+}
+
+/// A handle made before N shrank weighs its request on the shard under the
+/// N in force: a weight only that shard holds is limited until its tokens
+/// come, then granted, never refused as never fitting. (Nine tokens over
+/// N = 2 are 5 + 4, held by the new shard only; weighed on the buckets the
+/// handle was made with, any two but bucket 0, they hold 4 + 4.)
+#[test]
+fn a_handle_made_before_n_shrank_weighs_on_the_shard_under_the_new_n() {
+    let (limiter, clock) = limiter(Quota::per_second(9), 8, 8);
+    let tenant = (0..)
+        .map(|t| format!("t{t}"))
+        .find(|t| !limiter.shard(t).contains(0))
+        .unwrap();
+    let weighted = limiter.handle(Request::tenant(&tenant).tokens(9));
+    let denied = weighted.check().unwrap_err();
+    assert!(
+        matches!(denied.reason(), DenialReason::NeverFits { .. }),
+        "{denied:?}"
+    );
+    limiter.set_buckets(2).unwrap();
+    let denied = weighted.check().unwrap_err();
+    assert_eq!(denied.reason(), DenialReason::Limited, "{denied:?}");
+    clock.advance(denied.retry_after());
+    assert_eq!(weighted.check().unwrap().tokens(), 9);
 }
