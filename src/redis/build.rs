@@ -408,6 +408,7 @@ impl<L> Parts<L> {
             held: (0..buckets).map(|_| AtomicU64::new(0)).collect(),
             fallback: self.fallback,
             fallback_behind: AtomicBool::new(false),
+            weighed_at: AtomicU64::new(0),
             shards: self.core.shards.clone(),
             no_cache: ShardCache::new(0, &self.core.shards.assignment, self.core.max_buckets),
             metrics: self.core.metrics.clone(),

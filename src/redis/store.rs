@@ -96,6 +96,10 @@ pub(super) struct Shared<Conn, L> {
     /// change another process made, whose share it cannot take): it then
     /// denies, rather than grant on the budget it had.
     pub(super) fallback_behind: AtomicBool,
+    /// When (`Breaker::micros`) a weight too large for the quota this
+    /// process knows last made it read the quota from Redis: at most once a
+    /// second, so that a flood of such requests is not a flood of reads.
+    pub(super) weighed_at: AtomicU64,
     /// Where decisions wait for their batch, when batching is on.
     pub(super) batcher: Option<Batcher>,
     /// How shards are found, to resolve one again when another process
@@ -257,11 +261,20 @@ where
         let mut shard = self.resolve(whom, split.buckets);
         if split.check_weight(&shard, n).is_err() {
             // Too large for the quota this process last heard of, which
-            // another process may have raised since: asked once (within
-            // the deadline), and denied as never fitting under what Redis
-            // holds, or under what this process knows when Redis does not
-            // answer (never by the failure policy: no outage grants it).
-            if let Ok(Ok(())) = timeout(self.options.deadline, self.refresh()).await {
+            // another process may have raised since: Redis is asked (within
+            // the deadline, at most once a second), and the request denied
+            // as never fitting under what Redis holds, or under what this
+            // process knows (never by the failure policy: no outage grants
+            // it).
+            let last = self.weighed_at.load(Ordering::Relaxed);
+            let due = sent.saturating_sub(last) >= 1_000_000 || last == 0;
+            if due
+                && self
+                    .weighed_at
+                    .compare_exchange(last, sent.max(1), Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+                && let Ok(Ok(())) = timeout(self.options.deadline, self.refresh()).await
+            {
                 (version, split) = self.current();
                 shard = self.resolve(whom, split.buckets);
             }
