@@ -2,7 +2,7 @@
 //! decision was made, and the requests to Redis that failed, through the
 //! metrics module's [`Tally`] (nothing without the `metrics` feature).
 
-use super::store::Source;
+use super::decision::Source;
 use crate::metrics::Tally;
 
 /// The two counters' names and descriptions (the `metrics` module

@@ -199,8 +199,10 @@ mod batch;
 pub(crate) mod breaker;
 mod build;
 mod charge;
+mod decision;
 mod denial_cache;
 mod error;
+mod heard;
 mod holdoff;
 mod layout;
 pub(crate) mod metrics;
@@ -217,6 +219,7 @@ mod store;
 #[cfg(test)]
 pub(crate) use script::redis_server;
 
+pub use decision::{Decision, RedisStats, Source};
 pub use error::{BuildError, Error};
 pub use layout::Layout;
 pub use options::{
@@ -224,7 +227,7 @@ pub use options::{
     RedisOptions,
 };
 pub use retry::{FLUSH_EVERY, RedisRetryBudget};
-pub use store::{Decision, RedisStats, RedisStore, Source};
+pub use store::RedisStore;
 
 use store::{ERRORS, FROM_CACHE, FROM_POLICY, FROM_REDIS};
 

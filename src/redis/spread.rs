@@ -24,11 +24,12 @@ use std::time::Duration;
 use ::redis::aio::ConnectionLike;
 use tokio::time::{Instant, timeout_at};
 
+use super::decision::{Decision, Source};
 use super::denial_cache::FRESH_FOR;
 use super::error::Error;
 use super::quota::spread_stale;
 use super::script::{Answer, MICROS, Request, answer};
-use super::store::{Decision, ERRORS, Shared, Source};
+use super::store::{ERRORS, Shared};
 use crate::draw::{MAX_K, Outcome, Single};
 use crate::plan::Split;
 use crate::random::tie_break;

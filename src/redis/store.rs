@@ -8,20 +8,20 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use ::redis::Value;
 use ::redis::aio::ConnectionLike;
 use crossbeam_utils::CachePadded;
 use tokio::time::timeout;
 
 use super::batch::Batcher;
 use super::breaker::Breaker;
+use super::decision::{Decision, Source};
 use super::denial_cache::DenialCache;
 use super::error::Error;
 use super::layout::Layout;
 use super::metrics::RedisMetrics;
 use super::options::{FailurePolicy, RedisOptions};
-use super::quota::{ChangeScripts, parse_quota};
-use super::script::{Answer, DrawScript, Drawn, MICROS, Request, answer, evalsha, query_by_keys};
+use super::quota::ChangeScripts;
+use super::script::{Answer, DrawScript, Drawn, MICROS, Request, answer};
 use super::spread::Rooms;
 use crate::assign::ShardCache;
 
@@ -159,92 +159,6 @@ where
         Ok(match outcome {
             Some(outcome) => Booked::of(grant, &outcome, Duration::from_micros(micros)),
             None => Booked::now(grant),
-        })
-    }
-
-    /// Adopts the quota in Redis if another process changed it since this
-    /// one last looked, and learns the hold-offs recorded beside the
-    /// buckets (one round trip, `catchup.lua`, which passes on only the
-    /// instants a hold-off writes); a failure leaves things as they are.
-    async fn catch_up(&self) {
-        // The spread layout: no quota is set live (a version beside a
-        // bucket is an error for whoever meets it, never adopted), no
-        // hold-off kept.
-        let (Layout::OneSlot, Some(held_key)) = (self.options.layout, self.script.held_key())
-        else {
-            return;
-        };
-        let mut connection = self.connection.clone();
-        let split = self.split.get();
-        let capacity = u64::from(split.burst_of(0)) * (split.interval() / MICROS);
-        let mut cmd = evalsha(&self.changes.catch_up, 2, 1);
-        cmd.arg(self.script.quota_key(0))
-            .arg(held_key)
-            .arg(capacity);
-        let read = query_by_keys::<Vec<Value>, _>(&self.changes.catch_up, &cmd, &mut connection);
-        let Ok(Ok(reply)) = timeout(self.options.deadline, read).await else {
-            return;
-        };
-        let mut values = reply.into_iter();
-        let text = match values.next() {
-            Some(Value::BulkString(text)) => Some(text),
-            _ => None,
-        };
-        let mut held = Vec::new();
-        while let (Some(Value::BulkString(key)), Some(Value::BulkString(at))) =
-            (values.next(), values.next())
-        {
-            held.push((key, at));
-        }
-        self.heard_of(&held);
-        // A key that does not read as a quota is for `refresh` to refuse.
-        let version = text.as_deref().map_or(Some(0), |text| {
-            std::str::from_utf8(text)
-                .ok()
-                .and_then(parse_quota)
-                .map(|(version, ..)| version)
-        });
-        if version != Some(self.version.load(Ordering::Relaxed)) {
-            let _ = timeout(self.options.deadline, self.refresh()).await;
-        }
-    }
-
-    /// Takes the hold-offs `entries` of the hold-offs key (bucket key, then
-    /// the instant), ignoring a field that names no bucket of this limiter
-    /// or a value that is not a time: such an entry can only keep a booking
-    /// its buckets already paid, never add a token.
-    fn heard_of(&self, entries: &[(Vec<u8>, Vec<u8>)]) {
-        for (key, until) in entries {
-            let until = std::str::from_utf8(until)
-                .ok()
-                .and_then(|u| u.parse::<u64>().ok());
-            if let (Some(b), Some(until)) = (self.script.bucket_of(key), until) {
-                self.held_until(b, until);
-            }
-        }
-    }
-
-    /// Records that `bucket` is held until `until` (µs, the server's clock).
-    pub(super) fn held_until(&self, bucket: u32, until: u64) {
-        if let Some(held) = self.held.get(bucket as usize) {
-            held.fetch_max(until, Ordering::AcqRel);
-        }
-    }
-
-    /// Whether a hold-off this process heard of holds one of `booked`'s
-    /// buckets past the slot it booked there: the arrival time it wrote
-    /// less the bucket's capacity, as in process.
-    fn held_over(&self, booked: &Booked) -> bool {
-        let split = self.split.get();
-        let interval = split.interval() / MICROS;
-        let payments = booked.grant.payments().iter().zip(booked.written);
-        payments.into_iter().any(|(payment, written)| {
-            let b = payment.bucket();
-            let Some(held) = self.held.get(b as usize) else {
-                return false;
-            };
-            let capacity = u64::from(split.burst_of(b)) * interval;
-            written.saturating_sub(capacity) < held.load(Ordering::Acquire)
         })
     }
 
@@ -532,96 +446,4 @@ where
     Conn: ConnectionLike + Clone + Send + Sync + 'static,
     L: Local + 'static,
 {
-}
-
-/// How a decision of a [`RedisLimiter`](super::RedisLimiter) was made.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Source {
-    /// The script decided, on the server's clock.
-    Redis,
-    /// A denial from Redis, remembered until its retry time.
-    CachedDenial,
-    /// Redis failed, missed the deadline, or failed a moment ago, or the
-    /// shard's keys hold something else: the
-    /// [`FailurePolicy`](super::FailurePolicy) decided.
-    Policy,
-    /// The limiter itself, without asking Redis: a request that can never
-    /// fit ([`DenialReason::NeverFits`](crate::DenialReason::NeverFits)).
-    Limiter,
-}
-
-/// A decision of a [`RedisLimiter`](super::RedisLimiter), and how it was made.
-#[derive(Debug)]
-pub struct Decision {
-    pub(super) result: Result<Grant, Denied>,
-    pub(super) source: Source,
-    pub(super) error: Option<Arc<Error>>,
-}
-
-impl Decision {
-    /// The grant or the denial.
-    ///
-    /// # Errors
-    /// [`Denied`] when the request was denied.
-    pub fn result(&self) -> Result<&Grant, Denied> {
-        self.result.as_ref().map_err(|denied| *denied)
-    }
-
-    /// The grant or the denial, taking the grant (to
-    /// [`refund`](crate::ShardedLimiter::refund) it, for one).
-    ///
-    /// # Errors
-    /// [`Denied`] when the request was denied.
-    pub fn into_result(self) -> Result<Grant, Denied> {
-        self.result
-    }
-
-    /// Whether the request was granted.
-    pub fn is_granted(&self) -> bool {
-        self.result.is_ok()
-    }
-
-    /// Who decided.
-    pub fn source(&self) -> Source {
-        self.source
-    }
-
-    /// Why the policy decided: the error of this request, or of the one that
-    /// made the limiter leave Redis alone for a while. `None` when Redis
-    /// decided.
-    pub fn error(&self) -> Option<&Error> {
-        self.error.as_deref()
-    }
-}
-
-/// Counts of a [`RedisLimiter`](super::RedisLimiter)'s decisions since it was built.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct RedisStats {
-    pub(super) from_redis: u64,
-    pub(super) from_cache: u64,
-    pub(super) from_policy: u64,
-    pub(super) errors: u64,
-}
-
-impl RedisStats {
-    /// Decisions made by the script in Redis.
-    pub fn from_redis(&self) -> u64 {
-        self.from_redis
-    }
-
-    /// Denials answered from the denial cache.
-    pub fn from_cache(&self) -> u64 {
-        self.from_cache
-    }
-
-    /// Decisions made by the failure policy.
-    pub fn from_policy(&self) -> u64 {
-        self.from_policy
-    }
-
-    /// Requests to Redis that failed or missed the deadline.
-    pub fn errors(&self) -> u64 {
-        self.errors
-    }
 }
