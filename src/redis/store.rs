@@ -246,10 +246,9 @@ where
     /// The draw in Redis with the split of quota `version`, on `shard`
     /// (`whom`'s under its N); when Redis holds another quota or N, the
     /// limiter takes it, resolves the shard again and draws again. What was
-    /// drawn, on which shard; or the denial of a weight the split drawn
-    /// with can never pay (weighed before each draw: the request was
-    /// weighed under the split this process knew, which another process
-    /// may have cut since).
+    /// drawn, on which shard; or the denial of a weight that a quota taken
+    /// on the way can never pay (another process cut it since the caller
+    /// weighed the request).
     async fn draw(
         &self,
         (mut version, mut split): (u64, Split),
@@ -258,9 +257,6 @@ where
         start: usize,
     ) -> Result<Result<(Drawn, Shard, u64), Denied>, Error> {
         for _ in 0..3 {
-            if let Err(never) = split.check_weight(&shard, n) {
-                return Ok(Err(never));
-            }
             let request = Request::of((version, &split), &shard, self.reserve, (n, lead), start);
             let answer = match &self.batcher {
                 Some(batcher) => batcher.draw((whom.id, &shard), request).await,
@@ -275,6 +271,11 @@ where
                     self.stale(found).await?;
                     (version, split) = self.current();
                     shard = self.resolve(whom, split.buckets);
+                    // Weighed under the quota just taken (the caller
+                    // weighed it under the one it knew).
+                    if let Err(never) = split.check_weight(&shard, n) {
+                        return Ok(Err(never));
+                    }
                 }
             }
         }

@@ -247,3 +247,12 @@ fn the_charge_script_charges_the_payers_in_turn_as_the_pure_function() {
         );
     });
 }
+
+/// held.lua's longest hold-off, which bounds the instants it trusts, is
+/// the crate's own `MAX_HOLD_OFF` in microseconds.
+#[test]
+fn the_scripts_longest_hold_off_is_the_crates() {
+    let micros = crate::upstream::MAX_HOLD_OFF.as_micros();
+    let line = format!("local MAX_HOLD = {micros}\n");
+    assert!(include_str!("../held.lua").contains(&line), "{line}");
+}
