@@ -109,3 +109,7 @@ impl<S: Store> Drop for Held<'_, S> {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "booking_tests.rs"]
+mod tests;

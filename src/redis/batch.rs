@@ -35,6 +35,7 @@ use crate::plan::whom::Id;
 /// The batch script: the draw called once per decision.
 const BATCH_LUA: &str = concat!(
     include_str!("prelude.lua"),
+    include_str!("held.lua"),
     include_str!("draw.lua"),
     include_str!("draw_batch.lua")
 );
@@ -319,7 +320,8 @@ impl BatchScript {
     /// `now` µs: each bucket key once, the numbers packed (see
     /// `draw_batch.lua`).
     pub(super) fn cmd<'a>(&self, calls: impl Iterator<Item = Call<'a>>, now: Option<u64>) -> Cmd {
-        // Position in KEYS (1-based, after the quota key) of each bucket.
+        // Position in KEYS (1-based, after the quota and hold-offs keys) of
+        // each bucket.
         let mut positions: HashMap<u32, usize> = HashMap::new();
         let mut buckets = Vec::new();
         let mut packed = Vec::new();
@@ -334,14 +336,15 @@ impl BatchScript {
             for &b in call.ids {
                 let position = *positions.entry(b).or_insert_with(|| {
                     buckets.push(b);
-                    buckets.len() + 1
+                    buckets.len() + 2
                 });
                 push(&mut packed, position as u64);
             }
             call.for_each_argument(|n| push(&mut packed, n));
         }
-        let mut cmd = evalsha(&self.script, 1 + buckets.len(), 4 + buckets.len());
+        let mut cmd = evalsha(&self.script, 2 + buckets.len(), 5 + buckets.len());
         cmd.arg(self.quota_key.as_str());
+        cmd.arg(self.alone.held_key().unwrap_or(&self.quota_key));
         for &b in &buckets {
             cmd.arg(self.keys[b as usize].as_str());
         }

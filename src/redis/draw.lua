@@ -27,6 +27,11 @@
 -- KEYS[k + d + 1]  the limiter's quota key, "{limiter-name}:quota" (see
 --             quota.lua): absent until a quota is changed live, then
 --             "<version> <count> <period in ns> <burst>".
+-- KEYS[k + d + 2]  the limiter's hold-offs, "{limiter-name}:held" (see
+--             holdoff.lua): while a hold-off holds every own bucket past
+--             the draw's instant, no spill bucket lends (`held_off` of
+--             src/store/memory/change.rs). In the spread layout, where
+--             nothing borrows, the quota key again (never read).
 -- ARGV[5 + k + 2d]  the quota version the caller's interval and bursts
 --             come from (0: the quota it was built with). When the key
 --             holds another, nothing is drawn: the reply is { -1, version },
@@ -103,7 +108,8 @@ end
 -- reply above (the version check and the clock are the callers', in
 -- draw_one.lua and draw_batch.lua). `held` is nil for a decision alone;
 -- in a batch, what the batch read and its decisions so far left (above).
-local function draw(keys, kb, ranked, argv, a, clock_now, held)
+-- `holds` is the key of the hold-offs (KEYS[k + d + 2] above).
+local function draw(keys, kb, ranked, argv, a, clock_now, held, holds)
   local interval = argv[a + 1] + 0
   local n = argv[a + 2] + 0
   local start = argv[a + 3] + 0
@@ -290,7 +296,25 @@ local function draw(keys, kb, ranked, argv, a, clock_now, held)
       end
     end
     best, best_room = nil, 0
-    for j = k + 1, ranked do
+    -- No spill bucket lends while a hold-off holds every own bucket past
+    -- `now`: the upstream said stop for this tenant (or for all). A hash
+    -- of another type, or a value that no hold-off writes, holds nothing
+    -- (`held_at` of held.lua).
+    local lenders = ranked
+    if ranked > k then
+      local instants = redis.pcall('HMGET', holds, unpack(keys, kb + 1, kb + k))
+      if not instants.err then
+        lenders = k
+        for j = 1, k do
+          local at = held_at(instants[j], now, argv[a + 4 + j] * interval)
+          if not at or at <= now then
+            lenders = ranked
+            break
+          end
+        end
+      end
+    end
+    for j = k + 1, lenders do
       local lendable = argv[a + 4 + j] * interval - argv[a + 4 + ranked + j - k]
       local tat = raw[j]
       local above = lendable

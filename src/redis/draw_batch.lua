@@ -12,8 +12,9 @@
 -- each argument and each reply element into an object of its own, which
 -- would cost more than the draw itself.
 --
--- KEYS[1]     the limiter's quota key (draw.lua's last key).
--- KEYS[2..]   the bucket keys of the batch, each once.
+-- KEYS[1]     the limiter's quota key (draw.lua's KEYS[k + d + 1]).
+-- KEYS[2]     the limiter's hold-offs (draw.lua's KEYS[k + d + 2]).
+-- KEYS[3..]   the bucket keys of the batch, each once.
 -- ARGV[1]     how many decisions.
 -- ARGV[2]     "" in production, where the script reads the server's clock;
 --             the differential test sends a time in microseconds.
@@ -36,7 +37,7 @@ local clock_now = clock(sent)
 local held = { [HELD_WRITTEN] = {}, [HELD_TIMES] = {} }
 if not bad then
   -- Each key once, in slices (Lua's unpack passes a few thousand values).
-  for first = 2, #KEYS, 1000 do
+  for first = 3, #KEYS, 1000 do
     local last = first + 999
     if last > #KEYS then
       last = #KEYS
@@ -77,7 +78,7 @@ for i = 1, ARGV[1] + 0 do
     for j = 1, ranked do
       keys[j] = KEYS[argv[1 + j]]
     end
-    reply = draw(keys, 0, ranked, argv, a, clock_now, held)
+    reply = draw(keys, 0, ranked, argv, a, clock_now, held, KEYS[2])
   end
   if reply.err then
     errors[#errors + 1] = reply

@@ -2,10 +2,10 @@
 -- One decision per script call, KEYS and ARGV as draw.lua describes them:
 -- the quota first (a caller deciding with another quota's numbers must not
 -- draw at all), then the clock, then the draw.
-local ranked = #KEYS - 1
+local ranked = #KEYS - 2
 local d = ranked - ARGV[4]
 local _, stop = expect_quota(KEYS[ranked + 1], ARGV[5 + ranked + d], -1)
 if stop then
   return stop
 end
-return draw(KEYS, 0, ranked, ARGV, 0, clock(ARGV[7 + ranked + d]))
+return draw(KEYS, 0, ranked, ARGV, 0, clock(ARGV[7 + ranked + d]), nil, KEYS[ranked + 2])

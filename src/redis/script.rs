@@ -18,6 +18,7 @@ use crate::{Denied, Grant, Shard};
 /// the draw, called once.
 const DRAW_LUA: &str = concat!(
     include_str!("prelude.lua"),
+    include_str!("held.lua"),
     include_str!("draw.lua"),
     include_str!("draw_one.lua")
 );
@@ -104,12 +105,14 @@ impl DrawScript {
         connection: &mut Conn,
         call: &Call<'_>,
     ) -> Result<Answer, Error> {
-        let keys = call.ids.len() + 1;
+        let keys = call.ids.len() + 2;
         let mut cmd = evalsha(&self.script, keys, keys + call.arguments() + 1);
         for &b in call.ids {
             cmd.arg(self.keys[b as usize].as_str());
         }
-        cmd.arg(self.quota_key(call.ids[0]));
+        let quota = self.quota_key(call.ids[0]);
+        cmd.arg(quota);
+        cmd.arg(self.held_key().unwrap_or(quota));
         call.push_arguments(&mut cmd);
         if let Some(now) = call.now {
             cmd.arg(now);
@@ -334,7 +337,9 @@ impl Request {
     /// The draw for `n` tokens over `shard` (its own buckets, then its
     /// spill buckets above a `reserve` of 2⁻³² parts), settling a tie from
     /// shard position `start`, on the server's clock `lead` µs on, with the
-    /// split of quota `version`.
+    /// split of quota `version`. A booking ahead (`lead > 0`) is drawn on
+    /// the own buckets alone, as in process (`take_ahead` of
+    /// `src/store/memory/mod.rs`): a spill bucket lends to none.
     pub(super) fn of(
         (version, split): (u64, &Split),
         shard: &Shard,
@@ -349,7 +354,7 @@ impl Request {
             bursts: split.bursts(shard),
             shape: ShardShape {
                 own: shard.buckets().len(),
-                spill: shard.spill().len(),
+                spill: if lead == 0 { shard.spill().len() } else { 0 },
                 reserve: u64::from(reserve),
             },
             interval: split.interval() / MICROS,

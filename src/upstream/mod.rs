@@ -136,7 +136,9 @@ impl<'a> HoldOff<'a> {
     /// The request's own buckets stop for `duration` (at most
     /// [`MAX_HOLD_OFF`]): its tenant's k, or its user's j when it names a
     /// user. For an upstream that limits each account on its own. The
-    /// request's tokens do not matter.
+    /// request's tokens do not matter. Its spill buckets, which other
+    /// tenants own, are not held, but lend it nothing while all its own
+    /// buckets are ([borrowing](crate::guide::borrowing)).
     pub fn tenant(request: impl Into<Request<'a>>, duration: Duration) -> HoldOff<'a> {
         HoldOff {
             who: Some(request.into()),

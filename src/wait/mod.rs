@@ -19,7 +19,11 @@
 //! one with a few on the same buckets: each caller has at most one slot in
 //! the line. A bounded wait books only a slot inside its bound and
 //! otherwise returns at once. Over Redis the booking happens in the
-//! same script as every decision.
+//! same script as every decision. Only the tenant's own buckets are
+//! booked: where a spill bucket lends first
+//! ([borrowing](crate::guide::borrowing)), the wait sleeps until then and
+//! draws again, since a token booked ahead there would come out of its
+//! owners' reserve.
 //!
 //! Dropping a pending wait (a `select!` that lost, a timed-out request)
 //! gives its booking back to the buckets that paid it, where nothing

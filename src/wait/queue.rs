@@ -21,6 +21,8 @@ impl<S: Store> Limiter<S> {
     /// A denial by the store's failure policy (Redis down or late) is no
     /// slot to line up for: the wait sleeps until its retry time (when the
     /// store is next tried), within its bound, and draws again from now.
+    /// Nor is a spill bucket's room above its reserve, which no booking
+    /// takes ahead: a borrower's wait sleeps until then and draws again.
     ///
     /// A booking made under a quota that changed while the wait slept
     /// is not kept: its slot was paced by the old quota, and keeping it
@@ -122,16 +124,21 @@ impl<S: Store> Limiter<S> {
                     ..denied
                 });
             }
+            // A spill bucket lends to no booking ahead (its owners would
+            // be below their reserve until the slot): a slot it names is
+            // drawn at, not booked.
+            let lent = !whom.shard.buckets().contains(&denied.bucket);
             match at {
-                Some(_) if !refused.by_policy => {
+                Some(_) if !refused.by_policy && !lent => {
                     lead = until;
                     limiter.record_wait(&denied, lead);
                     // Answered without awaiting, in process: yield in turn.
                     tokio::task::consume_budget().await;
                 }
                 // No slot to line up for: a failure policy's retry time (the
-                // store is tried again then), or a denial that does not end
-                // within a year. Sleep, then draw again from now.
+                // store is tried again then), a spill bucket's room above
+                // its reserve, or a denial that does not end within a
+                // year. Sleep, then draw again from now.
                 // Jittered too, within the bound (checked above): the
                 // waiters an outage denied together do not all come back
                 // at the instant the store is tried again.

@@ -246,6 +246,18 @@ impl<C: Clock> InProcess<C> {
         });
     }
 
+    /// Whether a hold-off holds every own bucket of `shard` past `now`:
+    /// the upstream said stop for this tenant (or for all), and its spill
+    /// buckets, which the hold-off leaves to their owners, lend it
+    /// nothing until then.
+    pub(crate) fn held_off(&self, shard: &Shard, now: u64) -> bool {
+        (shard.buckets().iter()).all(|&b| {
+            self.held
+                .get(b as usize)
+                .is_some_and(|held| held.load(Ordering::Acquire) > now)
+        })
+    }
+
     /// Whether a hold-off came after `booked` was drawn and holds one of
     /// its buckets past the slot it booked there: its slot there is the
     /// arrival time it wrote less the bucket's capacity (when that

@@ -109,7 +109,8 @@ impl<C: Clock> InProcess<C> {
         declined: Declined,
     ) -> Result<Grant, Denied> {
         if let Declined::NoSingle(version, no_single) = declined
-            && let Some(outcome) = self.after(core, whom.shard(), n, now, (version, no_single))
+            && let Some(outcome) =
+                self.after(core, whom.shard(), n, (now, true), (version, no_single))
         {
             let result = answered(core, outcome, whom.shard(), n, (now, version));
             core.record(&result);
@@ -128,12 +129,12 @@ impl<C: Clock> InProcess<C> {
         core: &Core,
         shard: &Shard,
         n: u32,
-        now: u64,
+        (now, lend): (u64, bool),
         (version, no_single): (u64, NoSingle),
     ) -> Option<Outcome> {
         match no_single.decided(shard.spill().len()) {
             Some(outcome) => core.split.unchanged(version).then_some(outcome),
-            None => self.rest(core, shard, n, now, version),
+            None => self.rest(core, shard, n, (now, lend), version),
         }
     }
 
@@ -142,13 +143,28 @@ impl<C: Clock> InProcess<C> {
     /// outcome, or `None` when the split moved on since or another thread
     /// took first (the caller decides again). The split is read again
     /// rather than handed over: copied through the stack, it cost more.
+    ///
+    /// The spill buckets lend only where `lend` (not to a booking ahead,
+    /// see [`take_ahead`](Self::take_ahead)) and while some own bucket is
+    /// not held off past `now` ([`held_off`](Self::held_off)).
     #[inline(always)]
-    fn rest(&self, core: &Core, shard: &Shard, n: u32, now: u64, version: u64) -> Option<Outcome> {
+    fn rest(
+        &self,
+        core: &Core,
+        shard: &Shard,
+        n: u32,
+        (now, lend): (u64, bool),
+        version: u64,
+    ) -> Option<Outcome> {
         let (seen, split) = core.split.read();
         if seen != version {
             return None;
         }
-        let (ids, shape) = (shard.ranked(), core.shape(shard));
+        let mut shape = core.shape(shard);
+        if shape.spill > 0 && (!lend || self.held_off(shard, now)) {
+            shape.spill = 0;
+        }
+        let ids = shard.ranked();
         let burst = |j: usize| split.burst_of(ids[j]);
         let tat = |j: usize| self.tat(ids[j]);
         let start = || tie_break(shape.own);
@@ -240,7 +256,8 @@ impl<C: Clock> InProcess<C> {
             let buckets = core.buckets();
             whom.shard = core.resolve_again(&whom, buckets);
             whom.buckets = buckets;
-            if let Some((outcome, version)) = self.decide(core, &whom.shard, buckets, n, now) {
+            let decided = self.decide(core, &whom.shard, buckets, n, (now, true));
+            if let Some((outcome, version)) = decided {
                 let result = answered(core, outcome, &whom.shard, n, (now, version));
                 core.record(&result);
                 return result;
@@ -251,6 +268,12 @@ impl<C: Clock> InProcess<C> {
     /// A grant for `lead` ns from now, taken now: the draw at that instant,
     /// so that requests after it line up behind it (see `book` of
     /// [`Apply`]).
+    ///
+    /// A spill bucket lends to no booking ahead: the token it would book
+    /// comes out of what it holds from now on, which would leave its
+    /// owners below their reserve until the slot. A borrower's wait
+    /// sleeps until a spill bucket has room above its reserve, and draws
+    /// then (`src/wait/queue.rs`).
     fn take_ahead(
         &self,
         core: &Core,
@@ -261,7 +284,8 @@ impl<C: Clock> InProcess<C> {
         let mut whom = *whom;
         let now = self.now().saturating_add(lead).min(MAX_NOW);
         let (outcome, version) = loop {
-            if let Some(decided) = self.decide(core, &whom.shard, whom.buckets, n, now) {
+            if let Some(decided) = self.decide(core, &whom.shard, whom.buckets, n, (now, lead == 0))
+            {
                 break decided;
             }
             let buckets = core.buckets();
@@ -278,21 +302,23 @@ impl<C: Clock> InProcess<C> {
     /// until it applies with no other thread or change of the split in
     /// between (see `live.rs`), with the split's version it applied under.
     /// `None`, with nothing drawn, when N is no longer `buckets`, the N the
-    /// shard was resolved under.
+    /// shard was resolved under. Spill buckets lend only where `lend`
+    /// (see [`rest`](Self::rest)).
     fn decide(
         &self,
         core: &Core,
         shard: &Shard,
         buckets: u32,
         n: u32,
-        now: u64,
+        (now, lend): (u64, bool),
     ) -> Option<(Outcome, u64)> {
         loop {
             match self.single(core, shard, buckets, n, now) {
                 Ok((single, version)) => return Some((Outcome::Grant(single), version)),
                 Err(Declined::StaleShard) => return None,
                 Err(Declined::NoSingle(version, no_single)) => {
-                    if let Some(outcome) = self.after(core, shard, n, now, (version, no_single)) {
+                    let at = (now, lend);
+                    if let Some(outcome) = self.after(core, shard, n, at, (version, no_single)) {
                         return Some((outcome, version));
                     }
                 }
