@@ -276,3 +276,30 @@ fn a_stray_hold_off_instant_keeps_no_wait_from_its_slot() {
         );
     });
 }
+
+/// `remaining` counts the tenant's own buckets under the N in force, as a
+/// check draws on them, though another process changed N since this one
+/// last heard: it counted the shard of the old N, without its buckets
+/// past the new N.
+#[test]
+fn remaining_counts_the_shard_under_an_n_changed_elsewhere() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let (a, b) = (
+            two_buckets(&server, "moved").await,
+            two_buckets(&server, "moved").await,
+        );
+        // A tenant whose shard holds the bucket the change removes.
+        let tenant = (0..)
+            .map(|i| format!("t{i}"))
+            .find(|t| a.shard(t.as_str()).buckets().contains(&3))
+            .unwrap();
+        assert!(b.check("warm").await.is_ok());
+        b.set_buckets(3).await.unwrap();
+        let there = b.remaining(tenant.as_str()).await.unwrap();
+        let here = a.remaining(tenant.as_str()).await.unwrap();
+        assert_eq!(a.buckets(), 3, "A has heard of the change");
+        assert_eq!(here, there, "A and B count the same shard");
+        assert_eq!(a.shard(tenant.as_str()).buckets().len(), 2);
+    });
+}

@@ -84,8 +84,7 @@ impl<C: Clock> ShardedLimiter<C> {
     /// give now, over all of them, without taking any.
     pub fn remaining<'r>(&self, request: impl Into<Request<'r>>) -> u64 {
         let request = request.into();
-        self.store
-            .remaining(&self.core, &self.core.whom(&request).shard)
+        self.store.remaining(&self.core, &self.core.whom(&request))
     }
 
     /// How long until all of the request's buckets (its tenant's, or its

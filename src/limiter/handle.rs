@@ -101,9 +101,9 @@ impl<C: Clock> Handle<'_, InProcess<C>> {
 
     /// As [`ShardedLimiter::remaining`](crate::ShardedLimiter::remaining).
     pub fn remaining(&self) -> u64 {
-        let (core, whom) = (&self.limiter.core, self.whom());
-        let shard = core.resolve_again(&whom, core.buckets());
-        self.limiter.store.remaining(core, &shard)
+        self.limiter
+            .store
+            .remaining(&self.limiter.core, &self.whom())
     }
 }
 

@@ -171,8 +171,11 @@ impl<S: Store> Limit for Limiter<S> {
         &self,
         request: impl Into<Request<'r>>,
     ) -> impl Future<Output = Result<u64, Self::Error>> + Send {
-        let shard = self.core.whom(&request.into()).shard;
-        self.store.remaining(&self.core, shard)
+        let request = request.into();
+        async move {
+            let whom = self.core.whom(&request);
+            self.store.remaining(&self.core, whom).await
+        }
     }
 
     fn snapshot(&self) -> impl Future<Output = Result<Vec<BucketState>, Self::Error>> + Send {

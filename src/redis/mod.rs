@@ -306,8 +306,7 @@ where
     /// The errors of a round trip to Redis.
     pub async fn remaining(&self) -> Result<u64, Error> {
         let (core, whom) = (&self.limiter.core, self.whom());
-        let shard = core.resolve_again(&whom, core.buckets());
-        self.limiter.store.remaining_in_redis(shard).await
+        self.limiter.store.remaining_in_redis(core, whom).await
     }
 }
 

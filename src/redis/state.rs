@@ -19,9 +19,10 @@ use super::quota::{ATTEMPTS, spread_stale};
 use super::script::{Lua, MICROS};
 use super::store::RedisStore;
 use super::store::Shared;
-use crate::Shard;
 use crate::grant::BucketState;
+use crate::plan::Core;
 use crate::plan::Split;
+use crate::plan::whom::Whom;
 use crate::store::sealed::Local;
 
 /// The script's source, after what every script of the limiter starts with.
@@ -51,14 +52,20 @@ where
     Conn: ConnectionLike + Clone + Send + Sync + 'static,
     L: Local + 'static,
 {
-    /// Tokens the buckets of `shard` could grant now, summed over
-    /// `shard.buckets()` (the tenant's own buckets, as `InProcess::remaining`),
-    /// read in Redis at the server's time.
+    /// Tokens the own buckets of `whom`'s shard could grant now (as
+    /// `InProcess::remaining`), read in Redis at the server's time, the
+    /// shard resolved under the N they are read under (another process
+    /// may have changed it since this one last heard).
     ///
-    /// A bucket past the N in force (a shard resolved before another
-    /// process lowered N) counts nothing, as a sealed bucket in process.
-    pub(crate) async fn remaining_in_redis(&self, shard: Shard) -> Result<u64, Error> {
+    /// A bucket past that N (a shard of a caller that the cache could not
+    /// resolve again) counts nothing, as a sealed bucket in process.
+    pub(crate) async fn remaining_in_redis(
+        &self,
+        core: &Core,
+        whom: Whom<'_>,
+    ) -> Result<u64, Error> {
         let own = |split: &Split| -> Vec<u32> {
+            let shard = core.resolve_again(&whom, split.buckets);
             let buckets = shard.buckets().iter().copied();
             buckets.filter(|&b| b < split.buckets).collect()
         };

@@ -395,10 +395,10 @@ where
 
     fn remaining(
         &self,
-        _core: &Core,
-        shard: Shard,
+        core: &Core,
+        whom: Whom<'_>,
     ) -> impl Future<Output = Result<u64, Error>> + Send {
-        self.remaining_in_redis(shard)
+        self.remaining_in_redis(core, whom)
     }
 
     fn snapshot(

@@ -172,11 +172,12 @@ pub(crate) mod sealed {
             change: Change,
         ) -> impl Future<Output = Result<(), Self::Error>> + Send;
 
-        /// Tokens the buckets of `shard` could give now.
+        /// Tokens the own buckets of `whom`'s shard under the N in force
+        /// could give now (resolved again where N changed since).
         fn remaining(
             &self,
             core: &Core,
-            shard: Shard,
+            whom: Whom<'_>,
         ) -> impl Future<Output = Result<u64, Self::Error>> + Send;
 
         /// The state of every bucket, read now.

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
 
+use crate::plan::whom::{Id, Whom};
 use crate::redis::script::redis_server::RedisServer;
 use crate::redis::{Error, FailurePolicy, Layout, RedisLimiter, RedisOptions};
 use crate::{Limit, Quota, ShardedLimiter};
@@ -62,16 +63,12 @@ fn after_k_draws_the_reads_show_exactly_what_the_draws_took() {
                 .map(|&b| u64::from(limiter.bucket_burst(b).unwrap()))
                 .sum();
             // Missing keys read as full buckets.
-            assert_eq!(
-                limiter.store.remaining_in_redis(shard).await.unwrap(),
-                own,
-                "{layout:?}"
-            );
+            assert_eq!(limiter.remaining("t").await.unwrap(), own, "{layout:?}");
             let mut paid = [0u64; 8];
             for k in 1..=own {
                 let grant = limiter.check("t").await.unwrap();
                 paid[grant.bucket() as usize] += 1;
-                let remaining = limiter.store.remaining_in_redis(shard).await.unwrap();
+                let remaining = limiter.remaining("t").await.unwrap();
                 assert_eq!(remaining, own - k, "{layout:?} after {k} draws");
                 assert_eq!(grant.remaining(), remaining, "{layout:?} after {k} draws");
             }
@@ -118,19 +115,15 @@ fn a_missing_key_reads_full_and_a_stray_string_empty_without_being_written() {
             for _ in 0..burst(first) + burst(second) {
                 limiter.check("t").await.unwrap();
             }
-            assert_eq!(limiter.store.remaining_in_redis(shard).await.unwrap(), 0);
+            assert_eq!(limiter.remaining("t").await.unwrap(), 0);
             let _: () = redis.del(limiter.key(first).unwrap()).await.unwrap();
-            let remaining = limiter.store.remaining_in_redis(shard).await.unwrap();
+            let remaining = limiter.remaining("t").await.unwrap();
             assert_eq!(remaining, u64::from(burst(first)), "{layout:?}");
             // A value that is not a time reads as the empty bucket the
             // draw would repair it to, and stays as it was.
             let key = limiter.key(first).unwrap().to_owned();
             let _: () = redis.set(&key, "nan").await.unwrap();
-            assert_eq!(
-                limiter.store.remaining_in_redis(shard).await.unwrap(),
-                0,
-                "{layout:?}"
-            );
+            assert_eq!(limiter.remaining("t").await.unwrap(), 0, "{layout:?}");
             let state = limiter.store.snapshot_in_redis().await.unwrap()[first as usize];
             assert_eq!(state.available(), 0, "{layout:?}");
             assert_eq!(
@@ -155,7 +148,7 @@ fn a_key_of_another_type_is_not_a_bucket_nor_a_quota() {
             let bucket = shard.buckets()[1];
             let key = limiter.key(bucket).unwrap().to_owned();
             let _: () = redis.hset(&key, "f", "v").await.unwrap();
-            let remaining = limiter.store.remaining_in_redis(shard).await;
+            let remaining = limiter.remaining("t").await;
             assert!(
                 matches!(&remaining, Err(Error::NotABucket { key: k, .. }) if *k == key),
                 "{layout:?}: {remaining:?}"
@@ -174,7 +167,7 @@ fn a_key_of_another_type_is_not_a_bucket_nor_a_quota() {
             // another shape.
             let quota_key = limiter.store.shared.script.quota_key(bucket).to_owned();
             let _: () = redis.hset(&quota_key, "f", "v").await.unwrap();
-            let remaining = limiter.store.remaining_in_redis(shard).await;
+            let remaining = limiter.remaining("t").await;
             assert!(
                 matches!(&remaining, Err(Error::NotAQuota { key: k, .. }) if *k == quota_key),
                 "{layout:?}: {remaining:?}"
@@ -187,10 +180,7 @@ fn a_key_of_another_type_is_not_a_bucket_nor_a_quota() {
                 "{layout:?}: {snapshot:?}"
             );
             let _: () = redis.del(&quota_key).await.unwrap();
-            assert!(
-                limiter.store.remaining_in_redis(shard).await.is_ok(),
-                "{layout:?}"
-            );
+            assert!(limiter.remaining("t").await.is_ok(), "{layout:?}");
         }
     });
 }
@@ -221,7 +211,7 @@ fn a_quota_or_n_changed_by_another_process_is_followed() {
         let own: u64 = (shard.buckets().iter())
             .map(|&b| u64::from(changer.bucket_burst(b).unwrap()))
             .sum();
-        assert_eq!(reader.store.remaining_in_redis(shard).await.unwrap(), own);
+        assert_eq!(reader.remaining("t").await.unwrap(), own);
         assert_eq!(reader.quota(), doubled, "the reader took the new quota");
         // N from 8 to 12: the snapshot reads the new N's buckets, each with
         // its burst under the new split.
@@ -237,10 +227,10 @@ fn a_quota_or_n_changed_by_another_process_is_followed() {
         // The buckets added start empty, the others kept their tokens.
         let available: u64 = snapshot.iter().map(|s| s.available()).sum();
         assert!(available < 64, "{snapshot:?}");
-        // Down to 4: a shard resolved under 8 or 12 counts nothing from a
+        // Down to 4: a shard kept as resolved under 8 or 12 (the Redis
+        // fallback's, which nothing resolves again) counts nothing from a
         // bucket past 4 (its key was deleted, which would read full).
         changer.set_buckets(4).await.unwrap();
-        let shard = reader.shard("t");
         let _ = reader.store.snapshot_in_redis().await.unwrap();
         let mut buckets = [0; crate::MAX_PER_TENANT as usize];
         buckets[1] = 11;
@@ -250,9 +240,14 @@ fn a_quota_or_n_changed_by_another_process_is_followed() {
             buckets,
         };
         let first = u64::from(changer.bucket_burst(0).unwrap());
-        let remaining = reader.store.remaining_in_redis(wide).await.unwrap();
+        let fixed = Whom {
+            shard: wide,
+            buckets: 12,
+            id: Id::Fixed,
+        };
+        let remaining = (reader.store.remaining_in_redis(&reader.core, fixed).await).unwrap();
         assert!(remaining <= first, "{remaining} from bucket 0 alone");
-        assert!(reader.store.remaining_in_redis(shard).await.is_ok());
+        assert!(reader.remaining("t").await.is_ok());
     });
 }
 
@@ -291,11 +286,7 @@ fn a_server_that_stops_answering_is_an_error_within_the_deadline() {
                 "{layout:?}: {took:?}"
             );
             let started = Instant::now();
-            let read = bounded(
-                deadline,
-                limiter.store.remaining_in_redis(limiter.shard("t")),
-            )
-            .await;
+            let read = bounded(deadline, limiter.remaining("t")).await;
             assert!(
                 matches!(read, Err(Error::Timeout { .. })),
                 "{layout:?}: {read:?}"
@@ -310,7 +301,7 @@ fn a_server_that_stops_answering_is_an_error_within_the_deadline() {
             let read = limiter.store.snapshot_in_redis().await;
             assert!(read.is_err(), "{layout:?}: {read:?}");
             assert!(started.elapsed() < deadline * 3, "{layout:?}");
-            let read = limiter.store.remaining_in_redis(limiter.shard("t")).await;
+            let read = limiter.remaining("t").await;
             assert!(read.is_err(), "{layout:?}: {read:?}");
         }
     });

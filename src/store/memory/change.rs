@@ -20,9 +20,11 @@ use crate::store::sealed::{Apply, Change, NotReserved};
 use crate::sync::Ordering;
 
 impl<C: Clock> InProcess<C> {
-    /// Whole tokens in the shard's buckets now.
-    pub(crate) fn remaining(&self, core: &Core, shard: &Shard) -> u64 {
+    /// Whole tokens in the own buckets of `whom`'s shard now, under the N
+    /// they are read under.
+    pub(crate) fn remaining(&self, core: &Core, whom: &Whom<'_>) -> u64 {
         self.steady_read(core, |split, now| {
+            let shard = core.resolve_again(whom, split.buckets);
             (shard.buckets().iter())
                 .map(|&b| {
                     let capacity = split.pace.capacity(split.burst_of(b));
@@ -403,9 +405,9 @@ impl<C: Clock> Apply for InProcess<C> {
     fn remaining(
         &self,
         core: &Core,
-        shard: Shard,
+        whom: Whom<'_>,
     ) -> impl Future<Output = Result<u64, ConfigError>> + Send {
-        ready(Ok(InProcess::remaining(self, core, &shard)))
+        ready(Ok(InProcess::remaining(self, core, &whom)))
     }
 
     fn snapshot(
