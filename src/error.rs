@@ -106,6 +106,17 @@ pub enum ConfigError {
         /// The largest number possible: min(N, 8) − d.
         max: u32,
     },
+    /// A tier would give its tenants fewer buckets than each of their users
+    /// draws from ([`Builder::per_user`](crate::Builder::per_user)): every
+    /// user would have the whole tier.
+    TierPerUser {
+        /// The tier's name.
+        tier: String,
+        /// Buckets per tenant of the tier (k').
+        per_tenant: u32,
+        /// Buckets per user (j).
+        per_user: u32,
+    },
     /// A tenant was put in a tier that was never defined.
     UnknownTier {
         /// The tier's name as given.
@@ -236,6 +247,16 @@ impl fmt::Display for ConfigError {
                 "tier({tier:?}, {per_tenant}) cannot give its tenants {per_tenant} buckets: \
                  use from 1 to {max} (at most the buckets there are and the 8 a shard \
                  holds, less the spill set)"
+            ),
+            ConfigError::TierPerUser {
+                ref tier,
+                per_tenant,
+                per_user,
+            } => write!(
+                f,
+                "tier({tier:?}, {per_tenant}) is narrower than per_user({per_user}): each \
+                 user of its tenants would draw from the whole tier; give the tier at least \
+                 {per_user} buckets (or lower per_user)"
             ),
             ConfigError::UnknownTier { ref tier } => write!(
                 f,

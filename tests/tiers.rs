@@ -145,3 +145,75 @@ fn a_tier_defined_again_replaces_the_first_definition() {
         .expect("the second definition fits");
     assert_eq!(limiter.shard("acme").buckets().len(), 4);
 }
+
+/// A tenant put in a tier again is in the last one only: the tier it left
+/// neither bounds how far N may shrink nor counts towards
+/// `MAX_TIERED_TENANTS`. (`acme` moved from a tier of 6 to one of 2 kept N
+/// from going below 6.)
+#[test]
+fn a_tenant_put_in_a_tier_again_is_in_the_last_one_only() {
+    let limiter = builder()
+        .tier("wide", 6)
+        .tier("narrow", 2)
+        .tenant_tier("acme", "wide")
+        .tenant_tier("acme", "narrow")
+        .build()
+        .unwrap();
+    assert_eq!(limiter.shard("acme").buckets().len(), 2);
+    limiter
+        .set_buckets(4)
+        .expect("no tenant is in the tier of 6");
+    assert_eq!(limiter.shard("acme").buckets().len(), 2);
+    // Moved back and forth, every tenant counts once.
+    let moved =
+        (0..MAX_TIERED_TENANTS).fold(builder().tier("gold", 4).tier("silver", 3), |b, t| {
+            b.tenant_tier(t.to_le_bytes(), "gold")
+                .tenant_tier(t.to_le_bytes(), "silver")
+        });
+    assert!(moved.validate().is_ok());
+    // A tier it left may even be undefined.
+    let limiter = builder()
+        .tier("gold", 4)
+        .tenant_tier("acme", "typo")
+        .tenant_tier("acme", "gold")
+        .build()
+        .unwrap();
+    assert_eq!(limiter.shard("acme").buckets().len(), 4);
+}
+
+/// A tier narrower than the users' j would give every user of its tenants
+/// the whole tier (`per_user` promises j of the tenant's buckets): refused,
+/// saying what to change.
+#[test]
+fn a_tier_narrower_than_a_users_j_is_refused() {
+    let err = ShardedLimiter::builder()
+        .quota(Quota::per_second(8))
+        .buckets(8)
+        .per_tenant(4)
+        .per_user(3)
+        .tier("small", 2)
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        err,
+        ConfigError::TierPerUser {
+            tier: "small".into(),
+            per_tenant: 2,
+            per_user: 3
+        }
+    );
+    assert!(err.to_string().contains("per_user"), "{err}");
+    // As narrow as j is fine: its users share the tier, as users of a
+    // tenant with j = k share its shard.
+    let limiter = ShardedLimiter::builder()
+        .quota(Quota::per_second(8))
+        .buckets(8)
+        .per_tenant(4)
+        .per_user(2)
+        .tier("small", 2)
+        .tenant_tier("acme", "small")
+        .build()
+        .unwrap();
+    let user = shuffle_limiter::Request::tenant("acme").user("u");
+    assert_eq!(limiter.shard(user).buckets().len(), 2);
+}

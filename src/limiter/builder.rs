@@ -209,7 +209,9 @@ impl<C: Clock> Builder<C> {
     /// with a larger k keeps each of its tenants' buckets and adds more:
     /// the tier's shard is the top k' of the same ranking (docs/assignment.md,
     /// nesting), so a tenant moved up keeps its cached state and loses no
-    /// isolation it had. Defining a name again replaces it.
+    /// isolation it had. Defining a name again replaces it. With
+    /// [`per_user`](Self::per_user) j, a tier gives at least j (a narrower
+    /// one is refused: every user would draw from the whole tier).
     ///
     /// ```
     /// use shuffle_limiter::{Quota, ShardedLimiter};
@@ -238,7 +240,8 @@ impl<C: Clock> Builder<C> {
     }
 
     /// Puts `tenant` in the tier named `tier` (defined with
-    /// [`tier`](Self::tier)); at most [`MAX_TIERED_TENANTS`] tenants. Each
+    /// [`tier`](Self::tier)); at most [`MAX_TIERED_TENANTS`] tenants. A
+    /// tenant put in a tier again moves to the last one. Each
     /// tiered tenant's shard is worked out when the limiter is built and
     /// kept beside the tenant cache, which the tenant then bypasses.
     pub fn tenant_tier(mut self, tenant: impl AsRef<[u8]>, tier: impl Into<String>) -> Self {
@@ -408,17 +411,25 @@ impl<C: Clock> Builder<C> {
         fits_spill(self.spill, per_tenant, buckets)?;
         for (tier, k) in &self.tiers {
             fits_tier(tier, *k, self.spill, buckets)?;
+            if let Some(per_user) = self.per_user
+                && *k < per_user
+            {
+                return Err(ConfigError::TierPerUser {
+                    tier: tier.clone(),
+                    per_tenant: *k,
+                    per_user,
+                });
+            }
         }
-        if let Some((_, tier)) = self
-            .tenant_tiers
-            .iter()
-            .find(|(_, t)| self.tier_per_tenant(t).is_none())
-        {
-            return Err(ConfigError::UnknownTier { tier: tier.clone() });
+        let tiered = self.tiered_tenants();
+        if let Some((_, tier)) = (tiered.iter()).find(|(_, t)| self.tier_per_tenant(t).is_none()) {
+            return Err(ConfigError::UnknownTier {
+                tier: (*tier).to_owned(),
+            });
         }
-        if self.tenant_tiers.len() > MAX_TIERED_TENANTS {
+        if tiered.len() > MAX_TIERED_TENANTS {
             return Err(ConfigError::TooManyTieredTenants {
-                tenants: self.tenant_tiers.len(),
+                tenants: tiered.len(),
                 max: MAX_TIERED_TENANTS,
             });
         }
@@ -454,11 +465,23 @@ impl<C> Builder<C> {
             .map(|&(_, k)| k)
     }
 
+    /// Each tenant given a tier, with the last tier it was given.
+    fn tiered_tenants(&self) -> Vec<(&[u8], &str)> {
+        let mut seen = std::collections::HashSet::new();
+        let mut tiered: Vec<_> = (self.tenant_tiers.iter().rev())
+            .filter(|(tenant, _)| seen.insert(tenant.as_slice()))
+            .map(|(tenant, tier)| (tenant.as_slice(), tier.as_str()))
+            .collect();
+        tiered.reverse();
+        tiered
+    }
+
     /// The shard of every tenant given a tier, worked out once: the top k'
     /// of the same ranking, so it holds the tenant's shard of k (if k' ≥ k).
     /// The tiers were validated.
     fn tier_shards(&self, assignment: &Assignment) -> Tiers {
-        let tiered = self.tenant_tiers.iter().filter_map(|(tenant, tier)| {
+        let tenants = self.tiered_tenants();
+        let tiered = tenants.iter().filter_map(|&(tenant, tier)| {
             let k = self.tier_per_tenant(tier)?;
             let seed = assignment.seed(tenant);
             let tiered = Tiered {
@@ -466,10 +489,10 @@ impl<C> Builder<C> {
                 seed,
                 per_tenant: k,
             };
-            Some((tenant.clone().into_boxed_slice(), tiered))
+            Some((Box::from(tenant), tiered))
         });
-        let widest = (self.tenant_tiers.iter())
-            .filter_map(|(_, tier)| Some((tier.clone(), self.tier_per_tenant(tier)?)))
+        let widest = (tenants.iter())
+            .filter_map(|&(_, tier)| Some((tier.to_owned(), self.tier_per_tenant(tier)?)))
             .max_by_key(|&(_, k)| k);
         Tiers::new(tiered, widest)
     }
