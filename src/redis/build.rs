@@ -33,7 +33,7 @@ use crate::{Builder, Limiter};
 
 /// The largest bucket capacity, in microseconds (about 35 years): the
 /// script's values stay below 2^53, where doubles are exact.
-const MAX_CAPACITY_MICROS: u64 = 1 << 50;
+pub(super) const MAX_CAPACITY_MICROS: u64 = 1 << 50;
 
 /// The longest the connection made by [`Builder::build_redis`] waits between
 /// two attempts to reconnect.

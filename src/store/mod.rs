@@ -208,9 +208,13 @@ pub(crate) mod sealed {
         fn catch_up(&self, _core: &Core) -> impl Future<Output = ()> + Send + 'static {
             std::future::ready(())
         }
-        /// Whether `shard` could ever pay `n` tokens in this store: with its
-        /// own buckets together, unless the store can only take from one
-        /// bucket at a time.
+
+        /// Whether `shard` could ever pay `n` tokens in this store, weighed
+        /// before any draw: with its own buckets together, unless the store
+        /// can only take from one bucket at a time. A store whose quota
+        /// another process may have raised answers `Ok` and weighs in the
+        /// decision instead (over Redis in the one-slot layout, under the
+        /// quota Redis holds).
         fn check_weight(&self, core: &Core, shard: &Shard, n: u32) -> Result<(), Denied> {
             core.split.get().check_weight(shard, n)
         }

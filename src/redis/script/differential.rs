@@ -289,3 +289,18 @@ fn a_bucket_holding_a_string_that_is_not_a_time_is_repaired_as_empty() {
         }
     });
 }
+
+/// prelude.lua's latest time, plus the largest capacity the Rust side
+/// lets through (`MAX_CAPACITY_MICROS`), is below 2^53: a sum a double
+/// holds exactly, as the scripts count on.
+#[test]
+fn the_scripts_latest_time_and_the_largest_capacity_stay_exact() {
+    let line = include_str!("../prelude.lua")
+        .lines()
+        .find_map(|line| line.strip_prefix("local MAX_NOW = "))
+        .expect("prelude.lua sets MAX_NOW");
+    let max_now: u64 = line.trim().parse().unwrap();
+    let capacity = crate::redis::build::MAX_CAPACITY_MICROS;
+    assert!(max_now + capacity < 1 << 53, "{max_now} + {capacity}");
+    assert_eq!(max_now, (1 << 53) - capacity - 1);
+}
