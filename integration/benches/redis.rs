@@ -52,6 +52,7 @@ const ONE_KEY_GCRA: &str = include_str!("../../tests/support/one_key_gcra.lua");
 /// The draw as the limiter loads it: the shared prelude, then the draw.
 const K_BUCKET_DRAW: &str = concat!(
     include_str!("../../src/redis/prelude.lua"),
+    include_str!("../../src/redis/held.lua"),
     include_str!("../../src/redis/draw.lua"),
     include_str!("../../src/redis/draw_one.lua")
 );

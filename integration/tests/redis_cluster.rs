@@ -29,6 +29,7 @@ use same_answers::assert_same_answers;
 /// The script the limiter loads, to ask the nodes whether they hold it.
 const DRAW_LUA: &str = concat!(
     include_str!("../../src/redis/prelude.lua"),
+    include_str!("../../src/redis/held.lua"),
     include_str!("../../src/redis/draw.lua"),
     include_str!("../../src/redis/draw_one.lua")
 );

@@ -27,11 +27,10 @@
 -- KEYS[k + d + 1]  the limiter's quota key, "{limiter-name}:quota" (see
 --             quota.lua): absent until a quota is changed live, then
 --             "<version> <count> <period in ns> <burst>".
--- KEYS[k + d + 2]  the limiter's hold-offs, "{limiter-name}:held" (see
---             holdoff.lua): while a hold-off holds every own bucket past
---             the draw's instant, no spill bucket lends (`held_off` of
---             src/store/memory/change.rs). In the spread layout, where
---             nothing borrows, the quota key again (never read).
+-- KEYS[k + d + 2]  only when d > 0: the limiter's hold-offs,
+--             "{limiter-name}:held" (see holdoff.lua): while a hold-off
+--             holds every own bucket past the draw's instant, no spill
+--             bucket lends (`held_off` of src/store/memory/change.rs).
 -- ARGV[5 + k + 2d]  the quota version the caller's interval and bursts
 --             come from (0: the quota it was built with). When the key
 --             holds another, nothing is drawn: the reply is { -1, version },

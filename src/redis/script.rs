@@ -105,14 +105,20 @@ impl DrawScript {
         connection: &mut Conn,
         call: &Call<'_>,
     ) -> Result<Answer, Error> {
-        let keys = call.ids.len() + 2;
+        // The hold-offs key only where spill buckets may lend (a layout
+        // without one, which never lends, would name the quota key: a
+        // string, which holds nothing off).
+        let spill = call.shape.spill > 0;
+        let keys = call.ids.len() + 1 + usize::from(spill);
         let mut cmd = evalsha(&self.script, keys, keys + call.arguments() + 1);
         for &b in call.ids {
             cmd.arg(self.keys[b as usize].as_str());
         }
         let quota = self.quota_key(call.ids[0]);
         cmd.arg(quota);
-        cmd.arg(self.held_key().unwrap_or(quota));
+        if spill {
+            cmd.arg(self.held_key().unwrap_or(quota));
+        }
         call.push_arguments(&mut cmd);
         if let Some(now) = call.now {
             cmd.arg(now);
