@@ -36,7 +36,9 @@ use borrow::borrow;
 pub(crate) use pace::Pace;
 pub(crate) use pool::{NoSingle, Pool};
 use pool::{declined, short};
-pub(crate) use rescale::{Step, added, charge, give_back, hold, refund, rescale, resize, unheld};
+pub(crate) use rescale::{
+    Step, added, charge, give_back, hold, refund, rescale, resize, turn, unheld,
+};
 
 /// What [`draw`] decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

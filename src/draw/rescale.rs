@@ -121,6 +121,15 @@ pub(crate) fn give_back(tat: u64, written: u64, cost: u64, now: u64) -> u64 {
     }
 }
 
+/// How long after a hold-off's instant the held bucket `i` comes back,
+/// when the held buckets come back `stagger` apart: `stagger · i`, or the
+/// hold-off's `length` if that is sooner. So no bucket is held longer
+/// than twice the longest hold-off from when it was held, whatever the
+/// quota since (Redis trusts no instant later than that).
+pub(crate) fn turn(stagger: u64, i: u64, length: u64) -> u64 {
+    stagger.saturating_mul(i).min(length)
+}
+
 /// One bucket's arrival time held off until `until` (the upstream said
 /// stop until then): late enough that no request finds a whole token
 /// before `until`, with one token at `until` and the bucket's pace after
@@ -148,7 +157,7 @@ pub(crate) fn charge(tat: u64, tokens: u32, interval: u64, capacity: u64, now: u
 
 #[cfg(test)]
 mod tests {
-    use super::{Pace, added, charge, give_back, hold, refund, rescale, resize};
+    use super::{Pace, added, charge, give_back, hold, refund, rescale, resize, turn};
 
     #[test]
     fn an_added_bucket_is_empty_and_no_fuller_than_the_fullest_that_stays() {
@@ -325,6 +334,21 @@ mod tests {
         assert_eq!(TEN.tokens(Pace::room(capacity, held, until + 20)), 3);
         // A bucket already owing past that stays as it is: never a token more.
         assert_eq!(hold(500, until, capacity, 10), 500);
+    }
+
+    #[test]
+    fn held_buckets_come_back_a_stagger_apart_and_within_the_hold_offs_length_again() {
+        assert_eq!(
+            [0, 1, 2, 3].map(|i| turn(250, i, 1_000)),
+            [0, 250, 500, 750]
+        );
+        // An interval longer than the hold-off: the later turns wait no
+        // longer than the hold-off did.
+        assert_eq!(
+            [0, 1, 2, 3].map(|i| turn(400, i, 1_000)),
+            [0, 400, 800, 1_000]
+        );
+        assert_eq!(turn(u64::MAX, 7, 1_000), 1_000);
     }
 
     #[test]

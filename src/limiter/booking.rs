@@ -28,6 +28,14 @@ impl<S> Limiter<S> {
 }
 
 impl<S: Store> Limiter<S> {
+    /// Whether `denied` names a spill bucket of `whom`'s shard under the N
+    /// in force (the shard the store drew on, resolved again after a
+    /// change of N): a lender's room, which no booking takes ahead.
+    pub(crate) fn lends(&self, whom: &Whom<'_>, denied: &Denied) -> bool {
+        let shard = self.core.shard_now(whom);
+        shard.spill().contains(&denied.bucket)
+    }
+
     /// Whether `whom`'s shard could ever pay `n` tokens in this store.
     pub(crate) fn fits(&self, whom: &Whom<'_>, n: u32) -> Result<(), Denied> {
         (self.store).check_weight(&self.core, &self.core.shard_now(whom), n)

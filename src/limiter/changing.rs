@@ -165,8 +165,9 @@ impl<C: Clock> ShardedLimiter<C> {
     ///
     /// No bucket held has a whole token before the instant, not even after
     /// a refund, a settlement or a booking given back; they come back
-    /// one after another over one interval of a bucket (the first at the
-    /// instant), then refill at their pace; one already emptier stays as it
+    /// one after another over one interval of a bucket, or over the
+    /// hold-off's length if that is shorter (the first at the instant),
+    /// then refill at their pace; one already emptier stays as it
     /// is. A hold-off only takes tokens, so every budget bound holds. Checks
     /// that raced it are decided again, and waits that booked a slot before
     /// the instant book again.

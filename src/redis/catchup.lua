@@ -5,8 +5,7 @@
 --
 -- KEYS[1]  the quota key, "{limiter-name}:quota".
 -- KEYS[2]  the hold-offs hash, "{limiter-name}:held" (holdoff.lua).
--- ARGV[1]  the largest capacity of a bucket, in microseconds.
--- ARGV[2]  absent in production (the server's clock); the test's time.
+-- ARGV[1]  absent in production (the server's clock); the test's time.
 --
 -- Reply: { the quota key's text (nil when it is missing), then each bucket
 -- key of the hash and its instant }, only the instants a hold-off writes
@@ -18,12 +17,12 @@ local quota = redis.pcall('GET', KEYS[1])
 if type(quota) == 'table' and quota.err then
   return redis.error_reply('NOTAQUOTA ' .. KEYS[1] .. ' another type: ' .. quota.err)
 end
-local now = clock(ARGV[2])
+local now = clock(ARGV[1])
 local reply = { quota }
 local held = redis.pcall('HGETALL', KEYS[2])
 if type(held) == 'table' and not held.err then
   for i = 1, #held, 2 do
-    local at = held_at(held[i + 1], now, ARGV[1] + 0)
+    local at = held_at(held[i + 1], now)
     if at then
       reply[#reply + 1] = held[i]
       reply[#reply + 1] = string.format('%d', at)

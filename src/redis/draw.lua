@@ -305,7 +305,7 @@ local function draw(keys, kb, ranked, argv, a, clock_now, held, holds)
       if not instants.err then
         lenders = k
         for j = 1, k do
-          local at = held_at(instants[j], now, argv[a + 4 + j] * interval)
+          local at = held_at(instants[j], now)
           if not at or at <= now then
             lenders = ranked
             break

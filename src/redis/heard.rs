@@ -33,12 +33,8 @@ where
             return;
         };
         let mut connection = self.connection.clone();
-        let split = self.split.get();
-        let capacity = u64::from(split.burst_of(0)) * (split.interval() / MICROS);
-        let mut cmd = evalsha(&self.changes.catch_up, 2, 1);
-        cmd.arg(self.script.quota_key(0))
-            .arg(held_key)
-            .arg(capacity);
+        let mut cmd = evalsha(&self.changes.catch_up, 2, 0);
+        cmd.arg(self.script.quota_key(0)).arg(held_key);
         let read = query_by_keys::<Vec<Value>, _>(&self.changes.catch_up, &cmd, &mut connection);
         let Ok(Ok(reply)) = timeout(self.options.deadline, read).await else {
             return;

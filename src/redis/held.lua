@@ -5,14 +5,15 @@
 -- src/upstream/mod.rs (an hour), which every hold-off is cut to.
 local MAX_HOLD = 3600000000
 
--- The instant `value` of the hold-offs hash says a bucket of `capacity` is
--- held until, read at `now`: nil when it is not a time, or is later than
--- any hold-off writes (`now` plus the longest hold-off, plus the bucket's
--- turn after the instant, which is less than its capacity). Such a stray
--- value would keep every wait's slot for ever.
-local function held_at(value, now, capacity)
-  local at = type(value) == 'string' and as_time(value)
-  if not at or at > now + MAX_HOLD + capacity then
+-- The instant `value` of the hold-offs hash says a bucket is held until,
+-- read at `now`: nil when it is not what a hold-off writes, digits alone
+-- (as the Rust side reads the hash too), or is later than any hold-off
+-- writes: `now` plus the longest hold-off, plus the bucket's turn after
+-- the instant, which is at most as long again (whatever the quota since).
+-- Such a stray value would keep every wait's slot for ever.
+local function held_at(value, now)
+  local at = type(value) == 'string' and value:find('^%d+$') and as_time(value)
+  if not at or at > now + 2 * MAX_HOLD then
     return nil
   end
   return at
@@ -25,7 +26,7 @@ end
 -- `tat`. Without a hash, or with a value there of another type or that is
 -- not an instant a hold-off writes (`held_at`), nothing is held.
 local function unheld(tat, back, held_key, key, capacity, interval, now)
-  local held = held_key and held_at(redis.pcall('HGET', held_key, key), now, capacity)
+  local held = held_key and held_at(redis.pcall('HGET', held_key, key), now)
   if not held or held <= now then
     return back
   end

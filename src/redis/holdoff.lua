@@ -85,7 +85,7 @@ if record then
   for i = 1, held do
     -- A value that is not an instant a hold-off writes is overwritten (as
     -- a bucket's that is not a time is).
-    local before = held_at(redis.call('HGET', key, KEYS[i]), now, ARGV[4 + i] + 0)
+    local before = held_at(redis.call('HGET', key, KEYS[i]), now)
     if not before or before < at[i] then
       redis.call('HSET', key, KEYS[i], string.format('%d', at[i]))
     end

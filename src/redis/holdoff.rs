@@ -14,6 +14,7 @@ use super::quota::ATTEMPTS;
 use super::script::{MICROS, evalsha, query_by_keys};
 use super::store::{RedisStore, Shared};
 use crate::Shard;
+use crate::draw::turn;
 use crate::plan::Split;
 use crate::store::sealed::Local;
 
@@ -140,9 +141,14 @@ where
     }
 
     /// The held buckets come back one after another over one interval, as
-    /// in process: bucket i of `count` `stagger · i` after the instant.
-    fn stagger(split: &Split, count: usize) -> u64 {
-        (split.interval() / MICROS) / count.max(1) as u64
+    /// in process: bucket i of `count` `stagger · i` after the instant, or
+    /// `micros` (the hold-off's length) if that is sooner (`turn` of
+    /// `src/draw/`).
+    fn offsets(split: &Split, count: usize, micros: u64) -> Vec<u64> {
+        let stagger = (split.interval() / MICROS) / count.max(1) as u64;
+        (0..count as u64)
+            .map(|i| turn(stagger, i, micros))
+            .collect()
     }
 
     /// The one-slot layout's hold-off: one script over every bucket, asked
@@ -155,8 +161,7 @@ where
             if buckets.is_empty() {
                 return Ok(());
             }
-            let stagger = Self::stagger(&split, buckets.len());
-            let offsets: Vec<u64> = (0..buckets.len() as u64).map(|i| stagger * i).collect();
+            let offsets = Self::offsets(&split, buckets.len(), micros);
             match (shared.hold_batch(&buckets, &offsets, (version, &split), micros)).await? {
                 HoldReply::Held => return Ok(()),
                 // Another process changed the quota first: held again
@@ -181,12 +186,12 @@ where
         // No quota is set live in this layout: the split never changes.
         let (version, split) = shared.current();
         let buckets = Self::held_buckets(shard.as_ref(), &split);
-        let stagger = Self::stagger(&split, buckets.len());
+        let offsets = Self::offsets(&split, buckets.len(), micros);
         let mut calls = JoinSet::new();
-        for (i, &b) in buckets.iter().enumerate() {
+        for (i, (&b, &offset)) in buckets.iter().zip(&offsets).enumerate() {
             let shared = Arc::clone(shared);
             calls.spawn(async move {
-                let (bucket, offset) = ([b], [stagger * i as u64]);
+                let (bucket, offset) = ([b], [offset]);
                 let held = shared.hold_batch(&bucket, &offset, (version, &split), micros);
                 let held = match held.await {
                     Ok(HoldReply::Held) => Ok(()),

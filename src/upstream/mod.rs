@@ -33,8 +33,9 @@
 //! refund, a settlement or a booking given back meanwhile (over Redis, in
 //! the one-slot layout: the spread layout keeps no record of the instant,
 //! and a give-back there can bring a token back early). They come back one
-//! after another over one interval of a bucket (the first at the instant,
-//! each with one token), then refill at their pace: together they resume
+//! after another over one interval of a bucket, or over the hold-off's
+//! length if that is shorter (the first at the instant, each with one
+//! token), then refill at their pace: together they resume
 //! at their rate, not as a burst of one token each into an upstream that
 //! just recovered. The hold-off only ever takes tokens, so the budget
 //! `R·t + B` still holds. Checks that raced the hold-off are decided

@@ -127,7 +127,7 @@ impl<S: Store> Limiter<S> {
             // A spill bucket lends to no booking ahead (its owners would
             // be below their reserve until the slot): a slot it names is
             // drawn at, not booked.
-            let lent = !whom.shard.buckets().contains(&denied.bucket);
+            let lent = limiter.lends(&whom, &denied);
             match at {
                 Some(_) if !refused.by_policy && !lent => {
                     lead = until;

@@ -10,7 +10,9 @@ use super::{InProcess, SEALED};
 use crate::Shard;
 use crate::clock::Clock;
 use crate::denied::Denied;
-use crate::draw::{Pace, Step, added, charge, give_back, hold, refund, rescale, resize, unheld};
+use crate::draw::{
+    Pace, Step, added, charge, give_back, hold, refund, rescale, resize, turn, unheld,
+};
 use crate::error::ConfigError;
 use crate::grant::{Booked, BucketState, Grant, Refunded};
 use crate::plan::whom::Whom;
@@ -238,7 +240,9 @@ impl<C: Clock> InProcess<C> {
             // rather than as a burst of one token each.
             let stagger = split.interval() / buckets.len().max(1) as u64;
             for (i, &b) in buckets.iter().enumerate() {
-                let until = until.saturating_add(stagger * i as u64).min(MAX_NOW);
+                let until = until
+                    .saturating_add(turn(stagger, i as u64, lead))
+                    .min(MAX_NOW);
                 // The instant first, so that a wait waking on a slot the
                 // hold takes sees it.
                 self.held[b as usize].fetch_max(until, Ordering::AcqRel);
