@@ -7,7 +7,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use shuffle_limiter::redis::{FailurePolicy, RedisOptions};
 use shuffle_limiter::store::Store;
 use shuffle_limiter::upstream::HoldOff;
 use shuffle_limiter::{Builder, Limit, Limiter, ManualClock, Quota, ShardedLimiter};
@@ -15,45 +14,27 @@ use shuffle_limiter::{Builder, Limit, Limiter, ManualClock, Quota, ShardedLimite
 #[path = "../../tests/support/redis_server.rs"]
 mod redis_server;
 use redis_server::RedisServer;
+#[path = "support/lending.rs"]
+mod lending;
+use lending::{Stores, at_once, batched, options};
 
-fn options() -> RedisOptions {
-    RedisOptions::new(FailurePolicy::FailClosed).deadline(Duration::from_secs(2))
-}
-
-fn batched() -> RedisOptions {
-    options().batch(16, Duration::from_micros(200))
-}
-
-/// 20 checks of `tenant` at once: granted, and how many of those borrowed.
-async fn at_once<S>(limiter: &Arc<Limiter<S>>, tenant: &'static str) -> (u32, u32)
-where
-    S: Store + Send + Sync + 'static,
-{
-    let mut checks = tokio::task::JoinSet::new();
-    for _ in 0..20 {
-        let limiter = Arc::clone(limiter);
-        checks.spawn(async move { limiter.check(tenant).await.ok().map(|g| g.borrowed()) });
+/// N = 4, k = 2, d = 1, r = 0.5; 2 tokens a bucket, one every 4 `period`s.
+fn lending(period: Duration) -> impl Fn(&str) -> Builder {
+    move |name| {
+        ShardedLimiter::builder()
+            .quota(Quota::new(1, period).with_burst(8))
+            .buckets(4)
+            .per_tenant(2)
+            .borrow_from(1)
+            .lender_reserve(0.5)
+            .salt("review46")
+            .name(name)
     }
-    let (mut granted, mut borrowed) = (0, 0);
-    while let Some(check) = checks.join_next().await {
-        if let Some(lent) = check.unwrap() {
-            granted += 1;
-            borrowed += u32::from(lent);
-        }
-    }
-    (granted, borrowed)
 }
 
-/// N = 4, k = 2, d = 1, r = 0.5; 2 tokens a bucket, one every 4 s.
+/// A token every 4 s a bucket.
 fn slow(name: &str) -> Builder {
-    ShardedLimiter::builder()
-        .quota(Quota::new(1, Duration::from_secs(1)).with_burst(8))
-        .buckets(4)
-        .per_tenant(2)
-        .borrow_from(1)
-        .lender_reserve(0.5)
-        .salt("review46")
-        .name(name)
+    lending(Duration::from_secs(1))(name)
 }
 
 /// A tenant held off for the longest hold-off (an hour, after a 429 with
@@ -74,7 +55,7 @@ where
         .await
         .ok()
         .unwrap();
-    at_once(limiter, "acme").await
+    at_once(limiter, ("acme", None)).await
 }
 
 /// `guide::borrowing`, "A hold-off stops borrowing too": "While a hold-off
@@ -92,29 +73,12 @@ where
 /// borrowed, one and batched.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_held_for_an_hour_borrows_nothing_after_a_quota_change() {
-    let local = Arc::new(
-        slow("held-raise-local")
-            .clock(ManualClock::new())
-            .build()
-            .unwrap(),
-    );
     let server = RedisServer::start();
-    let redis = Arc::new(
-        slow("held-raise-redis")
-            .build_redis(&server.url(), options())
-            .await
-            .unwrap(),
-    );
-    let batched = Arc::new(
-        slow("held-raise-batched")
-            .build_redis(&server.url(), batched())
-            .await
-            .unwrap(),
-    );
+    let stores = Stores::new(slow, "held-raise", ManualClock::new(), &server.url()).await;
     let seen = [
-        held_for_an_hour_then_raised(&local).await,
-        held_for_an_hour_then_raised(&redis).await,
-        held_for_an_hour_then_raised(&batched).await,
+        held_for_an_hour_then_raised(&stores.local).await,
+        held_for_an_hour_then_raised(&stores.redis).await,
+        held_for_an_hour_then_raised(&stores.batched).await,
     ];
     println!("in process, over Redis, batched: (granted, borrowed) = {seen:?}");
     assert_eq!(
@@ -145,7 +109,7 @@ async fn control_a_tenant_held_for_a_minute_borrows_nothing_after_a_quota_change
             .set_quota(Quota::new(40, Duration::from_secs(1)).with_burst(8))
             .await
             .unwrap();
-        assert_eq!(at_once(&redis, "acme").await, (0, 0));
+        assert_eq!(at_once(&redis, ("acme", None)).await, (0, 0));
     }
 }
 
@@ -201,7 +165,7 @@ async fn after_stray_values(write: bool) -> (u32, u32) {
             .unwrap();
     }
     let stray = format!("{ahead:e}");
-    let seen = at_once(&limiter, "acme").await;
+    let seen = at_once(&limiter, ("acme", None)).await;
     println!(
         "own buckets {own:?}, stray value {stray:?} written: {write}: (granted, borrowed) = {seen:?}"
     );
@@ -217,39 +181,18 @@ async fn after_stray_values(write: bool) -> (u32, u32) {
 /// Redis and batched.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hold_off_shorter_than_a_buckets_turn_holds_every_own_bucket() {
-    let hourly = |name: &str| {
-        ShardedLimiter::builder()
-            .quota(Quota::new(1, Duration::from_secs(3600)).with_burst(8))
-            .buckets(4)
-            .per_tenant(2)
-            .borrow_from(1)
-            .lender_reserve(0.5)
-            .salt("review46")
-            .name(name)
-    };
+    let hourly = lending(Duration::from_secs(3600));
     let clock = ManualClock::new();
-    let local = Arc::new(hourly("turn-local").clock(clock.clone()).build().unwrap());
     let server = RedisServer::start();
-    let redis = Arc::new(
-        hourly("turn-redis")
-            .build_redis(&server.url(), options())
-            .await
-            .unwrap(),
-    );
-    let batched = Arc::new(
-        hourly("turn-batched")
-            .build_redis(&server.url(), batched())
-            .await
-            .unwrap(),
-    );
+    let stores = Stores::new(hourly, "turn", clock.clone(), &server.url()).await;
     let hour = HoldOff::tenant("acme", Duration::from_secs(3600));
-    local.hold_off(hour.clone());
-    redis.hold_off(hour.clone()).await.unwrap();
-    batched.hold_off(hour).await.unwrap();
+    stores.local.hold_off(hour.clone());
+    stores.redis.hold_off(hour.clone()).await.unwrap();
+    stores.batched.hold_off(hour).await.unwrap();
     let seen = [
-        at_once(&local, "acme").await,
-        at_once(&redis, "acme").await,
-        at_once(&batched, "acme").await,
+        at_once(&stores.local, ("acme", None)).await,
+        at_once(&stores.redis, ("acme", None)).await,
+        at_once(&stores.batched, ("acme", None)).await,
     ];
     assert_eq!(
         seen,
@@ -261,7 +204,7 @@ async fn a_hold_off_shorter_than_a_buckets_turn_holds_every_own_bucket() {
     // has a token (and the spill bucket lends its one above the reserve).
     clock.advance(Duration::from_secs(2 * 3600));
     let mut own = 0;
-    while let Ok(grant) = local.check("acme") {
+    while let Ok(grant) = stores.local.check("acme") {
         own += u32::from(!grant.borrowed());
     }
     assert_eq!(own, 2);

@@ -9,30 +9,21 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use shuffle_limiter::redis::{FailurePolicy, RedisOptions};
 use shuffle_limiter::store::Store;
 use shuffle_limiter::upstream::HoldOff;
-use shuffle_limiter::{
-    Builder, Limit, Limiter, ManualClock, Quota, Request, ShardedLimiter, TokioClock,
-};
+use shuffle_limiter::{Builder, Limit, Limiter, ManualClock, Quota, ShardedLimiter, TokioClock};
 
 #[path = "../../tests/support/redis_server.rs"]
 mod redis_server;
 use redis_server::RedisServer;
+#[path = "support/lending.rs"]
+mod lending;
+use lending::{Stores, Who, at_once, options, request};
 
 /// A quota that does not refill during a test: `burst` tokens, one token an
 /// hour per bucket at most.
 fn still(burst: u32) -> Quota {
     Quota::new(1, Duration::from_secs(3600)).with_burst(burst)
-}
-
-fn options() -> RedisOptions {
-    RedisOptions::new(FailurePolicy::FailClosed).deadline(Duration::from_secs(2))
-}
-
-/// Decisions sent in batches (`draw_batch.lua`).
-fn batched() -> RedisOptions {
-    options().batch(16, Duration::from_micros(200))
 }
 
 /// A tenant whose own bucket is `own` and whose spill bucket is `spill`,
@@ -160,38 +151,6 @@ async fn a_borrowers_wait_leaves_the_lenders_reserve_over_redis() {
     );
 }
 
-/// Who asks: a tenant, and a user of it.
-type Who = (&'static str, Option<&'static str>);
-
-fn request((tenant, user): Who) -> Request<'static> {
-    let request = Request::tenant(tenant);
-    match user {
-        Some(user) => request.user(user),
-        None => request,
-    }
-}
-
-/// 20 checks of `who` at once (in a batch, where the store batches):
-/// how many were granted, and how many of those borrowed.
-async fn at_once<S>(limiter: &Arc<Limiter<S>>, who: Who) -> (u32, u32)
-where
-    S: Store + Send + Sync + 'static,
-{
-    let mut checks = tokio::task::JoinSet::new();
-    for _ in 0..20 {
-        let limiter = Arc::clone(limiter);
-        checks.spawn(async move { limiter.check(request(who)).await.ok().map(|g| g.borrowed()) });
-    }
-    let (mut granted, mut borrowed) = (0, 0);
-    while let Some(check) = checks.join_next().await {
-        if let Some(lent) = check.unwrap() {
-            granted += 1;
-            borrowed += u32::from(lent);
-        }
-    }
-    (granted, borrowed)
-}
-
 /// What a per-account hold-off leaves `who` at once: its checks, counting
 /// those granted and how many of them were borrowed.
 async fn after_a_tenant_hold_off<S>(limiter: &Arc<Limiter<S>>, who: Who) -> (u32, u32)
@@ -225,33 +184,22 @@ fn lending_with_users(name: &str) -> Builder {
 /// straight on to the upstream that had just answered 429 for it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_held_off_borrows_nothing_until_the_hold_off_ends() {
-    let local = Arc::new(
-        lending_with_users("hold-local")
-            .clock(ManualClock::new())
-            .build()
-            .unwrap(),
-    );
     let server = RedisServer::start();
-    let redis = Arc::new(
-        lending_with_users("hold-redis")
-            .build_redis(&server.url(), options())
-            .await
-            .unwrap(),
-    );
-    let batched = Arc::new(
-        lending_with_users("hold-batched")
-            .build_redis(&server.url(), batched())
-            .await
-            .unwrap(),
-    );
+    let stores = Stores::new(
+        lending_with_users,
+        "hold",
+        ManualClock::new(),
+        &server.url(),
+    )
+    .await;
     let (tenant, user) = (("acme", None), ("zeta", Some("alice")));
     let seen = [
-        after_a_tenant_hold_off(&local, tenant).await,
-        after_a_tenant_hold_off(&local, user).await,
-        after_a_tenant_hold_off(&redis, tenant).await,
-        after_a_tenant_hold_off(&redis, user).await,
-        after_a_tenant_hold_off(&batched, tenant).await,
-        after_a_tenant_hold_off(&batched, user).await,
+        after_a_tenant_hold_off(&stores.local, tenant).await,
+        after_a_tenant_hold_off(&stores.local, user).await,
+        after_a_tenant_hold_off(&stores.redis, tenant).await,
+        after_a_tenant_hold_off(&stores.redis, user).await,
+        after_a_tenant_hold_off(&stores.batched, tenant).await,
+        after_a_tenant_hold_off(&stores.batched, user).await,
     ];
     println!("granted, borrowed after a hold-off: {seen:?}");
     assert_eq!(
@@ -344,28 +292,17 @@ where
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_that_shares_a_held_bucket_still_borrows() {
-    let local = Arc::new(
-        lending_with_users("share-local")
-            .clock(ManualClock::new())
-            .build()
-            .unwrap(),
-    );
     let server = RedisServer::start();
-    let redis = Arc::new(
-        lending_with_users("share-redis")
-            .build_redis(&server.url(), options())
-            .await
-            .unwrap(),
-    );
-    let batched = Arc::new(
-        lending_with_users("share-batched")
-            .build_redis(&server.url(), batched())
-            .await
-            .unwrap(),
-    );
+    let stores = Stores::new(
+        lending_with_users,
+        "share",
+        ManualClock::new(),
+        &server.url(),
+    )
+    .await;
     // Its own bucket that is not held (4 tokens), then 2 above the
     // reserve in each of its spill buckets.
-    assert_eq!(sharing_a_held_bucket(&local).await, (8, 4));
-    assert_eq!(sharing_a_held_bucket(&redis).await, (8, 4));
-    assert_eq!(sharing_a_held_bucket(&batched).await, (8, 4));
+    assert_eq!(sharing_a_held_bucket(&stores.local).await, (8, 4));
+    assert_eq!(sharing_a_held_bucket(&stores.redis).await, (8, 4));
+    assert_eq!(sharing_a_held_bucket(&stores.batched).await, (8, 4));
 }
