@@ -31,6 +31,21 @@ impl ShardShape {
         }
     }
 
+    /// The shape a draw borrows with: none of the spill buckets lends to a
+    /// booking ahead (`now` false: the token it booked would come out of
+    /// what the bucket holds from now on, below its owners' reserve until
+    /// the slot), nor while a hold-off holds every own bucket (`held_off`,
+    /// asked only of a shard with spill buckets). `lenders` in draw.lua
+    /// mirrors the hold-off; over Redis a booking ahead sends no spill key.
+    #[inline]
+    pub(crate) fn lending(self, now: bool, held_off: impl FnOnce() -> bool) -> ShardShape {
+        if self.spill > 0 && (!now || held_off()) {
+            ShardShape { spill: 0, ..self }
+        } else {
+            self
+        }
+    }
+
     /// The credit a borrower must leave in a spill bucket of `capacity`
     /// whose tokens come every `interval`: the reserve's share of it,
     /// rounded up, unless that is within the share's rounding (2⁻³² of the
@@ -241,6 +256,21 @@ mod tests {
             lend(&bursts, &tats, 1, 105, 1),
             Outcome::Grant(Single { index: 2, .. })
         ));
+    }
+
+    #[test]
+    fn no_spill_bucket_lends_ahead_or_while_every_own_bucket_is_held() {
+        let shape = ShardShape {
+            own: 2,
+            spill: 2,
+            reserve: 1 << 31,
+        };
+        let none = ShardShape { spill: 0, ..shape };
+        assert_eq!(shape.lending(true, || false), shape);
+        assert_eq!(shape.lending(false, || false), none);
+        assert_eq!(shape.lending(true, || true), none);
+        // A shard without spill buckets is not asked about hold-offs.
+        assert_eq!(none.lending(true, || panic!("asked")), none);
     }
 
     #[test]

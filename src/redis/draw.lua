@@ -296,7 +296,8 @@ local function draw(keys, kb, ranked, argv, a, clock_now, held, holds)
     end
     best, best_room = nil, 0
     -- No spill bucket lends while a hold-off holds every own bucket past
-    -- `now`: the upstream said stop for this tenant (or for all). A hash
+    -- `now` (`ShardShape::lending` of src/draw/borrow.rs): the upstream
+    -- said stop for this tenant (or for all). A hash
     -- of another type, or a value that no hold-off writes, holds nothing
     -- (`held_at` of held.lua).
     local lenders = ranked

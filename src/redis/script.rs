@@ -355,14 +355,16 @@ impl Request {
     ) -> Self {
         let mut ids = [0; MAX_K];
         ids[..shard.ranked().len()].copy_from_slice(shard.ranked());
+        let shape = ShardShape {
+            own: shard.buckets().len(),
+            spill: shard.spill().len(),
+            reserve: u64::from(reserve),
+        };
         Request {
             ids,
             bursts: split.bursts(shard),
-            shape: ShardShape {
-                own: shard.buckets().len(),
-                spill: if lead == 0 { shard.spill().len() } else { 0 },
-                reserve: u64::from(reserve),
-            },
+            // The hold-off is the script's to weigh (`lenders`).
+            shape: shape.lending(lead == 0, || false),
             interval: split.interval() / MICROS,
             n,
             start,

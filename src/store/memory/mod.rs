@@ -160,10 +160,7 @@ impl<C: Clock> InProcess<C> {
         if seen != version {
             return None;
         }
-        let mut shape = core.shape(shard);
-        if shape.spill > 0 && (!lend || self.held_off(shard, now)) {
-            shape.spill = 0;
-        }
+        let shape = (core.shape(shard)).lending(lend, || self.held_off(shard, now));
         let ids = shard.ranked();
         let burst = |j: usize| split.burst_of(ids[j]);
         let tat = |j: usize| self.tat(ids[j]);
