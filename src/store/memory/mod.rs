@@ -385,15 +385,23 @@ impl<C: Clock> InProcess<C> {
 /// (`check_weight`); a cut of the burst in between leaves a weight no
 /// bucket can ever pay, which the draw denies at the end of time: it is
 /// denied as never fitting, with the most the split now in force holds.
+/// When the split in force holds the weight again (a change back since
+/// the draw), the request may be paid soon: it is denied with the
+/// shortest retry, never with one at the end of time.
 fn answered(
     core: &Core,
-    outcome: Outcome,
+    mut outcome: Outcome,
     shard: &Shard,
     n: u32,
     (now, version): (u64, u64),
 ) -> Result<Grant, Denied> {
-    if let Outcome::Deny { at: u64::MAX, .. } = outcome {
+    if let Outcome::Deny {
+        index,
+        at: u64::MAX,
+    } = outcome
+    {
         core.split.get().check_weight(shard, n)?;
+        outcome = Outcome::Deny { index, at: now };
     }
     answer(outcome, shard, n, (now, 1), version)
 }
@@ -415,3 +423,6 @@ enum Declined {
     /// and what follows.
     NoSingle(u64, NoSingle),
 }
+
+#[cfg(test)]
+mod tests;
