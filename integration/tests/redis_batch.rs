@@ -311,3 +311,140 @@ async fn a_window_of_half_a_duration_max_batches() {
         );
     }
 }
+
+/// Decisions that come while one is out alone (nothing out, nothing
+/// waiting: it went from its caller's task, without a batch) wait, and
+/// leave as soon as it is back: not after the window, however long.
+#[test]
+fn decisions_waiting_on_one_gone_alone_leave_when_it_is_back() {
+    let server = RedisServer::start();
+    let _guard = serial::one_at_a_time();
+    // One thread: the first decision runs up to its round trip before the
+    // others are asked.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let window = Duration::from_secs(20);
+        let limiter = Arc::new(
+            ShardedLimiter::builder()
+                .quota(Quota::per_second(1000))
+                .buckets(8)
+                .per_tenant(2)
+                .name("batched-alone")
+                .build_redis(
+                    &server.url(),
+                    RedisOptions::new(FailurePolicy::FailClosed)
+                        .deadline(Duration::from_secs(30))
+                        .batch(64, window),
+                )
+                .await
+                .unwrap(),
+        );
+        assert!(limiter.decide("warm").await.is_granted());
+        // Redis answers nobody for 300 ms, so the first decision stays out.
+        let _: () = redis::cmd("CLIENT")
+            .arg("PAUSE")
+            .arg(300)
+            .query_async(&mut server.connection().await)
+            .await
+            .unwrap();
+        let started = tokio::time::Instant::now();
+        let decide = |i: usize| {
+            let limiter = limiter.clone();
+            tokio::spawn(async move { limiter.decide(&format!("t{i}")).await })
+        };
+        let first = decide(0);
+        // The first goes out (alone) before the others come.
+        tokio::task::yield_now().await;
+        let others: Vec<_> = (1..=10).map(decide).collect();
+        for decision in std::iter::once(first).chain(others) {
+            let decision = decision.await.unwrap();
+            assert_eq!(decision.source(), Source::Redis, "{:?}", decision.error());
+            assert!(decision.is_granted());
+        }
+        // Well before the window: the waiting ten left when the first was
+        // back, not when the window ran out.
+        assert!(
+            started.elapsed() < window / 4,
+            "the waiting decisions took {:?}",
+            started.elapsed()
+        );
+        assert_eq!(limiter.stats().from_policy(), 0);
+    });
+}
+
+/// While one decision is out, the next batch leaves once as many wait as
+/// are out (Redis has it before it is done with the one out), not when the
+/// one out is back: ten decisions asked one, one, then eight, while Redis
+/// answers nobody, go as three calls (the first alone, the second at once,
+/// the eight others when one is back), where waiting for the first to be
+/// back would make two.
+#[test]
+fn the_next_batch_leaves_once_as_many_wait_as_are_out() {
+    let server = RedisServer::start();
+    let _guard = serial::one_at_a_time();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let limiter = Arc::new(
+            ShardedLimiter::builder()
+                .quota(Quota::per_second(1000))
+                .buckets(8)
+                .per_tenant(2)
+                .name("batched-next")
+                .build_redis(
+                    &server.url(),
+                    RedisOptions::new(FailurePolicy::FailClosed)
+                        .deadline(Duration::from_secs(30))
+                        .batch(64, Duration::from_secs(20)),
+                )
+                .await
+                .unwrap(),
+        );
+        assert!(limiter.decide("warm").await.is_granted());
+        let mut admin = server.connection().await;
+        let _: () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+        let _: () = redis::cmd("CLIENT")
+            .arg("PAUSE")
+            .arg(300)
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+        let decide = |i: usize| {
+            let limiter = limiter.clone();
+            tokio::spawn(async move { limiter.decide(&format!("t{i}")).await })
+        };
+        // Every task runs until it waits (on Redis, or for a batch).
+        async fn settle() {
+            for _ in 0..50 {
+                tokio::task::yield_now().await;
+            }
+        }
+        let mut decisions = vec![decide(0)];
+        settle().await;
+        decisions.push(decide(1));
+        settle().await;
+        decisions.extend((2..10).map(decide));
+        for decision in decisions {
+            let decision = decision.await.unwrap();
+            assert_eq!(decision.source(), Source::Redis, "{:?}", decision.error());
+        }
+        let stats: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+        let calls = (stats.lines())
+            .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
+            .and_then(|rest| rest.split(',').next()?.parse::<u64>().ok());
+        assert_eq!(calls, Some(3), "{stats}");
+    });
+}

@@ -4,12 +4,16 @@
 //! draw of `draw.lua` exactly as one call of it alone would.
 //!
 //! A decision's caller waits on its own reply, under its own deadline. A
-//! batch leaves as soon as no other batch is out; while one is, once `max`
-//! decisions wait or `window` after the first of them, whichever comes
-//! first; while two are, once one is back. An idle limiter sends a lone
-//! decision at once, a busy one gathers the next batch while one is out (so
-//! no timer decides how long the common case waits: tokio's timer counts
-//! whole milliseconds). A batch
+//! decision that comes while nothing is out and nothing waits goes alone,
+//! at once, from its caller's task (as without batching: no hop through the
+//! task that gathers batches), and counts as a batch out. A
+//! batch leaves as soon as no other batch is out; while one is, once as
+//! many decisions wait as it holds (so that Redis has the next batch before
+//! it is done with this one), `max` wait, or `window` after the first of
+//! them, whichever comes first; while two are, once one is back. An idle
+//! limiter sends a lone decision at once, a busy one gathers the next batch
+//! while one is out (so no timer decides how long the common case waits:
+//! tokio's timer counts whole milliseconds). A batch
 //! takes the decisions waiting from each tenant in turn, so a flood from one
 //! tenant does not keep another's decision out of the next batch (while
 //! fewer than `max` tenants wait). A decision whose caller is gone before
@@ -20,6 +24,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, Hash, Hasher, RandomState};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::time::Duration;
 
 use ::redis::aio::ConnectionLike;
@@ -52,6 +57,37 @@ pub(super) const MAX_OUT: usize = 2;
 pub(super) struct Batcher {
     sender: mpsc::UnboundedSender<Event>,
     hasher: RandomState,
+    counts: Arc<Counts>,
+}
+
+/// What a limiter's callers and the task gathering batches both count.
+#[derive(Debug, Default)]
+struct Counts {
+    /// Batches out, a decision gone alone counted as one.
+    out: AtomicUsize,
+    /// The decisions in the batches out.
+    deciding: AtomicUsize,
+    /// Decisions sent to the task and not yet taken into a batch.
+    waiting: AtomicUsize,
+}
+
+/// A decision gone alone (see [`Batcher::alone`]): counted out until
+/// dropped.
+#[derive(Debug)]
+pub(super) struct Alone<'a> {
+    batcher: &'a Batcher,
+}
+
+impl Drop for Alone<'_> {
+    fn drop(&mut self) {
+        let counts = &self.batcher.counts;
+        counts.deciding.fetch_sub(1, SeqCst);
+        counts.out.fetch_sub(1, SeqCst);
+        // Decisions that came meanwhile wait for a batch to come back.
+        if counts.waiting.load(SeqCst) > 0 {
+            let _ = self.batcher.sender.send(Event::Back);
+        }
+    }
 }
 
 /// What the task gathering batches hears.
@@ -59,7 +95,7 @@ pub(super) struct Batcher {
 enum Event {
     /// A decision to send.
     Job(Job),
-    /// A batch is back.
+    /// A batch is back, or a decision that went alone.
     Back,
 }
 
@@ -76,6 +112,7 @@ struct Job {
 
 /// What the task that sends batches needs.
 struct Sending<Conn> {
+    counts: Arc<Counts>,
     connection: Conn,
     script: BatchScript,
     max: usize,
@@ -99,7 +136,9 @@ impl Batcher {
         Conn: ConnectionLike + Clone + Send + Sync + 'static,
     {
         let (sender, receiver) = mpsc::unbounded_channel();
+        let counts = Arc::new(Counts::default());
         let sending = Sending {
+            counts: Arc::clone(&counts),
             connection,
             script: BatchScript::of(script),
             max: max as usize,
@@ -110,7 +149,22 @@ impl Batcher {
         Batcher {
             sender,
             hasher: RandomState::new(),
+            counts,
         }
+    }
+
+    /// Leave to draw alone, now, from the caller's task, while nothing is
+    /// out and no decision waits: counted as a batch out until the answer's
+    /// guard is dropped. `None` when the decision should wait for a batch.
+    pub(super) fn alone(&self) -> Option<Alone<'_>> {
+        let counts = &self.counts;
+        if counts.waiting.load(SeqCst) > 0 {
+            return None;
+        }
+        (counts.out.compare_exchange(0, 1, SeqCst, SeqCst).ok()).map(|_| {
+            counts.deciding.fetch_add(1, SeqCst);
+            Alone { batcher: self }
+        })
     }
 
     /// The script's answer to `request`, made for `id` over `shard`, once
@@ -127,7 +181,11 @@ impl Batcher {
             request,
             reply,
         };
-        self.sender.send(Event::Job(job)).map_err(|_| gone())?;
+        self.counts.waiting.fetch_add(1, SeqCst);
+        if self.sender.send(Event::Job(job)).is_err() {
+            self.counts.waiting.fetch_sub(1, SeqCst);
+            return Err(gone());
+        }
         answer.await.unwrap_or_else(|_| Err(gone()))
     }
 
@@ -158,9 +216,10 @@ where
     Conn: ConnectionLike + Clone + Send + Sync + 'static,
 {
     /// Gathers batches and sends each, until every `Batcher` is dropped: a
-    /// batch leaves as soon as no other is out; while one is, once `max`
-    /// decisions wait or `window` after the first of them, whichever comes
-    /// first; while [`MAX_OUT`] are, once one is back.
+    /// batch leaves as soon as no other is out; while one is, once as many
+    /// decisions wait as it holds, `max` wait, or `window` after the first
+    /// of them, whichever comes first; while [`MAX_OUT`] are, once one is
+    /// back.
     async fn run(
         self,
         events: mpsc::UnboundedSender<Event>,
@@ -170,19 +229,27 @@ where
         let done = events.downgrade();
         drop(events);
         let mut waiting = Waiting::default();
-        let (mut out, mut closed) = (0usize, false);
+        let mut closed = false;
         loop {
+            let out = this.counts.out.load(SeqCst);
             if let Some(since) = waiting.since {
-                let due =
-                    waiting.len() >= this.max || Instant::now() >= super::after(since, this.window);
+                // As many wait as are out: Redis has the next batch before
+                // it is done with the one out.
+                let deciding = this.counts.deciding.load(SeqCst);
+                let due = waiting.len() >= this.max.min(deciding)
+                    || Instant::now() >= super::after(since, this.window);
                 if closed || out == 0 || (out < MAX_OUT && due) {
                     // Whoever arrived meanwhile takes their turn in this batch.
                     while let Ok(event) = receiver.try_recv() {
-                        waiting.note(event, &mut out);
+                        waiting.note(event);
                     }
+                    let before = waiting.len();
                     let batch = waiting.take(this.max);
+                    // Taken, or dropped for a caller gone.
+                    (this.counts.waiting).fetch_sub(before - waiting.len(), SeqCst);
                     if !batch.is_empty() {
-                        out += 1;
+                        this.counts.deciding.fetch_add(batch.len(), SeqCst);
+                        this.counts.out.fetch_add(1, SeqCst);
                         tokio::spawn(Arc::clone(&this).send(batch, done.clone()));
                     }
                     continue;
@@ -200,7 +267,7 @@ where
                 _ => receiver.recv().await,
             };
             match event {
-                Some(event) => waiting.note(event, &mut out),
+                Some(event) => waiting.note(event),
                 None => closed = true,
             }
         }
@@ -212,6 +279,7 @@ where
     /// costs the server less.
     async fn send(self: Arc<Self>, batch: Vec<Job>, done: mpsc::WeakUnboundedSender<Event>) {
         let mut connection = self.connection.clone();
+        let count = batch.len();
         let answers: Vec<Result<Answer, Error>> = if let [job] = &batch[..] {
             let call = job.request.call();
             let answer =
@@ -226,6 +294,8 @@ where
             // A caller that is gone has nothing to hear: the decision counted.
             let _ = job.reply.send(answer);
         }
+        self.counts.deciding.fetch_sub(count, SeqCst);
+        self.counts.out.fetch_sub(1, SeqCst);
         if let Some(events) = done.upgrade() {
             let _ = events.send(Event::Back);
         }
@@ -381,11 +451,11 @@ impl Waiting {
         self.len
     }
 
-    /// A decision joins, or a batch is back (one fewer `out`).
-    fn note(&mut self, event: Event, out: &mut usize) {
-        match event {
-            Event::Job(job) => self.push(job),
-            Event::Back => *out = out.saturating_sub(1),
+    /// A decision joins (a batch back only wakes the task, which reads
+    /// the count of batches out again).
+    fn note(&mut self, event: Event) {
+        if let Event::Job(job) = event {
+            self.push(job);
         }
     }
 

@@ -179,11 +179,12 @@ impl RedisOptions {
 
     /// Coalesces the decisions of this process into batches: one script
     /// call for up to `max_decisions` decisions. A batch leaves as soon as
-    /// no other batch is out, once `max_decisions` wait, or `window` after
-    /// the first of them, whichever comes first: a lone decision leaves at
-    /// once, and while a batch is out the next one gathers, so the window
-    /// bounds the wait rather than setting it (tokio's timer rounds it up to
-    /// a whole millisecond). Off by default: one script call per decision.
+    /// no other batch is out; while one is, once as many decisions wait as
+    /// it holds, `max_decisions` wait, or `window` after the first of them,
+    /// whichever comes first: a lone decision leaves at once, and while a
+    /// batch is out the next one gathers, so the window bounds the wait
+    /// rather than setting it (tokio's timer rounds it up to a whole
+    /// millisecond). Off by default: one script call per decision.
     ///
     /// The script applies a batch's decisions in the order they arrived,
     /// each exactly as it would apply it alone, so the budget, the

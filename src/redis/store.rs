@@ -258,12 +258,16 @@ where
     ) -> Result<Result<(Drawn, Shard, u64), Denied>, Error> {
         for _ in 0..3 {
             let request = Request::of((version, &split), &shard, self.reserve, (n, lead), start);
+            let alone = || async {
+                let mut connection = self.connection.clone();
+                self.script.draw(&mut connection, &request).await
+            };
             let answer = match &self.batcher {
-                Some(batcher) => batcher.draw((whom.id, &shard), request).await,
-                None => {
-                    let mut connection = self.connection.clone();
-                    self.script.draw(&mut connection, &request).await
-                }
+                Some(batcher) => match batcher.alone() {
+                    Some(_out) => alone().await,
+                    None => batcher.draw((whom.id, &shard), request).await,
+                },
+                None => alone().await,
             };
             match answer? {
                 Answer::Drawn(drawn) => return Ok(Ok((drawn, shard, version))),
