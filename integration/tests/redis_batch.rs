@@ -5,12 +5,13 @@
 //! in tests/redis.rs, and that a batch applies its decisions exactly as one
 //! by one is the differential test in src/redis/script/.)
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use shuffle_limiter::redis::{
-    BuildError, FailurePolicy, Layout, MAX_BATCH, RedisLimiter, RedisOptions, Source,
+    BuildError, Decision, FailurePolicy, Layout, MAX_BATCH, RedisLimiter, RedisOptions, Source,
 };
 use shuffle_limiter::{DenialReason, Limit, Quota, ShardedLimiter};
 
@@ -37,6 +38,55 @@ async fn batched(server: &RedisServer, quota: Quota, name: &str) -> RedisLimiter
         )
         .await
         .unwrap()
+}
+
+/// Runs `test` alone, on one thread: a task runs in the order it was woken,
+/// so what a test counts is what was answered, not what a busy worker got
+/// to.
+fn on_one_thread<F: Future>(test: F) -> F::Output {
+    let _guard = serial::one_at_a_time();
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(test)
+}
+
+/// A batched limiter whose window (20 s) sends no batch within a test: only
+/// the other rules do.
+async fn windowless(server: &RedisServer, name: &str) -> (Arc<RedisLimiter>, Duration) {
+    let window = Duration::from_secs(20);
+    let limiter = ShardedLimiter::builder()
+        .quota(Quota::per_second(1000))
+        .buckets(8)
+        .per_tenant(2)
+        .name(name)
+        .build_redis(
+            &server.url(),
+            RedisOptions::new(FailurePolicy::FailClosed)
+                .deadline(Duration::from_secs(30))
+                .batch(64, window),
+        )
+        .await
+        .unwrap();
+    assert!(limiter.decide("warm").await.is_granted());
+    (Arc::new(limiter), window)
+}
+
+/// Redis answers nobody for `millis` ms.
+async fn pause(server: &RedisServer, millis: u64) {
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(millis)
+        .query_async(&mut server.connection().await)
+        .await
+        .unwrap();
+}
+
+/// A task asking `limiter` for tenant `t{i}`.
+fn decide(limiter: &Arc<RedisLimiter>, i: usize) -> tokio::task::JoinHandle<Decision> {
+    let limiter = Arc::clone(limiter);
+    tokio::spawn(async move { limiter.decide(&format!("t{i}")).await })
 }
 
 #[test]
@@ -89,14 +139,7 @@ fn many_concurrent_batched_decisions_stay_within_the_budget() {
 #[test]
 fn a_flood_of_one_tenant_leaves_another_in_the_first_batch_after_it() {
     let server = RedisServer::start();
-    let _guard = serial::one_at_a_time();
-    // One thread: a task runs in the order it was woken, so what the test
-    // counts is what was answered, not what a busy worker got to.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
+    on_one_thread(async {
         let limiter =
             Arc::new(batched(&server, Quota::per_second(1_000_000), "batched-flood").await);
         // A tenant on other buckets than the flooder's.
@@ -226,19 +269,8 @@ fn a_batch_that_misses_the_deadline_fails_each_of_its_decisions_by_the_policy() 
                 .unwrap(),
         );
         limiter.check("warm").await.unwrap();
-        // Redis answers nobody for 400 ms.
-        let _: () = redis::cmd("CLIENT")
-            .arg("PAUSE")
-            .arg(400)
-            .query_async(&mut server.connection().await)
-            .await
-            .unwrap();
-        let decisions: Vec<_> = (0..20)
-            .map(|i| {
-                let limiter = limiter.clone();
-                tokio::spawn(async move { limiter.decide(&format!("t{i}")).await })
-            })
-            .collect();
+        pause(&server, 400).await;
+        let decisions: Vec<_> = (0..20).map(|i| decide(&limiter, i)).collect();
         for decision in decisions {
             let decision = decision.await.unwrap();
             assert_eq!(decision.source(), Source::Policy);
@@ -318,47 +350,15 @@ async fn a_window_of_half_a_duration_max_batches() {
 #[test]
 fn decisions_waiting_on_one_gone_alone_leave_when_it_is_back() {
     let server = RedisServer::start();
-    let _guard = serial::one_at_a_time();
-    // One thread: the first decision runs up to its round trip before the
-    // others are asked.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let window = Duration::from_secs(20);
-        let limiter = Arc::new(
-            ShardedLimiter::builder()
-                .quota(Quota::per_second(1000))
-                .buckets(8)
-                .per_tenant(2)
-                .name("batched-alone")
-                .build_redis(
-                    &server.url(),
-                    RedisOptions::new(FailurePolicy::FailClosed)
-                        .deadline(Duration::from_secs(30))
-                        .batch(64, window),
-                )
-                .await
-                .unwrap(),
-        );
-        assert!(limiter.decide("warm").await.is_granted());
-        // Redis answers nobody for 300 ms, so the first decision stays out.
-        let _: () = redis::cmd("CLIENT")
-            .arg("PAUSE")
-            .arg(300)
-            .query_async(&mut server.connection().await)
-            .await
-            .unwrap();
+    on_one_thread(async {
+        let (limiter, window) = windowless(&server, "batched-alone").await;
+        // The first decision stays out.
+        pause(&server, 300).await;
         let started = tokio::time::Instant::now();
-        let decide = |i: usize| {
-            let limiter = limiter.clone();
-            tokio::spawn(async move { limiter.decide(&format!("t{i}")).await })
-        };
-        let first = decide(0);
+        let first = decide(&limiter, 0);
         // The first goes out (alone) before the others come.
         tokio::task::yield_now().await;
-        let others: Vec<_> = (1..=10).map(decide).collect();
+        let others: Vec<_> = (1..=10).map(|i| decide(&limiter, i)).collect();
         for decision in std::iter::once(first).chain(others) {
             let decision = decision.await.unwrap();
             assert_eq!(decision.source(), Source::Redis, "{:?}", decision.error());
@@ -384,55 +384,26 @@ fn decisions_waiting_on_one_gone_alone_leave_when_it_is_back() {
 #[test]
 fn the_next_batch_leaves_once_as_many_wait_as_are_out() {
     let server = RedisServer::start();
-    let _guard = serial::one_at_a_time();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let limiter = Arc::new(
-            ShardedLimiter::builder()
-                .quota(Quota::per_second(1000))
-                .buckets(8)
-                .per_tenant(2)
-                .name("batched-next")
-                .build_redis(
-                    &server.url(),
-                    RedisOptions::new(FailurePolicy::FailClosed)
-                        .deadline(Duration::from_secs(30))
-                        .batch(64, Duration::from_secs(20)),
-                )
-                .await
-                .unwrap(),
-        );
-        assert!(limiter.decide("warm").await.is_granted());
+    on_one_thread(async {
+        let (limiter, _) = windowless(&server, "batched-next").await;
         let mut admin = server.connection().await;
         let _: () = redis::cmd("CONFIG")
             .arg("RESETSTAT")
             .query_async(&mut admin)
             .await
             .unwrap();
-        let _: () = redis::cmd("CLIENT")
-            .arg("PAUSE")
-            .arg(300)
-            .query_async(&mut admin)
-            .await
-            .unwrap();
-        let decide = |i: usize| {
-            let limiter = limiter.clone();
-            tokio::spawn(async move { limiter.decide(&format!("t{i}")).await })
-        };
+        pause(&server, 300).await;
         // Every task runs until it waits (on Redis, or for a batch).
         async fn settle() {
             for _ in 0..50 {
                 tokio::task::yield_now().await;
             }
         }
-        let mut decisions = vec![decide(0)];
+        let mut decisions = vec![decide(&limiter, 0)];
         settle().await;
-        decisions.push(decide(1));
+        decisions.push(decide(&limiter, 1));
         settle().await;
-        decisions.extend((2..10).map(decide));
+        decisions.extend((2..10).map(|i| decide(&limiter, i)));
         for decision in decisions {
             let decision = decision.await.unwrap();
             assert_eq!(decision.source(), Source::Redis, "{:?}", decision.error());
