@@ -5,6 +5,7 @@
 //! in tests/redis.rs, and that a batch applies its decisions exactly as one
 //! by one is the differential test in src/redis/script/.)
 
+use redis::aio::MultiplexedConnection;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -52,12 +53,12 @@ fn on_one_thread<F: Future>(test: F) -> F::Output {
         .block_on(test)
 }
 
-/// A batched limiter whose window (20 s) sends no batch within a test: only
-/// the other rules do.
+/// A batched limiter whose window (20 s) sends no batch within a test (only
+/// the other rules do), with a budget no test reaches.
 async fn windowless(server: &RedisServer, name: &str) -> (Arc<RedisLimiter>, Duration) {
     let window = Duration::from_secs(20);
     let limiter = ShardedLimiter::builder()
-        .quota(Quota::per_second(1000))
+        .quota(Quota::per_second(10_000_000))
         .buckets(8)
         .per_tenant(2)
         .name(name)
@@ -81,6 +82,37 @@ async fn pause(server: &RedisServer, millis: u64) {
         .query_async(&mut server.connection().await)
         .await
         .unwrap();
+}
+
+/// On one thread: every task runs until it waits (on Redis, or for a batch).
+async fn settle() {
+    for _ in 0..50 {
+        tokio::task::yield_now().await;
+    }
+}
+
+/// A connection to `server` whose command counts start from zero.
+async fn reset_stats(server: &RedisServer) -> MultiplexedConnection {
+    let mut admin = server.connection().await;
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    admin
+}
+
+/// The script calls the server has counted since `reset_stats`.
+async fn evalsha_calls(admin: &mut MultiplexedConnection) -> u64 {
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(admin)
+        .await
+        .unwrap();
+    (stats.lines())
+        .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next()?.parse().ok())
+        .unwrap_or(0)
 }
 
 /// A task asking `limiter` for tenant `t{i}`.
@@ -386,19 +418,8 @@ fn the_next_batch_leaves_once_as_many_wait_as_are_out() {
     let server = RedisServer::start();
     on_one_thread(async {
         let (limiter, _) = windowless(&server, "batched-next").await;
-        let mut admin = server.connection().await;
-        let _: () = redis::cmd("CONFIG")
-            .arg("RESETSTAT")
-            .query_async(&mut admin)
-            .await
-            .unwrap();
+        let mut admin = reset_stats(&server).await;
         pause(&server, 300).await;
-        // Every task runs until it waits (on Redis, or for a batch).
-        async fn settle() {
-            for _ in 0..50 {
-                tokio::task::yield_now().await;
-            }
-        }
         let mut decisions = vec![decide(&limiter, 0)];
         settle().await;
         decisions.push(decide(&limiter, 1));
@@ -408,14 +429,93 @@ fn the_next_batch_leaves_once_as_many_wait_as_are_out() {
             let decision = decision.await.unwrap();
             assert_eq!(decision.source(), Source::Redis, "{:?}", decision.error());
         }
-        let stats: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query_async(&mut admin)
-            .await
-            .unwrap();
-        let calls = (stats.lines())
-            .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
-            .and_then(|rest| rest.split(',').next()?.parse::<u64>().ok());
-        assert_eq!(calls, Some(3), "{stats}");
+        assert_eq!(evalsha_calls(&mut admin).await, 3);
+    });
+}
+
+/// A decision gone alone stays out until Redis answers or the deadline
+/// passes, though its caller left: callers that give up while Redis
+/// answers nobody do not each put a call out (at most two are out, the
+/// rest wait in the process, where a caller that leaves takes nothing).
+#[test]
+fn callers_that_leave_do_not_put_more_than_two_calls_out() {
+    let server = RedisServer::start();
+    on_one_thread(async {
+        let (limiter, _) = windowless(&server, "batched-leave").await;
+        let mut admin = reset_stats(&server).await;
+        pause(&server, 300).await;
+        for i in 0..10 {
+            let task = decide(&limiter, i);
+            settle().await;
+            task.abort();
+            assert!(task.await.unwrap_err().is_cancelled());
+        }
+        // Answered once everything before it was.
+        let last = limiter.decide("last").await;
+        assert_eq!(last.source(), Source::Redis, "{:?}", last.error());
+        let calls = evalsha_calls(&mut admin).await;
+        assert!(calls <= 3, "{calls} script calls for 2 out and the last");
+    });
+}
+
+/// The same on two workers, each caller giving up by its own timeout.
+#[test]
+fn callers_that_time_out_do_not_put_more_than_two_calls_out() {
+    let server = RedisServer::start();
+    serial(async {
+        let (limiter, _) = windowless(&server, "batched-time-out").await;
+        let mut admin = reset_stats(&server).await;
+        pause(&server, 2000).await;
+        for i in 0..10 {
+            let tenant = format!("t{i}");
+            let decision = limiter.decide(tenant.as_str());
+            let given_up = tokio::time::timeout(Duration::from_millis(20), decision).await;
+            assert!(given_up.is_err(), "Redis is paused: nothing is answered");
+        }
+        let last = limiter.decide("last").await;
+        assert_eq!(last.source(), Source::Redis, "{:?}", last.error());
+        let calls = evalsha_calls(&mut admin).await;
+        assert!(calls <= 3, "{calls} script calls for 2 out and the last");
+    });
+}
+
+/// No decision waits for the window (20 s) when a rule says it should
+/// have left, whatever the interleaving of decisions gone alone, batches,
+/// arrivals and callers that leave, on two workers.
+#[test]
+fn no_decision_waits_for_the_window_on_two_workers() {
+    let server = RedisServer::start();
+    serial(async {
+        let (limiter, window) = windowless(&server, "batched-wake").await;
+        for round in 0..20u64 {
+            let started = tokio::time::Instant::now();
+            let tasks: Vec<_> = (0..1 + (round * 7) % 13)
+                .map(|t| {
+                    let limiter = Arc::clone(&limiter);
+                    tokio::spawn(async move {
+                        for i in 0..20u64 {
+                            let tenant = format!("t{}", (t * 31 + i) % 5);
+                            let decision = limiter.decide(tenant.as_str());
+                            if (t + i) % 9 == 0 {
+                                // This caller leaves early.
+                                let _ = tokio::time::timeout(Duration::from_micros(200), decision)
+                                    .await;
+                            } else {
+                                let decision = decision.await;
+                                assert_eq!(decision.source(), Source::Redis);
+                            }
+                        }
+                    })
+                })
+                .collect();
+            for task in tasks {
+                task.await.unwrap();
+            }
+            assert!(
+                started.elapsed() < window / 4,
+                "round {round} took {:?}",
+                started.elapsed()
+            );
+        }
     });
 }

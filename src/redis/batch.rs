@@ -6,7 +6,8 @@
 //! A decision's caller waits on its own reply, under its own deadline. A
 //! decision that comes while nothing is out and nothing waits goes alone,
 //! at once, from its caller's task (as without batching: no hop through the
-//! task that gathers batches), and counts as a batch out. A
+//! task that gathers batches), and counts as a batch out until Redis
+//! answers or, if its caller leaves first, until the deadline. A
 //! batch leaves as soon as no other batch is out; while one is, once as
 //! many decisions wait as it holds (so that Redis has the next batch before
 //! it is done with this one), `max` wait, or `window` after the first of
@@ -58,10 +59,11 @@ pub(super) struct Batcher {
     sender: mpsc::UnboundedSender<Event>,
     hasher: RandomState,
     counts: Arc<Counts>,
+    deadline: Duration,
 }
 
 /// What a limiter's callers and the task gathering batches both count.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Counts {
     /// Batches out, a decision gone alone counted as one.
     out: AtomicUsize,
@@ -69,24 +71,68 @@ struct Counts {
     deciding: AtomicUsize,
     /// Decisions sent to the task and not yet taken into a batch.
     waiting: AtomicUsize,
+    /// The task gathering batches, to wake when a decision gone alone is
+    /// back (weak: the task ends once every `Batcher` is dropped).
+    task: mpsc::WeakUnboundedSender<Event>,
+}
+
+impl Counts {
+    /// A decision gone alone is back, or given up on.
+    fn back_alone(&self) {
+        self.deciding.fetch_sub(1, SeqCst);
+        self.out.fetch_sub(1, SeqCst);
+        // Decisions that came meanwhile wait for a batch to come back.
+        if self.waiting.load(SeqCst) > 0
+            && let Some(task) = self.task.upgrade()
+        {
+            let _ = task.send(Event::Back);
+        }
+    }
 }
 
 /// A decision gone alone (see [`Batcher::alone`]): counted out until
-/// dropped.
+/// [answered](Self::answered), or, when its caller leaves first (its call
+/// may still be in Redis), until the deadline, as a batch out is.
 #[derive(Debug)]
 pub(super) struct Alone<'a> {
     batcher: &'a Batcher,
+    since: Instant,
+    answered: bool,
+}
+
+impl Alone<'_> {
+    /// Redis answered, or the call failed: the decision is no longer out.
+    pub(super) fn answered(mut self) {
+        self.answered = true;
+    }
 }
 
 impl Drop for Alone<'_> {
     fn drop(&mut self) {
         let counts = &self.batcher.counts;
-        counts.deciding.fetch_sub(1, SeqCst);
-        counts.out.fetch_sub(1, SeqCst);
-        // Decisions that came meanwhile wait for a batch to come back.
-        if counts.waiting.load(SeqCst) > 0 {
-            let _ = self.batcher.sender.send(Event::Back);
+        if !self.answered
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            // Its caller left mid-call: out until the deadline, held by a
+            // task (and freed if that task is dropped unrun, at shutdown).
+            let out = Out(Arc::clone(counts));
+            let until = super::after(self.since, self.batcher.deadline);
+            runtime.spawn(async move {
+                tokio::time::sleep_until(until).await;
+                drop(out);
+            });
+            return;
         }
+        counts.back_alone();
+    }
+}
+
+/// A decision gone alone whose caller left, out while this lives.
+struct Out(Arc<Counts>);
+
+impl Drop for Out {
+    fn drop(&mut self) {
+        self.0.back_alone();
     }
 }
 
@@ -136,7 +182,12 @@ impl Batcher {
         Conn: ConnectionLike + Clone + Send + Sync + 'static,
     {
         let (sender, receiver) = mpsc::unbounded_channel();
-        let counts = Arc::new(Counts::default());
+        let counts = Arc::new(Counts {
+            out: AtomicUsize::new(0),
+            deciding: AtomicUsize::new(0),
+            waiting: AtomicUsize::new(0),
+            task: sender.downgrade(),
+        });
         let sending = Sending {
             counts: Arc::clone(&counts),
             connection,
@@ -150,12 +201,14 @@ impl Batcher {
             sender,
             hasher: RandomState::new(),
             counts,
+            deadline,
         }
     }
 
     /// Leave to draw alone, now, from the caller's task, while nothing is
-    /// out and no decision waits: counted as a batch out until the answer's
-    /// guard is dropped. `None` when the decision should wait for a batch.
+    /// out and no decision waits: counted as a batch out until the guard is
+    /// [answered](Alone::answered) (or, dropped unanswered, until the
+    /// deadline). `None` when the decision should wait for a batch.
     pub(super) fn alone(&self) -> Option<Alone<'_>> {
         let counts = &self.counts;
         if counts.waiting.load(SeqCst) > 0 {
@@ -163,7 +216,11 @@ impl Batcher {
         }
         (counts.out.compare_exchange(0, 1, SeqCst, SeqCst).ok()).map(|_| {
             counts.deciding.fetch_add(1, SeqCst);
-            Alone { batcher: self }
+            Alone {
+                batcher: self,
+                since: Instant::now(),
+                answered: false,
+            }
         })
     }
 

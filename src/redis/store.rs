@@ -264,7 +264,11 @@ where
             };
             let answer = match &self.batcher {
                 Some(batcher) => match batcher.alone() {
-                    Some(_out) => alone().await,
+                    Some(out) => {
+                        let answer = alone().await;
+                        out.answered();
+                        answer
+                    }
                     None => batcher.draw((whom.id, &shard), request).await,
                 },
                 None => alone().await,
