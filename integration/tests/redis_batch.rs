@@ -433,6 +433,15 @@ fn the_next_batch_leaves_once_as_many_wait_as_are_out() {
     });
 }
 
+/// A last decision is answered by Redis once everything before it was, and
+/// the server counted at most three calls: two out, and the last.
+async fn two_out_then_the_last(limiter: &RedisLimiter, admin: &mut MultiplexedConnection) {
+    let last = limiter.decide("last").await;
+    assert_eq!(last.source(), Source::Redis, "{:?}", last.error());
+    let calls = evalsha_calls(admin).await;
+    assert!(calls <= 3, "{calls} script calls for 2 out and the last");
+}
+
 /// A decision gone alone stays out until Redis answers or the deadline
 /// passes, though its caller left: callers that give up while Redis
 /// answers nobody do not each put a call out (at most two are out, the
@@ -450,11 +459,7 @@ fn callers_that_leave_do_not_put_more_than_two_calls_out() {
             task.abort();
             assert!(task.await.unwrap_err().is_cancelled());
         }
-        // Answered once everything before it was.
-        let last = limiter.decide("last").await;
-        assert_eq!(last.source(), Source::Redis, "{:?}", last.error());
-        let calls = evalsha_calls(&mut admin).await;
-        assert!(calls <= 3, "{calls} script calls for 2 out and the last");
+        two_out_then_the_last(&limiter, &mut admin).await;
     });
 }
 
@@ -472,10 +477,7 @@ fn callers_that_time_out_do_not_put_more_than_two_calls_out() {
             let given_up = tokio::time::timeout(Duration::from_millis(20), decision).await;
             assert!(given_up.is_err(), "Redis is paused: nothing is answered");
         }
-        let last = limiter.decide("last").await;
-        assert_eq!(last.source(), Source::Redis, "{:?}", last.error());
-        let calls = evalsha_calls(&mut admin).await;
-        assert!(calls <= 3, "{calls} script calls for 2 out and the last");
+        two_out_then_the_last(&limiter, &mut admin).await;
     });
 }
 
