@@ -71,17 +71,18 @@ struct Counts {
     deciding: AtomicUsize,
     /// Decisions sent to the task and not yet taken into a batch.
     waiting: AtomicUsize,
-    /// The task gathering batches, to wake when a decision gone alone is
-    /// back (weak: the task ends once every `Batcher` is dropped).
+    /// The task gathering batches, to wake when a batch is back (weak: the
+    /// task ends once every `Batcher` is dropped).
     task: mpsc::WeakUnboundedSender<Event>,
 }
 
 impl Counts {
-    /// A decision gone alone is back, or given up on.
-    fn back_alone(&self) {
-        self.deciding.fetch_sub(1, SeqCst);
+    /// A batch of `decisions` is back (or a decision gone alone, answered
+    /// or given up on).
+    fn back(&self, decisions: usize) {
+        self.deciding.fetch_sub(decisions, SeqCst);
         self.out.fetch_sub(1, SeqCst);
-        // Decisions that came meanwhile wait for a batch to come back.
+        // Decisions that came meanwhile may leave now.
         if self.waiting.load(SeqCst) > 0
             && let Some(task) = self.task.upgrade()
         {
@@ -123,7 +124,7 @@ impl Drop for Alone<'_> {
             });
             return;
         }
-        counts.back_alone();
+        counts.back(1);
     }
 }
 
@@ -132,7 +133,7 @@ struct Out(Arc<Counts>);
 
 impl Drop for Out {
     fn drop(&mut self) {
-        self.0.back_alone();
+        self.0.back(1);
     }
 }
 
@@ -196,7 +197,7 @@ impl Batcher {
             window,
             deadline,
         };
-        tokio::spawn(sending.run(sender.clone(), receiver));
+        tokio::spawn(sending.run(receiver));
         Batcher {
             sender,
             hasher: RandomState::new(),
@@ -277,14 +278,8 @@ where
     /// decisions wait as it holds, `max` wait, or `window` after the first
     /// of them, whichever comes first; while [`MAX_OUT`] are, once one is
     /// back.
-    async fn run(
-        self,
-        events: mpsc::UnboundedSender<Event>,
-        mut receiver: mpsc::UnboundedReceiver<Event>,
-    ) {
+    async fn run(self, mut receiver: mpsc::UnboundedReceiver<Event>) {
         let this = Arc::new(self);
-        let done = events.downgrade();
-        drop(events);
         let mut waiting = Waiting::default();
         let mut closed = false;
         loop {
@@ -307,7 +302,7 @@ where
                     if !batch.is_empty() {
                         this.counts.deciding.fetch_add(batch.len(), SeqCst);
                         this.counts.out.fetch_add(1, SeqCst);
-                        tokio::spawn(Arc::clone(&this).send(batch, done.clone()));
+                        tokio::spawn(Arc::clone(&this).send(batch));
                     }
                     continue;
                 }
@@ -331,10 +326,10 @@ where
     }
 
     /// One script call for `batch`, each decision's answer to its caller,
-    /// and word to the task gathering batches that this one is back. A
-    /// batch of one is the decision alone: the script of one decision, which
-    /// costs the server less.
-    async fn send(self: Arc<Self>, batch: Vec<Job>, done: mpsc::WeakUnboundedSender<Event>) {
+    /// and word to the task gathering batches, if decisions wait, that this
+    /// one is back. A batch of one is the decision alone: the script of one
+    /// decision, which costs the server less.
+    async fn send(self: Arc<Self>, batch: Vec<Job>) {
         let mut connection = self.connection.clone();
         let count = batch.len();
         let answers: Vec<Result<Answer, Error>> = if let [job] = &batch[..] {
@@ -351,11 +346,7 @@ where
             // A caller that is gone has nothing to hear: the decision counted.
             let _ = job.reply.send(answer);
         }
-        self.counts.deciding.fetch_sub(count, SeqCst);
-        self.counts.out.fetch_sub(1, SeqCst);
-        if let Some(events) = done.upgrade() {
-            let _ = events.send(Event::Back);
-        }
+        self.counts.back(count);
     }
 
     /// The answers of the batch script to `batch`, in order.
