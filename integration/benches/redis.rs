@@ -14,8 +14,9 @@
 //! `redis` crate's async cluster client. For each, at 1, 16 and 64
 //! concurrent tasks (`BENCH_TASKS`, the cluster's rows at the largest only):
 //! the decisions per second, the p50/p99 latency of those decisions, the
-//! `EVALSHA` calls the servers counted per decision, and the server's
-//! microseconds per call (`INFO commandstats`). The rounds alternate the
+//! script calls (`EVALSHA`, or `FCALL` of the draw's functions) the servers
+//! counted per decision, and the server's microseconds per call (`INFO
+//! commandstats`). The rounds alternate the
 //! rows, and the summary gives the median and range of each, and the ratio
 //! of medians to the one-key script at the same number of tasks.
 //! `BENCH_SECS` sets the length of each run (default 3), `BENCH_ROUNDS` the
@@ -75,7 +76,7 @@ static BY_POLICY: AtomicU64 = AtomicU64::new(0);
 type Decide = Arc<dyn Fn(usize) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
 
 /// A row of the table: its label, how it decides, and the servers that
-/// count its `EVALSHA` calls.
+/// count its script calls.
 struct Setup {
     label: &'static str,
     decide: Decide,
@@ -179,7 +180,7 @@ fn main() {
         let tasks = task_counts();
         println!(
             "{:<40} {:>5} {:>12} {:>8} {:>8} {:>13} {:>10}",
-            "decision", "tasks", "decisions/s", "p50 µs", "p99 µs", "EVALSHA/dec.", "server µs"
+            "decision", "tasks", "decisions/s", "p50 µs", "p99 µs", "calls/dec.", "server µs"
         );
         // One row per setup and number of tasks; the cluster's at the
         // largest only (a Cluster on two shared cores buys isolation, not
@@ -208,8 +209,8 @@ fn main() {
         }
         println!(
             "over {rounds} rounds, median (range): decisions/s; its ratio to the baseline's \
-             in the same round and tasks; p50, p99; server µs per EVALSHA; decisions per \
-             EVALSHA:"
+             in the same round and tasks; p50, p99; server µs per call; decisions per \
+             call:"
         );
         let labels: Vec<(&str, usize)> = cells.iter().map(|&(s, t)| (setups[s].label, t)).collect();
         let baseline_of = |label: &str| {
@@ -363,7 +364,7 @@ fn script_only(
 }
 
 /// Throughput of `tasks` concurrent tasks, the latency of their
-/// decisions, and the EVALSHA calls and server time per call counted by the
+/// decisions, and the script calls and server time per call counted by the
 /// servers.
 async fn measure(
     admins: &mut [MultiplexedConnection],

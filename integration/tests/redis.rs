@@ -207,33 +207,132 @@ fn one_round_trip_per_decision_and_a_flushed_script_reloads_itself() {
             .unwrap();
         assert_eq!(
             sent.swap(0, Ordering::Relaxed),
-            1,
-            "building loads the script"
+            2,
+            "building loads the script and the draw's functions"
         );
+        let mut admin = server.connection().await;
         for t in 0..100 {
             let decision = limiter.decide(format!("tenant-{t}")).await;
             assert_eq!(decision.source(), Source::Redis);
         }
         assert_eq!(sent.swap(0, Ordering::Relaxed), 100);
+        assert_eq!(script_calls(&mut admin).await, (0, 100), "by FCALL");
 
-        let mut admin = server.connection().await;
+        // Both gone (a restart without persistence).
+        for flush in ["SCRIPT", "FUNCTION"] {
+            let () = redis::cmd(flush)
+                .arg("FLUSH")
+                .query_async(&mut admin)
+                .await
+                .unwrap();
+        }
+        let decision = limiter.decide("after-flush").await;
+        assert_eq!(decision.source(), Source::Redis, "{:?}", decision.error());
+        assert!(decision.is_granted());
+        assert_eq!(
+            sent.swap(0, Ordering::Relaxed),
+            3,
+            "FCALL, EVALSHA, then EVAL of the source (which loads it where the keys are)"
+        );
+        // From then on the script, which the server holds again.
+        let decision = limiter.decide("after-flush").await;
+        assert_eq!(decision.source(), Source::Redis);
+        assert_eq!(sent.swap(0, Ordering::Relaxed), 1);
+        assert_eq!(script_calls(&mut admin).await, (2, 1));
         let () = redis::cmd("SCRIPT")
             .arg("FLUSH")
             .query_async(&mut admin)
             .await
             .unwrap();
         let decision = limiter.decide("after-flush").await;
-        assert_eq!(decision.source(), Source::Redis, "{:?}", decision.error());
-        assert!(decision.is_granted());
-        assert_eq!(
-            sent.swap(0, Ordering::Relaxed),
-            2,
-            "EVALSHA, then EVAL of the source (which loads it where the keys are)"
-        );
-        let decision = limiter.decide("after-flush").await;
         assert_eq!(decision.source(), Source::Redis);
-        assert_eq!(sent.swap(0, Ordering::Relaxed), 1);
+        assert_eq!(sent.swap(0, Ordering::Relaxed), 2, "EVALSHA, then EVAL");
         assert_eq!(limiter.stats().errors(), 0);
+    });
+}
+
+/// The `EVALSHA` and the `FCALL` calls the server counted since the last
+/// look (which resets them).
+async fn script_calls(admin: &mut MultiplexedConnection) -> (u64, u64) {
+    let stats = command_stats(admin).await;
+    (
+        stat(&stats, "evalsha", "calls"),
+        stat(&stats, "fcall", "calls"),
+    )
+}
+
+/// The server's `INFO commandstats`, which are reset.
+async fn command_stats(admin: &mut MultiplexedConnection) -> String {
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(admin)
+        .await
+        .unwrap();
+    let () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(admin)
+        .await
+        .unwrap();
+    stats
+}
+
+/// One field of one command's line of `INFO commandstats` (0 if none).
+fn stat(stats: &str, command: &str, field: &str) -> u64 {
+    (stats.lines())
+        .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:")))
+        .and_then(|line| {
+            (line.split(','))
+                .find_map(|f| f.strip_prefix(&format!("{field}=")))?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_user_who_may_not_call_functions_is_served_by_the_script() {
+    let server = RedisServer::start();
+    serial(async {
+        let mut admin = server.connection().await;
+        // Everything but FCALL; then everything but loading functions.
+        for (user, denied) in [("no-fcall", "-fcall"), ("no-load", "-function")] {
+            let () = redis::cmd("ACL")
+                .arg("SETUSER")
+                .arg(user)
+                .arg("on")
+                .arg(">secret")
+                .arg("~*")
+                .arg("+@all")
+                .arg(denied)
+                .query_async(&mut admin)
+                .await
+                .unwrap();
+            let url = format!("redis://{user}:secret@127.0.0.1:{}", server.port);
+            let limiter = ShardedLimiter::builder()
+                .quota(Quota::per_second(1000))
+                .name(user)
+                .build_redis(&url, options(FailurePolicy::FailClosed))
+                .await
+                .unwrap();
+            command_stats(&mut admin).await;
+            for t in 0..3 {
+                let decision = limiter.decide(format!("tenant-{t}")).await;
+                assert_eq!(
+                    decision.source(),
+                    Source::Redis,
+                    "{user}: {:?}",
+                    decision.error()
+                );
+                assert!(decision.is_granted());
+            }
+            let stats = command_stats(&mut admin).await;
+            assert_eq!(stat(&stats, "evalsha", "calls"), 3, "{user}");
+            // Only the user who could load the functions tried one, once.
+            let refused = u64::from(user == "no-fcall");
+            assert_eq!(stat(&stats, "fcall", "rejected_calls"), refused, "{user}");
+            assert_eq!(stat(&stats, "fcall", "calls"), 0, "{user}");
+            assert_eq!(limiter.stats().errors(), 0, "{user}");
+        }
     });
 }
 

@@ -11,6 +11,7 @@
 
 use std::time::Duration;
 
+use redis::Value;
 use redis::aio::MultiplexedConnection;
 use redis::cluster_async::ClusterConnection;
 use shuffle_limiter::redis::{FailurePolicy, RedisLimiter, RedisOptions, Source};
@@ -94,6 +95,17 @@ async fn holds_script(node: &RedisServer) -> bool {
         .await
         .unwrap();
     exists
+}
+
+/// Whether `node` holds a library of functions (the draw's: nothing else
+/// loads one here).
+async fn holds_functions(node: &RedisServer) -> bool {
+    let libraries: Vec<Value> = redis::cmd("FUNCTION")
+        .arg("LIST")
+        .query_async(&mut node.connection().await)
+        .await
+        .unwrap();
+    !libraries.is_empty()
 }
 
 fn fail_closed() -> RedisOptions {
@@ -236,30 +248,35 @@ fn a_script_flushed_on_the_node_of_the_slot_reloads_itself() {
             fail_closed(),
         )
         .await;
-        // Building loaded the script on every node.
+        // Building loaded the script and the draw's functions on every node.
         for node in &cluster.nodes {
             assert!(holds_script(node).await, "no script on port {}", node.port);
+            assert!(
+                holds_functions(node).await,
+                "no functions on port {}",
+                node.port
+            );
         }
         let decision = limiter.decide("before-flush").await;
         assert_eq!(decision.source(), Source::Redis, "{:?}", decision.error());
 
         let mut admin = cluster.nodes[0].connection().await;
         let owner = cluster.owner(one_slot(&mut admin, &limiter).await);
-        let () = redis::cmd("SCRIPT")
-            .arg("FLUSH")
-            .query_async(&mut owner.connection().await)
-            .await
-            .unwrap();
+        for flush in ["SCRIPT", "FUNCTION"] {
+            let () = redis::cmd(flush)
+                .arg("FLUSH")
+                .query_async(&mut owner.connection().await)
+                .await
+                .unwrap();
+        }
         for node in &cluster.nodes {
-            assert_eq!(
-                holds_script(node).await,
-                node.port != owner.port,
-                "port {}",
-                node.port
-            );
+            let held = (holds_script(node).await, holds_functions(node).await);
+            let here = node.port != owner.port;
+            assert_eq!(held, (here, here), "port {}", node.port);
         }
 
-        // NOSCRIPT from the node of the slot: SCRIPT LOAD, and EVALSHA again.
+        // No function on the node of the slot: the script, which is not
+        // there either (NOSCRIPT), so sent whole (EVAL), which loads it.
         for t in 0..3 {
             let decision = limiter.decide(format!("after-flush-{t}")).await;
             assert_eq!(decision.source(), Source::Redis, "{:?}", decision.error());

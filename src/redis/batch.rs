@@ -34,17 +34,9 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, timeout, timeout_at};
 
 use super::error::Error;
-use super::script::{Answer, Call, DrawScript, Lua, Request, evalsha, query_value};
+use super::script::{Answer, Call, DrawScript, Lua, Request, command, query_value};
 use crate::Shard;
 use crate::plan::whom::Id;
-
-/// The batch script: the draw called once per decision.
-const BATCH_LUA: &str = concat!(
-    include_str!("prelude.lua"),
-    include_str!("held.lua"),
-    include_str!("draw.lua"),
-    include_str!("draw_batch.lua")
-);
 
 /// The most batches out at once: two, so that this process works on the
 /// replies of one while Redis works on the other. More would only move the
@@ -427,7 +419,7 @@ pub(super) struct BatchScript {
 impl BatchScript {
     pub(super) fn of(draw: &DrawScript) -> Self {
         BatchScript {
-            script: Lua::new(BATCH_LUA),
+            script: draw.batch_script(),
             alone: draw.clone(),
             keys: draw.shared_keys(),
             quota_key: draw.quota_key(0).to_owned(),
@@ -460,7 +452,7 @@ impl BatchScript {
             }
             call.for_each_argument(|n| push(&mut packed, n));
         }
-        let mut cmd = evalsha(&self.script, 2 + buckets.len(), 5 + buckets.len());
+        let mut cmd = command(&self.script, 2 + buckets.len(), 5 + buckets.len());
         cmd.arg(self.quota_key.as_str());
         cmd.arg(self.alone.held_key().unwrap_or(&self.quota_key));
         for &b in &buckets {

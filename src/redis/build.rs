@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::Duration;
 
 use ::redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
-use ::redis::{AsyncConnectionConfig, Client, Script};
+use ::redis::{AsyncConnectionConfig, Client};
 use tokio::time::timeout;
 
 use super::RedisLimiter;
@@ -87,7 +87,7 @@ impl<C: Clock> Builder<C> {
     ) -> Result<RedisLimiter<ConnectionManager, C>, BuildError> {
         let parts = self.redis_parts(&options)?;
         let client = Client::open(url).map_err(|source| BuildError::InvalidUrl { source })?;
-        let connection = connect(client, parts.script.script(), options.connect_timeout).await?;
+        let connection = connect(client, &parts.script, options.connect_timeout).await?;
         Ok(parts.into_limiter(connection, options))
     }
 
@@ -134,7 +134,7 @@ impl<C: Clock> Builder<C> {
     {
         let parts = self.redis_parts(&options)?;
         load_script(
-            parts.script.script(),
+            &parts.script,
             &mut connection.clone(),
             options.connect_timeout,
         )
@@ -296,7 +296,7 @@ pub(super) fn replica_share(
 /// script) is.
 async fn connect(
     client: Client,
-    script: &Script,
+    script: &DrawScript,
     wait: Duration,
 ) -> Result<ConnectionManager, Error> {
     // The limiter bounds every request (a decision, a refund, a read by
@@ -359,13 +359,14 @@ fn unreachable(e: &Error) -> bool {
     }
 }
 
-/// Loads the script, which also proves the connection and its credentials.
+/// Loads the script (and the draw's functions, see [`DrawScript::load`]),
+/// which also proves the connection and its credentials.
 async fn load_script<Conn: ConnectionLike>(
-    script: &Script,
+    script: &DrawScript,
     connection: &mut Conn,
     wait: Duration,
 ) -> Result<(), Error> {
-    timeout(wait, script.load_async(connection))
+    timeout(wait, script.load(connection))
         .await
         .map_err(|_| Error::Timeout { after: wait })?
         .map_err(Error::from_redis)?;

@@ -10,7 +10,7 @@ use tokio::time::timeout;
 
 use super::layout::Layout;
 use super::quota::parse_quota;
-use super::script::{MICROS, evalsha, query_by_keys};
+use super::script::{MICROS, command, query_by_keys};
 use super::store::Shared;
 use crate::grant::Booked;
 use crate::store::sealed::Local;
@@ -33,7 +33,7 @@ where
             return;
         };
         let mut connection = self.connection.clone();
-        let mut cmd = evalsha(&self.changes.catch_up, 2, 0);
+        let mut cmd = command(&self.changes.catch_up, 2, 0);
         cmd.arg(self.script.quota_key(0)).arg(held_key);
         let read = query_by_keys::<Vec<Value>, _>(&self.changes.catch_up, &cmd, &mut connection);
         let Ok(Ok(reply)) = timeout(self.options.deadline, read).await else {

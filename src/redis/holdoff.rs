@@ -11,7 +11,7 @@ use tokio::time::{Instant, timeout_at};
 use super::error::{Error, within};
 use super::layout::Layout;
 use super::quota::ATTEMPTS;
-use super::script::{MICROS, evalsha, query_by_keys};
+use super::script::{MICROS, command, query_by_keys};
 use super::store::{RedisStore, Shared};
 use crate::Shard;
 use crate::draw::turn;
@@ -53,7 +53,7 @@ where
         };
         let interval = split.interval() / MICROS;
         let keys = batch.len() + 1 + usize::from(self.script.held_key().is_some());
-        let mut cmd = evalsha(&self.changes.hold_off, keys, keys + 4 + 2 * batch.len());
+        let mut cmd = command(&self.changes.hold_off, keys, keys + 4 + 2 * batch.len());
         for &b in batch {
             cmd.arg(self.script.key(b).unwrap_or_default());
         }

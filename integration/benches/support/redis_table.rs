@@ -55,7 +55,7 @@ pub(crate) struct Row {
     pub(crate) p50: f64,
     pub(crate) p99: f64,
     pub(crate) evalsha_per_decision: f64,
-    /// Server time per `EVALSHA`, by `INFO commandstats`.
+    /// Server time per `EVALSHA` or `FCALL`, by `INFO commandstats`.
     pub(crate) server_micros: f64,
     /// Decisions of the limiter that missed the deadline, in the run and
     /// the latency samples.
@@ -80,8 +80,8 @@ fn median(mut values: Vec<f64>) -> f64 {
     values[values.len() / 2]
 }
 
-/// `EVALSHA` calls the servers have counted so far, and the microseconds
-/// they spent in them.
+/// `EVALSHA` and `FCALL` calls the servers have counted so far, and the
+/// microseconds they spent in them.
 pub(crate) async fn evalsha_stats(admins: &mut [MultiplexedConnection]) -> (u64, u64) {
     let (mut calls, mut usec) = (0, 0);
     for admin in admins {
@@ -90,20 +90,20 @@ pub(crate) async fn evalsha_stats(admins: &mut [MultiplexedConnection]) -> (u64,
             .query_async(admin)
             .await
             .unwrap();
-        let Some(line) = info
-            .lines()
-            .find_map(|l| l.strip_prefix("cmdstat_evalsha:"))
-        else {
-            continue;
-        };
-        let field = |name: &str| {
-            line.split(',')
-                .find_map(|f| f.strip_prefix(name))
-                .and_then(|n| n.parse::<u64>().ok())
-                .unwrap_or(0)
-        };
-        calls += field("calls=");
-        usec += field("usec=");
+        // The script by `EVALSHA`, or its function by `FCALL`.
+        for command in ["cmdstat_evalsha:", "cmdstat_fcall:"] {
+            let Some(line) = info.lines().find_map(|l| l.strip_prefix(command)) else {
+                continue;
+            };
+            let field = |name: &str| {
+                line.split(',')
+                    .find_map(|f| f.strip_prefix(name))
+                    .and_then(|n| n.parse::<u64>().ok())
+                    .unwrap_or(0)
+            };
+            calls += field("calls=");
+            usec += field("usec=");
+        }
     }
     (calls, usec)
 }

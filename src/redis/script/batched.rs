@@ -91,7 +91,13 @@ fn a_batch_draws_exactly_as_its_decisions_one_by_one() {
         let mut connection = server.connection().await;
         let alone = DrawScript::new("alone", BUCKETS, Layout::OneSlot);
         let batched = DrawScript::new("batched", BUCKETS, Layout::OneSlot);
+        // The decisions alone by the script (`EVALSHA`), the batches by
+        // their function (`FCALL`): each way of calling the draw against
+        // the other.
+        batched.load(&mut connection).await.unwrap();
+        assert!(batched.calls_function() && !alone.calls_function());
         let batch_script = BatchScript::of(&batched);
+        assert!(batch_script.script.function().is_some());
         let mut rng = XorShift(0xBA7C_4ED5);
         let (mut decisions, mut grants, mut denials, mut stale, mut errors) = (0, 0, 0, 0, 0);
         for round in 0..400 {
@@ -167,6 +173,7 @@ fn a_batch_draws_exactly_as_its_decisions_one_by_one() {
                 }
             }
         }
+        assert!(batched.calls_function(), "no FCALL fell back to the script");
         assert!(
             decisions > 5000 && grants > 1000 && denials > 1000 && stale > 300 && errors > 50,
             "{decisions} decisions: {grants} grants, {denials} denials, {stale} stale, \

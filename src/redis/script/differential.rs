@@ -132,13 +132,19 @@ fn the_script_draws_exactly_as_the_pure_function() {
     let server = RedisServer::start();
     runtime().block_on(async {
         let mut connection = server.connection().await;
-        let script = DrawScript::new("differential", 8, Layout::OneSlot);
+        // Every case both ways the limiter calls the draw: the script by
+        // `EVALSHA`, and its function by `FCALL` once the library is loaded.
+        let scripted = DrawScript::new("differential", 8, Layout::OneSlot);
+        let function = DrawScript::new("differential", 8, Layout::OneSlot);
+        function.load(&mut connection).await.unwrap();
+        assert!(function.calls_function() && !scripted.calls_function());
         let ids: Vec<u32> = (0..8).collect();
         let mut rng = XorShift(0x5EED_D1FF);
         let (mut grants, mut denials, mut zero, mut ties) = (0, 0, 0, 0);
         let (mut borrowed, mut pooled) = (0, 0);
         for step in 0..5000 {
             let case = case(&mut rng);
+            let script = [&scripted, &function][step % 2];
             let k = case.bursts.len();
             borrowed += usize::from(
                 matches!(want_of(&case), Outcome::Grant(Single { index, .. }) if index >= case.shape.own),
@@ -223,6 +229,7 @@ fn the_script_draws_exactly_as_the_pure_function() {
                 }
             }
         }
+        assert!(function.calls_function(), "no FCALL fell back to the script");
         assert!(
             grants > 1000
                 && denials > 400
