@@ -34,7 +34,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, timeout, timeout_at};
 
 use super::error::Error;
-use super::script::{Answer, Call, DrawScript, Lua, Request, command, query_value};
+use super::script::{Answer, Call, DrawScript, Lua, Request, command, pack, query_value};
 use crate::Shard;
 use crate::plan::whom::Id;
 
@@ -436,21 +436,19 @@ impl BatchScript {
         let mut buckets = Vec::new();
         let mut packed = Vec::new();
         let mut count = 0;
-        let push =
-            |packed: &mut Vec<u8>, n: u64| packed.extend_from_slice(&(n as f64).to_le_bytes());
         for call in calls {
             count += 1;
             let ranked = call.ids.len();
-            push(&mut packed, (1 + ranked + call.arguments()) as u64);
-            push(&mut packed, ranked as u64);
+            pack(&mut packed, (1 + ranked + call.arguments()) as u64);
+            pack(&mut packed, ranked as u64);
             for &b in call.ids {
                 let position = *positions.entry(b).or_insert_with(|| {
                     buckets.push(b);
                     buckets.len() + 2
                 });
-                push(&mut packed, position as u64);
+                pack(&mut packed, position as u64);
             }
-            call.for_each_argument(|n| push(&mut packed, n));
+            call.for_each_argument(|n| pack(&mut packed, n));
         }
         let mut cmd = command(&self.script, 2 + buckets.len(), 5 + buckets.len());
         cmd.arg(self.quota_key.as_str());

@@ -1,7 +1,8 @@
 -- shuffle-limiter: one decision for one tenant, on the Redis server: the
 -- function `draw`, which draw_one.lua calls once per script call and
 -- draw_batch.lua once per decision of a batch, in arrival order. The
--- contract below is draw_one.lua's, one call's KEYS and ARGV.
+-- contract below is draw_one.lua's, one call's KEYS, and the numbers argv
+-- it sends packed in ARGV[1] (see `unpacked`).
 --
 -- This is `draw` of src/draw/ (mod.rs, pool.rs, borrow.rs), line by line, in
 -- integer microseconds instead of nanoseconds; the differential test in src/redis/script/differential.rs feeds
@@ -15,13 +16,13 @@
 --             order. A bucket is a string key holding its theoretical
 --             arrival time (tat) in microseconds; a missing key is a full
 --             bucket (tat = 0).
--- ARGV[1]     interval: microseconds between two tokens of one bucket.
--- ARGV[2]     n: tokens asked for.
--- ARGV[3]     start: 0-based shard position from which a tie for the most
+-- argv[1]     interval: microseconds between two tokens of one bucket.
+-- argv[2]     n: tokens asked for.
+-- argv[3]     start: 0-based shard position from which a tie for the most
 --             room is settled (drawn at random by the Rust side).
--- ARGV[4]     k: how many of the keys are the tenant's own.
--- ARGV[4 + j] the burst (tokens when full) of KEYS[j].
--- ARGV[4 + k + d + i]  the reserve of spill bucket i (KEYS[k + i]): the
+-- argv[4]     k: how many of the keys are the tenant's own.
+-- argv[4 + j] the burst (tokens when full) of KEYS[j].
+-- argv[4 + k + d + i]  the reserve of spill bucket i (KEYS[k + i]): the
 --             credit, in microseconds, a borrower must leave in it
 --             (`ShardShape::reserve_of`, worked out by the Rust side).
 -- KEYS[k + d + 1]  the limiter's quota key, "{limiter-name}:quota" (see
@@ -31,15 +32,15 @@
 --             "{limiter-name}:held" (see holdoff.lua): while a hold-off
 --             holds every own bucket past the draw's instant, no spill
 --             bucket lends (`held_off` of src/store/memory/change.rs).
--- ARGV[5 + k + 2d]  the quota version the caller's interval and bursts
+-- argv[5 + k + 2d]  the quota version the caller's interval and bursts
 --             come from (0: the quota it was built with). When the key
 --             holds another, nothing is drawn: the reply is { -1, version },
 --             and the caller reads the quota and asks again.
--- ARGV[6 + k + 2d]  lead: 0 for a decision now; for a booking, how
+-- argv[6 + k + 2d]  lead: 0 for a decision now; for a booking, how
 --             many microseconds from now the draw is made at (the grant is
 --             the caller's from then on, and later requests line up behind
 --             it).
--- ARGV[7 + k + 2d]  absent in production, where the script reads the
+-- argv[7 + k + 2d]  absent in production, where the script reads the
 --             server's clock (TIME); the differential test sends a time in
 --             microseconds.
 --
@@ -59,6 +60,30 @@
 -- another type is an error (NOTABUCKET) that no write here could fix.
 --
 -- Redis 5 and later replicate a script's effects, so it may write after TIME.
+
+-- The numbers a script call sends packed in `blob` as little-endian
+-- doubles (`struct`), exact for integers below 2^53, which every value here
+-- is: Redis turns each argument into an object of its own, and Lua each
+-- text into a number, which together cost more than the draw itself.
+-- `formats` keeps the `struct` format of n doubles, made once each.
+local formats = {}
+local function doubles(n)
+  local format = formats[n]
+  if not format then
+    format = '<' .. string.rep('d', n)
+    formats[n] = format
+  end
+  return format
+end
+
+-- The `count` numbers packed in `blob` from byte `at` on, as a table, and
+-- the byte after them.
+local function unpacked(blob, at, count)
+  local numbers = { struct.unpack(doubles(count), blob, at) }
+  local after = numbers[count + 1]
+  numbers[count + 1] = nil
+  return numbers, after
+end
 
 -- Where `held` (a batch's bucket keys, each with its value as MGET read it)
 -- keeps the keys the batch wrote, in the order first written, and the
@@ -102,7 +127,7 @@ local function put(held, key, tat, clock_now)
 end
 
 -- The draw of one decision whose bucket keys are keys[kb + 1 .. kb + ranked]
--- and whose ARGV[i] above is argv[a + i], at the clock's reading
+-- and whose argv[i] above is argv[a + i], at the clock's reading
 -- `clock_now`, once its quota version is known to be the caller's: the
 -- reply above (the version check and the clock are the callers', in
 -- draw_one.lua and draw_batch.lua). `held` is nil for a decision alone;

@@ -7,10 +7,8 @@
 -- decision left in it: what a read between two decisions would have given
 -- the second, and the value and lifetime the last write would have left.
 --
--- The numbers go both ways packed as little-endian doubles (`struct`),
--- exact for integers below 2^53, which every value here is: Redis turns
--- each argument and each reply element into an object of its own, which
--- would cost more than the draw itself.
+-- The numbers go both ways packed as little-endian doubles (`unpacked` of
+-- draw.lua): Redis turns each reply element into an object of its own too.
 --
 -- KEYS[1]     the limiter's quota key (draw.lua's KEYS[k + d + 1]).
 -- KEYS[2]     the limiter's hold-offs (draw.lua's KEYS[k + d + 2]).
@@ -20,7 +18,7 @@
 --             the differential test sends a time in microseconds.
 -- ARGV[3]     for each decision: how many numbers follow for it, then its
 --             count of bucket keys (k + d), the position in KEYS of each,
---             and its ARGV[1 .. 6 + k + 2d] of draw.lua (interval, n,
+--             and its argv[1 .. 6 + k + 2d] of draw.lua (interval, n,
 --             start, k, bursts, reserves, version, lead).
 --
 -- Reply: { packed, errors... }: `packed` holds for each decision in order
@@ -48,23 +46,13 @@ if not bad then
     end
   end
 end
--- `struct` formats of n doubles, made once each.
-local formats = {}
-local function doubles(n)
-  local format = formats[n]
-  if not format then
-    format = '<' .. string.rep('d', n)
-    formats[n] = format
-  end
-  return format
-end
 local packed, errors = {}, {}
 local blob, at = ARGV[3], 1
 for i = 1, ARGV[1] + 0 do
   local count
   count, at = struct.unpack('<d', blob, at)
-  local argv = { struct.unpack(doubles(count), blob, at) }
-  at = argv[count + 1]
+  local argv
+  argv, at = unpacked(blob, at, count)
   local ranked = argv[1]
   local a = 1 + ranked
   local d = ranked - argv[a + 4]

@@ -197,7 +197,7 @@ impl DrawScript {
         // string, which holds nothing off).
         let spill = call.shape.spill > 0;
         let keys = call.ids.len() + 1 + usize::from(spill);
-        let mut cmd = command(&self.script, keys, keys + call.arguments() + 1);
+        let mut cmd = command(&self.script, keys, keys + 1);
         for &b in call.ids {
             cmd.arg(self.keys[b as usize].as_str());
         }
@@ -206,10 +206,12 @@ impl DrawScript {
         if spill {
             cmd.arg(self.held_key().unwrap_or(quota));
         }
-        call.push_arguments(&mut cmd);
+        let mut packed = Vec::with_capacity(8 * (call.arguments() + 1));
+        call.for_each_argument(|n| pack(&mut packed, n));
         if let Some(now) = call.now {
-            cmd.arg(now);
+            pack(&mut packed, now);
         }
+        cmd.arg(packed);
         let reply: Vec<i64> = query_by_keys(&self.script, &cmd, connection)
             .await
             .map_err(Error::from_redis)?;
@@ -415,20 +417,20 @@ impl Answer {
     }
 }
 
+/// `n` as the scripts of the draw take their numbers: a little-endian
+/// double, exact below 2^53 (as Lua's numbers are), which every argument
+/// of the draw is (see `unpacked` in draw.lua).
+pub(super) fn pack(packed: &mut Vec<u8>, n: u64) {
+    packed.extend_from_slice(&(n as f64).to_le_bytes());
+}
+
 impl Call<'_> {
-    /// How many arguments `push_arguments` sends.
+    /// How many numbers `for_each_argument` gives.
     pub(super) fn arguments(&self) -> usize {
         6 + self.ids.len() + self.shape.spill
     }
 
-    /// draw.lua's ARGV, but for the time the differential test sends.
-    pub(super) fn push_arguments(&self, cmd: &mut Cmd) {
-        self.for_each_argument(|n| {
-            cmd.arg(n);
-        });
-    }
-
-    /// Each of draw.lua's ARGV in turn, but for the time the differential
+    /// Each of draw.lua's argv in turn, but for the time the differential
     /// test sends.
     pub(super) fn for_each_argument(&self, mut argument: impl FnMut(u64)) {
         for n in [
