@@ -344,19 +344,16 @@ fn script_only(
         Box::pin(async move {
             let (keys, bursts) = &shards[i % TENANTS];
             let mut invocation = script.prepare_invoke();
-            // draw.lua's contract: the k keys then the quota key; the
-            // interval, n, the tie's start, k, the bursts, the quota
-            // version (0: as built, no quota set live) and the lead (0: now).
-            invocation
-                .key(keys)
-                .key(&*quota_key)
-                .arg(interval)
-                .arg(1)
-                .arg(0)
-                .arg(keys.len())
-                .arg(bursts)
-                .arg(0)
-                .arg(0);
+            // draw.lua's contract: the k keys then the quota key; packed
+            // as little-endian doubles in one argument, the interval, n,
+            // the tie's start, k, the bursts, the quota version (0: as
+            // built, no quota set live) and the lead (0: now).
+            let numbers = [interval, 1, 0, keys.len() as u64].into_iter();
+            let numbers = numbers
+                .chain(bursts.iter().map(|&b| u64::from(b)))
+                .chain([0, 0]);
+            let packed: Vec<u8> = numbers.flat_map(|n| (n as f64).to_le_bytes()).collect();
+            invocation.key(keys).key(&*quota_key).arg(packed);
             let reply: Result<Vec<i64>, _> = invocation.invoke_async(&mut connection).await;
             late_or_granted(reply);
         })

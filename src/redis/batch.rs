@@ -426,7 +426,7 @@ impl BatchScript {
         }
     }
 
-    /// The `EVALSHA` of `calls`, in order, on the server's clock or at
+    /// The script call of `calls`, in order, on the server's clock or at
     /// `now` µs: each bucket key once, the numbers packed (see
     /// `draw_batch.lua`).
     pub(super) fn cmd<'a>(&self, calls: impl Iterator<Item = Call<'a>>, now: Option<u64>) -> Cmd {

@@ -436,7 +436,8 @@ impl fmt::Display for Error {
                 f,
                 "the Redis user may not run the limiter's commands ({source}): grant it \
                  EVALSHA, SCRIPT LOAD, GET, MGET, SET, DEL, TIME, and for hold-offs TYPE, \
-                 HGET, HGETALL, HSET, PTTL and PEXPIRE, on the limiter's keys"
+                 HGET, HGETALL, HSET, PTTL and PEXPIRE, on the limiter's keys (and on Redis 7, \
+                 for fewer instructions per decision, FUNCTION LOAD and FCALL)"
             ),
             Error::ReadOnly { source } => write!(
                 f,

@@ -8,17 +8,20 @@
 //! the N bucket states live in Redis, one small string key each.
 //!
 //! # One round trip per decision
-//! [`RedisLimiter::check`] sends one `EVALSHA` of a Lua script with the
-//! tenant's k bucket keys. The script reads
-//! the server's clock (`TIME`), reads the k buckets, takes from the one with
-//! the most room and writes it back, all atomically on the server; the reply
-//! is the grant or the denial. Only when the server has lost the script
-//! (a restart, a failover, `SCRIPT FLUSH`) does the `NOSCRIPT` answer cost a
-//! `SCRIPT LOAD` and a second `EVALSHA`.
+//! [`RedisLimiter::check`] sends one call of a Lua script with the tenant's
+//! k bucket keys: an `FCALL` of the draw's function on Redis 7 and later
+//! (the limiter loads the library at build), an `EVALSHA` before. The
+//! script reads the server's clock (`TIME`), reads the k buckets, takes
+//! from the one with the most room and writes it back, all atomically on
+//! the server; the reply is the grant or the denial. Only when the server
+//! has lost the function or the script (a restart without persistence,
+//! `FUNCTION FLUSH`, `SCRIPT FLUSH`) does a decision cost a second call,
+//! the script sent whole (`EVAL`); from then on the limiter calls the
+//! script.
 //!
 //! With [`RedisOptions::batch`] the decisions of one process that wait
-//! together share one `EVALSHA` instead, applied in arrival order, each as
-//! it would be alone (see the [Redis guide](crate::guide::redis#batching)).
+//! together share one call instead, applied in arrival order, each as it
+//! would be alone (see the [Redis guide](crate::guide::redis#batching)).
 //!
 //! # The same decision as in process
 //! The script is the same draw as the in-process limiter's — the same
