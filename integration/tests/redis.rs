@@ -290,6 +290,59 @@ fn stat(stats: &str, command: &str, field: &str) -> u64 {
 }
 
 #[test]
+fn a_denial_while_redis_refuses_writes_is_still_redis_s() {
+    let server = RedisServer::start();
+    serial(async {
+        let mut admin = server.connection().await;
+        // One token a bucket, a minute between tokens: two grants, then
+        // denials, which write nothing (each asked of Redis).
+        let limiter = ShardedLimiter::builder()
+            .quota(Quota::per_minute(4))
+            .buckets(4)
+            .per_tenant(2)
+            .name("refused-writes")
+            .build_redis(
+                &server.url(),
+                options(FailurePolicy::FailOpen).cache_denials(false),
+            )
+            .await
+            .unwrap();
+        for _ in 0..2 {
+            let decision = limiter.decide("t").await;
+            assert!(decision.is_granted() && decision.source() == Source::Redis);
+        }
+        // Memory full; too few replicas. Redis refuses a function that may
+        // write before it runs, a script only at its first write.
+        for (setting, refusing) in [("maxmemory", "1"), ("min-replicas-to-write", "1")] {
+            command_stats(&mut admin).await;
+            let set = |value: &str| {
+                let mut cmd = redis::cmd("CONFIG");
+                cmd.arg("SET").arg(setting).arg(value);
+                cmd
+            };
+            let () = set(refusing).query_async(&mut admin).await.unwrap();
+            let decision = limiter.decide("t").await;
+            let () = set("0").query_async(&mut admin).await.unwrap();
+            assert_eq!(
+                decision.source(),
+                Source::Redis,
+                "{setting}: {:?}",
+                decision.error()
+            );
+            assert!(!decision.is_granted(), "{setting}");
+            let stats = command_stats(&mut admin).await;
+            assert_eq!(stat(&stats, "fcall", "rejected_calls"), 1, "{setting}");
+            assert_eq!(stat(&stats, "evalsha", "calls"), 1, "{setting}");
+            // And the next decision goes by FCALL again.
+            let decision = limiter.decide("t").await;
+            assert_eq!(decision.source(), Source::Redis);
+            assert_eq!(script_calls(&mut admin).await, (0, 1), "{setting}");
+        }
+        assert_eq!(limiter.stats().errors(), 0);
+    });
+}
+
+#[test]
 fn a_user_who_may_not_call_functions_is_served_by_the_script() {
     let server = RedisServer::start();
     serial(async {

@@ -359,17 +359,19 @@ fn unreachable(e: &Error) -> bool {
     }
 }
 
-/// Loads the script (and the draw's functions, see [`DrawScript::load`]),
-/// which also proves the connection and its credentials.
+/// Loads the script, which also proves the connection and its
+/// credentials, then the draw's functions where the server has them (see
+/// [`DrawScript::load_functions`]), each within `wait`.
 async fn load_script<Conn: ConnectionLike>(
     script: &DrawScript,
     connection: &mut Conn,
     wait: Duration,
 ) -> Result<(), Error> {
-    timeout(wait, script.load(connection))
+    timeout(wait, script.load_script(connection))
         .await
         .map_err(|_| Error::Timeout { after: wait })?
         .map_err(Error::from_redis)?;
+    script.load_functions(connection, wait).await;
     Ok(())
 }
 

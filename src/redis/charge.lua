@@ -31,7 +31,7 @@ local drawn_under = ARGV[2] + 0
 local left = ARGV[3] + 0
 local interval = ARGV[4] + 0
 
-local raw, wrong = buckets_or_stray(payers)
+local raw, wrong = buckets_or_stray(KEYS, payers)
 if wrong then
   return wrong
 end

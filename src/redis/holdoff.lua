@@ -51,7 +51,7 @@ if until_now > MAX_NOW then
   until_now = MAX_NOW
 end
 
-local raw, wrong = buckets_or_stray(held)
+local raw, wrong = buckets_or_stray(KEYS, held)
 if wrong then
   return wrong
 end

@@ -14,10 +14,10 @@
 //! script reads the server's clock (`TIME`), reads the k buckets, takes
 //! from the one with the most room and writes it back, all atomically on
 //! the server; the reply is the grant or the denial. Only when the server
-//! has lost the function or the script (a restart without persistence,
-//! `FUNCTION FLUSH`, `SCRIPT FLUSH`) does a decision cost a second call,
-//! the script sent whole (`EVAL`); from then on the limiter calls the
-//! script.
+//! has lost the function (a restart without persistence, `FUNCTION
+//! FLUSH`) does a decision cost a second call, the script by `EVALSHA`,
+//! which the limiter calls from then on; and a third, the script sent whole
+//! (`EVAL`), when it has lost the script too (`SCRIPT FLUSH`).
 //!
 //! With [`RedisOptions::batch`] the decisions of one process that wait
 //! together share one call instead, applied in arrival order, each as it

@@ -107,17 +107,18 @@ local function not_a_bucket(key)
   return nil
 end
 
--- The values of KEYS[1..m], as MGET answers them (false for a missing key),
+-- The values of keys[1..m], as MGET answers them (false for a missing key),
 -- in slices: Lua's unpack cannot pass more than a few thousand values, and
--- N may be up to 2^16.
-local function mget_all(m)
+-- N may be up to 2^16. The keys are an argument, not the global KEYS, which
+-- a function of a library (see script.rs) does not have.
+local function mget_all(keys, m)
   local all = {}
   for first = 1, m, 1000 do
     local last = first + 999
     if last > m then
       last = m
     end
-    local raw = redis.call('MGET', unpack(KEYS, first, last))
+    local raw = redis.call('MGET', unpack(keys, first, last))
     for j = first, last do
       all[j] = raw[j - first + 1]
     end
@@ -125,16 +126,16 @@ local function mget_all(m)
   return all
 end
 
--- The values of KEYS[1..m] (as mget_all reads them), or nil and the
+-- The values of keys[1..m] (as mget_all reads them), or nil and the
 -- NOTABUCKET error reply when one of them holds another type: MGET answers
 -- nil for such a key as for a missing one, and it is someone else's data,
 -- which a script's SET or DEL would destroy, so the script refuses before
 -- it writes anything.
-local function buckets_or_stray(m)
-  local raw = mget_all(m)
+local function buckets_or_stray(keys, m)
+  local raw = mget_all(keys, m)
   for i = 1, m do
     if not raw[i] then
-      local wrong = not_a_bucket(KEYS[i])
+      local wrong = not_a_bucket(keys[i])
       if wrong then
         return nil, wrong
       end

@@ -103,7 +103,7 @@ end
 
 -- A key of another type is refused before anything is written, as
 -- draw.lua refuses it.
-local raw, wrong = buckets_or_stray(keys)
+local raw, wrong = buckets_or_stray(KEYS, keys)
 if wrong then
   return wrong
 end

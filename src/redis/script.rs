@@ -3,11 +3,13 @@
 
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, LazyLock};
+use std::time::Duration;
 
 use ::redis::aio::ConnectionLike;
 use ::redis::{
     Cmd, FromRedisValue, RedisError, RedisResult, Script, ServerErrorKind, ToRedisArgs, Value,
 };
+use tokio::time::timeout;
 
 use super::error::Error;
 use super::layout::Layout;
@@ -52,24 +54,21 @@ pub(crate) struct DrawLibrary {
 pub(crate) static DRAW_LIBRARY: LazyLock<DrawLibrary> = LazyLock::new(|| {
     let defines = draw_defines!();
     let (one, batch) = (include_str!("draw_one.lua"), include_str!("draw_batch.lua"));
-    let hash = Script::new(&format!("{defines}{one}{batch}"))
-        .get_hash()
-        .to_owned();
-    let function = |name: &str, body: &str| {
-        format!("redis.register_function('{name}', function(KEYS, ARGV)\n{body}\nend)\n")
+    let name = |kind: &str, hash: &str| format!("shuffle_limiter_{kind}_{hash}");
+    let code = |hash: &str| {
+        let function = |kind: &str, body: &str| {
+            let name = name(kind, hash);
+            format!("redis.register_function('{name}', function(KEYS, ARGV)\n{body}\nend)\n")
+        };
+        let (one, batch) = (function("draw", one), function("batch", batch));
+        format!("#!lua name=shuffle_limiter_{hash}\n{defines}{one}{batch}")
     };
-    let (one_name, batch_name) = (
-        format!("shuffle_limiter_draw_{hash}"),
-        format!("shuffle_limiter_batch_{hash}"),
-    );
+    // The hash of the whole library, its wrapping too, before it is named.
+    let hash = Script::new(&code("")).get_hash().to_owned();
     DrawLibrary {
-        code: format!(
-            "#!lua name=shuffle_limiter_{hash}\n{defines}{}{}",
-            function(&one_name, one),
-            function(&batch_name, batch)
-        ),
-        one: one_name,
-        batch: batch_name,
+        code: code(&hash),
+        one: name("draw", &hash),
+        batch: name("batch", &hash),
     }
 });
 
@@ -148,29 +147,37 @@ impl DrawScript {
         )
     }
 
-    /// Loads the script, then the draw's library where the server has
-    /// Redis Functions; the limiter calls the functions once it is loaded.
-    /// Only the script's load may fail: a server without Functions, or a
-    /// user who may not load them, is served by the script.
-    pub(super) async fn load<Conn: ConnectionLike>(
+    /// Loads the script (in the script cache, for `EVALSHA`).
+    pub(super) async fn load_script<Conn: ConnectionLike>(
         &self,
         connection: &mut Conn,
     ) -> RedisResult<()> {
         self.script.script().load_async(connection).await?;
-        let loaded: RedisResult<Value> = ::redis::cmd("FUNCTION")
-            .arg("LOAD")
-            .arg(DRAW_LIBRARY.code.as_str())
-            .query_async(connection)
-            .await;
+        Ok(())
+    }
+
+    /// Loads the draw's library where the server has Redis Functions,
+    /// within `wait`; the limiter calls its functions once it is loaded.
+    /// Never an error: a server without Functions, a user who may not load
+    /// them, or no answer within `wait` leaves the limiter calling the
+    /// script.
+    pub(super) async fn load_functions<Conn: ConnectionLike>(
+        &self,
+        connection: &mut Conn,
+        wait: Duration,
+    ) {
+        let mut load = ::redis::cmd("FUNCTION");
+        load.arg("LOAD").arg(DRAW_LIBRARY.code.as_str());
+        let load = load.query_async::<Value>(connection);
         // Named by its source's hash: a library of that name is this one.
-        let here = match loaded {
-            Ok(_) => true,
-            Err(e) => e.detail().is_some_and(|d| d.contains("already exists")),
+        let here = match timeout(wait, load).await {
+            Ok(Ok(_)) => true,
+            Ok(Err(e)) => e.detail().is_some_and(|d| d.contains("already exists")),
+            Err(_) => false,
         };
         if let Some((_, on)) = &self.script.function {
             on.store(here, Relaxed);
         }
-        Ok(())
     }
 
     pub(super) fn key(&self, bucket: u32) -> Option<&str> {
@@ -345,7 +352,8 @@ pub(super) async fn query_by_keys<T: FromRedisValue, Conn: ConnectionLike>(
 /// `EVAL` goes where its keys do. For the same reason an `FCALL` that finds
 /// no function (a restart without persistence, `FUNCTION FLUSH`), or may
 /// not call it (an ACL), goes as the script, and the limiter calls the
-/// script from then on: nothing ran, so nothing is taken twice.
+/// script from then on; one refused as a write ([`refused_as_a_write`])
+/// goes as the script this once. Nothing ran, so nothing is taken twice.
 pub(super) async fn query_value<Conn: ConnectionLike>(
     script: &Lua,
     cmd: &Cmd,
@@ -370,8 +378,10 @@ pub(super) async fn query_value<Conn: ConnectionLike>(
     let mut cmd = cmd;
     if matches!(cmd.args_iter().next(), Some(::redis::Arg::Simple(b"FCALL"))) {
         match once(connection, cmd).await {
-            Err(e) if no_function(&e) => {
-                script.functions_off();
+            Err(e) if no_function(&e) || refused_as_a_write(&e) => {
+                if no_function(&e) {
+                    script.functions_off();
+                }
                 let mut evalsha = Cmd::new();
                 evalsha.arg("EVALSHA").arg(script.script.get_hash());
                 as_script = rest(cmd, evalsha);
@@ -388,6 +398,20 @@ pub(super) async fn query_value<Conn: ConnectionLike>(
         }
         reply => reply,
     }
+}
+
+/// Whether an `FCALL` was refused, before its function ran, for what a
+/// function that may write is refused: memory full (`OOM`), writes stopped
+/// by a failed save (`MISCONF`), too few replicas (`NOREPLICAS`), or a
+/// read-only replica (`READONLY`). Redis checks these when the function
+/// starts, where it checks a script (without flags) only at its first
+/// write: a denial, which writes nothing, is still the script's to answer
+/// (and the next decision's `FCALL` may run again).
+fn refused_as_a_write(e: &RedisError) -> bool {
+    matches!(
+        e.code(),
+        Some("OOM" | "MISCONF" | "NOREPLICAS" | "READONLY")
+    )
 }
 
 /// Whether an `FCALL` failed before its function ran: no such function,

@@ -29,7 +29,7 @@ end
 local now = clock(nil)
 
 local reply = { 1 }
-local raw = mget_all(m)
+local raw = mget_all(KEYS, m)
 for j = 1, m do
   local capacity = ARGV[2 + j] * interval
   local tat = raw[j]

@@ -2,9 +2,11 @@
 //! each decision exactly as `draw_one.lua` would alone, in order — the same
 //! answers, the same values written — on a real `redis-server`.
 
+use std::time::Duration;
+
 use redis::AsyncCommands;
 
-use super::differential::{XorShift, runtime};
+use super::differential::{XorShift, calls, runtime};
 use super::redis_server::RedisServer;
 use super::{Answer, Call, DrawScript, query_value};
 use crate::draw::ShardShape;
@@ -94,7 +96,9 @@ fn a_batch_draws_exactly_as_its_decisions_one_by_one() {
         // The decisions alone by the script (`EVALSHA`), the batches by
         // their function (`FCALL`): each way of calling the draw against
         // the other.
-        batched.load(&mut connection).await.unwrap();
+        batched
+            .load_functions(&mut connection, Duration::from_secs(10))
+            .await;
         assert!(batched.calls_function() && !alone.calls_function());
         let batch_script = BatchScript::of(&batched);
         assert!(batch_script.script.function().is_some());
@@ -174,6 +178,9 @@ fn a_batch_draws_exactly_as_its_decisions_one_by_one() {
             }
         }
         assert!(batched.calls_function(), "no FCALL fell back to the script");
+        // A call a batch by FCALL, and each decision alone by EVALSHA.
+        assert_eq!(calls(&mut connection, "fcall").await, 400);
+        assert!(calls(&mut connection, "evalsha").await >= decisions as u64);
         assert!(
             decisions > 5000 && grants > 1000 && denials > 1000 && stale > 300 && errors > 50,
             "{decisions} decisions: {grants} grants, {denials} denials, {stale} stale, \

@@ -1,12 +1,30 @@
 //! The Lua script against the pure draw: the same inputs, the same outcome,
 //! and the same arrival time written — on a real `redis-server`.
 
+use std::time::Duration;
+
 use redis::AsyncCommands;
 
 use super::redis_server::RedisServer;
 use super::{Answer, Call, DrawScript, Drawn, MICROS};
 use crate::draw::{Outcome, Pace, ShardShape, Single, draw};
 use crate::redis::layout::Layout;
+
+/// The calls of `command` (`evalsha`, `fcall`) the server counted.
+pub(super) async fn calls(
+    connection: &mut redis::aio::MultiplexedConnection,
+    command: &str,
+) -> u64 {
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(connection)
+        .await
+        .unwrap();
+    (stats.lines())
+        .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:calls=")))
+        .and_then(|rest| rest.split(',').next()?.parse().ok())
+        .unwrap_or(0)
+}
 
 /// The draw of an answer that must be one.
 fn drawn(answer: Answer) -> Drawn {
@@ -136,7 +154,9 @@ fn the_script_draws_exactly_as_the_pure_function() {
         // `EVALSHA`, and its function by `FCALL` once the library is loaded.
         let scripted = DrawScript::new("differential", 8, Layout::OneSlot);
         let function = DrawScript::new("differential", 8, Layout::OneSlot);
-        function.load(&mut connection).await.unwrap();
+        function
+            .load_functions(&mut connection, Duration::from_secs(10))
+            .await;
         assert!(function.calls_function() && !scripted.calls_function());
         let ids: Vec<u32> = (0..8).collect();
         let mut rng = XorShift(0x5EED_D1FF);
@@ -230,6 +250,8 @@ fn the_script_draws_exactly_as_the_pure_function() {
             }
         }
         assert!(function.calls_function(), "no FCALL fell back to the script");
+        assert_eq!(calls(&mut connection, "fcall").await, 2500);
+        assert!(calls(&mut connection, "evalsha").await >= 2500);
         assert!(
             grants > 1000
                 && denials > 400
