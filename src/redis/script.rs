@@ -42,16 +42,16 @@ pub(super) const BATCH_LUA: &str = concat!(draw_defines!(), include_str!("draw_b
 /// the server). The library and its functions are named by the hash of
 /// their source, as a script is, so that two versions of this crate in one
 /// fleet never call each other's.
-pub(crate) struct DrawLibrary {
+struct DrawLibrary {
     /// The library's source, as `FUNCTION LOAD` takes it.
-    pub(crate) code: String,
+    code: String,
     /// The function of one decision (`draw_one.lua`).
     one: String,
     /// The function of a batch (`draw_batch.lua`).
     batch: String,
 }
 
-pub(crate) static DRAW_LIBRARY: LazyLock<DrawLibrary> = LazyLock::new(|| {
+static DRAW_LIBRARY: LazyLock<DrawLibrary> = LazyLock::new(|| {
     let defines = draw_defines!();
     let (one, batch) = (include_str!("draw_one.lua"), include_str!("draw_batch.lua"));
     let name = |kind: &str, hash: &str| format!("shuffle_limiter_{kind}_{hash}");
