@@ -21,7 +21,7 @@ mod batch;
 mod redis_server;
 #[path = "support/serial.rs"]
 mod serial;
-use redis_server::RedisServer;
+use redis_server::{RedisServer, stat};
 use serial::{options, redis_limiter, serial};
 #[path = "support/same_answers.rs"]
 mod same_answers;
@@ -216,7 +216,7 @@ fn one_round_trip_per_decision_and_a_flushed_script_reloads_itself() {
             assert_eq!(decision.source(), Source::Redis);
         }
         assert_eq!(sent.swap(0, Ordering::Relaxed), 100);
-        assert_eq!(script_calls(&mut admin).await, (0, 100), "by FCALL");
+        assert_eq!(server.script_calls().await, (0, 100), "by FCALL");
 
         // Both gone (a restart without persistence).
         for flush in ["SCRIPT", "FUNCTION"] {
@@ -238,7 +238,7 @@ fn one_round_trip_per_decision_and_a_flushed_script_reloads_itself() {
         let decision = limiter.decide("after-flush").await;
         assert_eq!(decision.source(), Source::Redis);
         assert_eq!(sent.swap(0, Ordering::Relaxed), 1);
-        assert_eq!(script_calls(&mut admin).await, (2, 1));
+        assert_eq!(server.script_calls().await, (2, 1));
         let () = redis::cmd("SCRIPT")
             .arg("FLUSH")
             .query_async(&mut admin)
@@ -249,44 +249,6 @@ fn one_round_trip_per_decision_and_a_flushed_script_reloads_itself() {
         assert_eq!(sent.swap(0, Ordering::Relaxed), 2, "EVALSHA, then EVAL");
         assert_eq!(limiter.stats().errors(), 0);
     });
-}
-
-/// The `EVALSHA` and the `FCALL` calls the server counted since the last
-/// look (which resets them).
-async fn script_calls(admin: &mut MultiplexedConnection) -> (u64, u64) {
-    let stats = command_stats(admin).await;
-    (
-        stat(&stats, "evalsha", "calls"),
-        stat(&stats, "fcall", "calls"),
-    )
-}
-
-/// The server's `INFO commandstats`, which are reset.
-async fn command_stats(admin: &mut MultiplexedConnection) -> String {
-    let stats: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(admin)
-        .await
-        .unwrap();
-    let () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query_async(admin)
-        .await
-        .unwrap();
-    stats
-}
-
-/// One field of one command's line of `INFO commandstats` (0 if none).
-fn stat(stats: &str, command: &str, field: &str) -> u64 {
-    (stats.lines())
-        .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:")))
-        .and_then(|line| {
-            (line.split(','))
-                .find_map(|f| f.strip_prefix(&format!("{field}=")))?
-                .parse()
-                .ok()
-        })
-        .unwrap_or(0)
 }
 
 #[test]
@@ -314,7 +276,7 @@ fn a_denial_while_redis_refuses_writes_is_still_redis_s() {
         // Memory full; too few replicas. Redis refuses a function that may
         // write before it runs, a script only at its first write.
         for (setting, refusing) in [("maxmemory", "1"), ("min-replicas-to-write", "1")] {
-            command_stats(&mut admin).await;
+            server.command_stats().await;
             let set = |value: &str| {
                 let mut cmd = redis::cmd("CONFIG");
                 cmd.arg("SET").arg(setting).arg(value);
@@ -330,13 +292,13 @@ fn a_denial_while_redis_refuses_writes_is_still_redis_s() {
                 decision.error()
             );
             assert!(!decision.is_granted(), "{setting}");
-            let stats = command_stats(&mut admin).await;
+            let stats = server.command_stats().await;
             assert_eq!(stat(&stats, "fcall", "rejected_calls"), 1, "{setting}");
             assert_eq!(stat(&stats, "evalsha", "calls"), 1, "{setting}");
             // And the next decision goes by FCALL again.
             let decision = limiter.decide("t").await;
             assert_eq!(decision.source(), Source::Redis);
-            assert_eq!(script_calls(&mut admin).await, (0, 1), "{setting}");
+            assert_eq!(server.script_calls().await, (0, 1), "{setting}");
         }
         assert_eq!(limiter.stats().errors(), 0);
     });
@@ -367,7 +329,7 @@ fn a_user_who_may_not_call_functions_is_served_by_the_script() {
                 .build_redis(&url, options(FailurePolicy::FailClosed))
                 .await
                 .unwrap();
-            command_stats(&mut admin).await;
+            server.command_stats().await;
             for t in 0..3 {
                 let decision = limiter.decide(format!("tenant-{t}")).await;
                 assert_eq!(
@@ -378,7 +340,7 @@ fn a_user_who_may_not_call_functions_is_served_by_the_script() {
                 );
                 assert!(decision.is_granted());
             }
-            let stats = command_stats(&mut admin).await;
+            let stats = server.command_stats().await;
             assert_eq!(stat(&stats, "evalsha", "calls"), 3, "{user}");
             // Only the user who could load the functions tried one, once.
             let refused = u64::from(user == "no-fcall");

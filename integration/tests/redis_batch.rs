@@ -5,7 +5,6 @@
 //! in tests/redis.rs, and that a batch applies its decisions exactly as one
 //! by one is the differential test in src/redis/script/.)
 
-use redis::aio::MultiplexedConnection;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -91,32 +90,11 @@ async fn settle() {
     }
 }
 
-/// A connection to `server` whose command counts start from zero.
-async fn reset_stats(server: &RedisServer) -> MultiplexedConnection {
-    let mut admin = server.connection().await;
-    let _: () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query_async(&mut admin)
-        .await
-        .unwrap();
-    admin
-}
-
-/// The script calls the server has counted since `reset_stats`: by
-/// `EVALSHA` or, its library loaded, by `FCALL`.
-async fn script_calls(admin: &mut MultiplexedConnection) -> u64 {
-    let stats: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(admin)
-        .await
-        .unwrap();
-    let calls = |command: &str| -> u64 {
-        (stats.lines())
-            .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:calls=")))
-            .and_then(|rest| rest.split(',').next()?.parse().ok())
-            .unwrap_or(0)
-    };
-    calls("evalsha") + calls("fcall")
+/// The script calls (by `EVALSHA` or, its library loaded, by `FCALL`)
+/// the server counted since the last look, which resets them.
+async fn script_calls(server: &RedisServer) -> u64 {
+    let (evalsha, fcall) = server.script_calls().await;
+    evalsha + fcall
 }
 
 /// A task asking `limiter` for tenant `t{i}`.
@@ -422,7 +400,7 @@ fn the_next_batch_leaves_once_as_many_wait_as_are_out() {
     let server = RedisServer::start();
     on_one_thread(async {
         let (limiter, _) = windowless(&server, "batched-next").await;
-        let mut admin = reset_stats(&server).await;
+        server.command_stats().await;
         pause(&server, 300).await;
         let mut decisions = vec![decide(&limiter, 0)];
         settle().await;
@@ -433,16 +411,16 @@ fn the_next_batch_leaves_once_as_many_wait_as_are_out() {
             let decision = decision.await.unwrap();
             assert_eq!(decision.source(), Source::Redis, "{:?}", decision.error());
         }
-        assert_eq!(script_calls(&mut admin).await, 3);
+        assert_eq!(script_calls(&server).await, 3);
     });
 }
 
 /// A last decision is answered by Redis once everything before it was, and
 /// the server counted at most three calls: two out, and the last.
-async fn two_out_then_the_last(limiter: &RedisLimiter, admin: &mut MultiplexedConnection) {
+async fn two_out_then_the_last(limiter: &RedisLimiter, server: &RedisServer) {
     let last = limiter.decide("last").await;
     assert_eq!(last.source(), Source::Redis, "{:?}", last.error());
-    let calls = script_calls(admin).await;
+    let calls = script_calls(server).await;
     assert!(calls <= 3, "{calls} script calls for 2 out and the last");
 }
 
@@ -455,7 +433,7 @@ fn callers_that_leave_do_not_put_more_than_two_calls_out() {
     let server = RedisServer::start();
     on_one_thread(async {
         let (limiter, _) = windowless(&server, "batched-leave").await;
-        let mut admin = reset_stats(&server).await;
+        server.command_stats().await;
         pause(&server, 300).await;
         for i in 0..10 {
             let task = decide(&limiter, i);
@@ -463,7 +441,7 @@ fn callers_that_leave_do_not_put_more_than_two_calls_out() {
             task.abort();
             assert!(task.await.unwrap_err().is_cancelled());
         }
-        two_out_then_the_last(&limiter, &mut admin).await;
+        two_out_then_the_last(&limiter, &server).await;
     });
 }
 
@@ -473,7 +451,7 @@ fn callers_that_time_out_do_not_put_more_than_two_calls_out() {
     let server = RedisServer::start();
     serial(async {
         let (limiter, _) = windowless(&server, "batched-time-out").await;
-        let mut admin = reset_stats(&server).await;
+        server.command_stats().await;
         pause(&server, 2000).await;
         for i in 0..10 {
             let tenant = format!("t{i}");
@@ -481,7 +459,7 @@ fn callers_that_time_out_do_not_put_more_than_two_calls_out() {
             let given_up = tokio::time::timeout(Duration::from_millis(20), decision).await;
             assert!(given_up.is_err(), "Redis is paused: nothing is answered");
         }
-        two_out_then_the_last(&limiter, &mut admin).await;
+        two_out_then_the_last(&limiter, &server).await;
     });
 }
 

@@ -108,29 +108,6 @@ async fn holds_functions(node: &RedisServer) -> bool {
     !libraries.is_empty()
 }
 
-/// The `EVALSHA` and the `FCALL` calls `node` counted since the last look
-/// (which resets them).
-async fn script_calls(node: &RedisServer) -> (u64, u64) {
-    let mut connection = node.connection().await;
-    let stats: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut connection)
-        .await
-        .unwrap();
-    let () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query_async(&mut connection)
-        .await
-        .unwrap();
-    let calls = |command: &str| {
-        (stats.lines())
-            .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:calls=")))
-            .and_then(|rest| rest.split(',').next()?.parse().ok())
-            .unwrap_or(0)
-    };
-    (calls("evalsha"), calls("fcall"))
-}
-
 fn fail_closed() -> RedisOptions {
     RedisOptions::new(FailurePolicy::FailClosed)
 }
@@ -282,10 +259,10 @@ fn a_script_flushed_on_the_node_of_the_slot_reloads_itself() {
         }
         let mut admin = cluster.nodes[0].connection().await;
         let owner = cluster.owner(one_slot(&mut admin, &limiter).await);
-        script_calls(owner).await;
+        owner.script_calls().await;
         let decision = limiter.decide("before-flush").await;
         assert_eq!(decision.source(), Source::Redis, "{:?}", decision.error());
-        assert_eq!(script_calls(owner).await, (0, 1), "by FCALL");
+        assert_eq!(owner.script_calls().await, (0, 1), "by FCALL");
 
         for flush in ["SCRIPT", "FUNCTION"] {
             let () = redis::cmd(flush)
@@ -314,7 +291,7 @@ fn a_script_flushed_on_the_node_of_the_slot_reloads_itself() {
         );
         // The first decision: an FCALL that found no function, an EVALSHA
         // that found no script, then EVAL; the next two: EVALSHA.
-        assert_eq!(script_calls(owner).await, (3, 1));
+        assert_eq!(owner.script_calls().await, (3, 1));
         assert_eq!(limiter.stats().errors(), 0);
         assert_eq!(limiter.stats().from_redis(), 4);
     });

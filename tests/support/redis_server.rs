@@ -133,6 +133,46 @@ impl RedisServer {
             .await
             .unwrap()
     }
+
+    /// The server's `INFO commandstats` since the last look, which resets
+    /// them (read with [`stat`]).
+    pub(crate) async fn command_stats(&self) -> String {
+        let mut connection = self.connection().await;
+        let stats: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+        let () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+        stats
+    }
+
+    /// The calls of the limiter's script (`EVALSHA`) and of its function
+    /// (`FCALL`) since the last look, which resets them.
+    pub(crate) async fn script_calls(&self) -> (u64, u64) {
+        let stats = self.command_stats().await;
+        (
+            stat(&stats, "evalsha", "calls"),
+            stat(&stats, "fcall", "calls"),
+        )
+    }
+}
+
+/// One field of one command's line of `INFO commandstats` (0 if none).
+pub(crate) fn stat(stats: &str, command: &str, field: &str) -> u64 {
+    (stats.lines())
+        .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:")))
+        .and_then(|line| {
+            (line.split(','))
+                .find_map(|f| f.strip_prefix(&format!("{field}=")))?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0)
 }
 
 /// A port nobody listens on at the moment of asking.

@@ -10,22 +10,6 @@ use super::{Answer, Call, DrawScript, Drawn, MICROS};
 use crate::draw::{Outcome, Pace, ShardShape, Single, draw};
 use crate::redis::layout::Layout;
 
-/// The calls of `command` (`evalsha`, `fcall`) the server counted.
-pub(super) async fn calls(
-    connection: &mut redis::aio::MultiplexedConnection,
-    command: &str,
-) -> u64 {
-    let stats: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(connection)
-        .await
-        .unwrap();
-    (stats.lines())
-        .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:calls=")))
-        .and_then(|rest| rest.split(',').next()?.parse().ok())
-        .unwrap_or(0)
-}
-
 /// The draw of an answer that must be one.
 fn drawn(answer: Answer) -> Drawn {
     match answer {
@@ -250,8 +234,8 @@ fn the_script_draws_exactly_as_the_pure_function() {
             }
         }
         assert!(function.calls_function(), "no FCALL fell back to the script");
-        assert_eq!(calls(&mut connection, "fcall").await, 2500);
-        assert!(calls(&mut connection, "evalsha").await >= 2500);
+        let (evalsha, fcall) = server.script_calls().await;
+        assert!(fcall == 2500 && evalsha >= 2500, "{evalsha} EVALSHA, {fcall} FCALL");
         assert!(
             grants > 1000
                 && denials > 400
