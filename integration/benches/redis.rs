@@ -354,8 +354,11 @@ fn script_only(
                 .chain([0, 0]);
             let packed: Vec<u8> = numbers.flat_map(|n| (n as f64).to_le_bytes()).collect();
             invocation.key(keys).key(&*quota_key).arg(packed);
-            let reply: Result<Vec<i64>, _> = invocation.invoke_async(&mut connection).await;
-            late_or_granted(reply);
+            // Its reply packed the same way: granted first.
+            let reply: Result<Vec<u8>, _> = invocation.invoke_async(&mut connection).await;
+            let granted =
+                |packed: Vec<u8>| vec![f64::from_le_bytes(packed[..8].try_into().unwrap()) as i64];
+            late_or_granted(reply.map(granted));
         })
     })
 }

@@ -34,7 +34,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, timeout, timeout_at};
 
 use super::error::Error;
-use super::script::{Answer, Call, DrawScript, Lua, Request, command, pack, query_value};
+use super::script::{Answer, Call, DrawScript, Lua, Request, command, pack, query_value, unpack};
 use crate::Shard;
 use crate::plan::whom::Id;
 
@@ -379,9 +379,7 @@ pub(super) fn answers<'a>(
         },
         _ => return (0..count).map(|_| Err(unreadable())).collect(),
     };
-    let mut numbers = packed
-        .chunks_exact(8)
-        .map(|n| f64::from_le_bytes(n.try_into().unwrap_or_default()));
+    let mut numbers = unpack(packed);
     let mut answers = Vec::with_capacity(count);
     for call in calls {
         let answer = match numbers.next() {

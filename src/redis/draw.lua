@@ -44,11 +44,12 @@
 --             server's clock (TIME); the differential test sends a time in
 --             microseconds.
 --
--- Reply: { granted (1 or 0), j (0-based position of the bucket that paid,
--- or that has room first), wait (on a grant: microseconds until every own
--- bucket, and the ones that paid, are full again; on a denial: retry_after,
--- at least 1), remaining (whole tokens left over the own buckets after a
--- grant; 0 on a denial) }, then on a grant the tokens bucket j paid and
+-- Reply (draw_one.lua packs it, as its argv came): { granted (1 or 0), j
+-- (0-based position of the bucket that paid, or that has room first), wait
+-- (on a grant: microseconds until every own bucket, and the ones that paid,
+-- are full again; on a denial: retry_after, at least 1), remaining (whole
+-- tokens left over the own buckets after a grant; 0 on a denial) }, then
+-- on a grant the tokens bucket j paid and
 -- the arrival time it was left at, and for each further bucket paying with
 -- it (in the order they pay) its position, its tokens and its arrival time;
 -- on a denial the whole tokens each own bucket holds one microsecond before

@@ -1,7 +1,8 @@
 
 -- One decision per script call, KEYS and argv as draw.lua describes them,
--- argv packed in ARGV[1]: the quota first (a caller deciding with another
--- quota's numbers must not draw at all), then the clock, then the draw.
+-- argv packed in ARGV[1] and the reply packed the same way: the quota
+-- first (a caller deciding with another quota's numbers must not draw at
+-- all), then the clock, then the draw.
 -- The hold-offs key comes only after spill keys: k + 1 keys mean d = 0.
 local argv = unpacked(ARGV[1], 1, #ARGV[1] / 8)
 local ranked = #KEYS - 2
@@ -9,8 +10,13 @@ if ranked + 1 == argv[4] then
   ranked = ranked + 1
 end
 local d = ranked - argv[4]
-local _, stop = expect_quota(KEYS[ranked + 1], argv[5 + ranked + d], -1)
-if stop then
-  return stop
+local _, reply = expect_quota(KEYS[ranked + 1], argv[5 + ranked + d], -1)
+if not reply then
+  reply = draw(KEYS, 0, ranked, argv, 0, clock(argv[7 + ranked + d]), nil, KEYS[ranked + 2])
 end
-return draw(KEYS, 0, ranked, argv, 0, clock(argv[7 + ranked + d]), nil, KEYS[ranked + 2])
+if reply.err then
+  return reply
+end
+-- Packed as the numbers came: Redis would make an object of each, and the
+-- client parse each.
+return struct.pack(doubles(#reply), unpack(reply))

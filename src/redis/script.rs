@@ -219,10 +219,17 @@ impl DrawScript {
             pack(&mut packed, now);
         }
         cmd.arg(packed);
-        let reply: Vec<i64> = query_by_keys(&self.script, &cmd, connection)
+        let reply: Value = query_by_keys(&self.script, &cmd, connection)
             .await
             .map_err(Error::from_redis)?;
-        Answer::of(&reply, call)
+        match reply {
+            Value::BulkString(packed) if packed.len() % 8 == 0 => {
+                Answer::of(&unpack(&packed).map(|n| n as i64).collect::<Vec<_>>(), call)
+            }
+            reply => Err(Error::Reply {
+                detail: format!("not the packed reply of a draw: {reply:?}"),
+            }),
+        }
     }
 }
 
@@ -446,6 +453,13 @@ impl Answer {
 /// of the draw is (see `unpacked` in draw.lua).
 pub(super) fn pack(packed: &mut Vec<u8>, n: u64) {
     packed.extend_from_slice(&(n as f64).to_le_bytes());
+}
+
+/// The numbers a script of the draw answers packed (see `pack`), each
+/// truncated when read as an integer, as Redis turns a Lua number into an
+/// integer reply.
+pub(super) fn unpack(packed: &[u8]) -> impl Iterator<Item = f64> + '_ {
+    (packed.chunks_exact(8)).map(|n| f64::from_le_bytes(n.try_into().unwrap_or_default()))
 }
 
 impl Call<'_> {
