@@ -392,7 +392,12 @@ pub(super) fn answers<'a>(
                     .collect();
                 Answer::of(&reply, &call)
             }
-            Some(error) => match errors.get((-error) as usize - 1) {
+            // An error's place, -i for errors[i]; anything else (NaN, a
+            // fraction above -1) is unreadable, not an overflow.
+            Some(error) => match ((-error) as usize)
+                .checked_sub(1)
+                .and_then(|i| errors.get(i))
+            {
                 Some(Value::ServerError(error)) => {
                     Err(Error::from_redis(RedisError::from(error.clone())))
                 }

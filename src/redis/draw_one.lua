@@ -1,8 +1,8 @@
 
--- One decision per script call, KEYS and argv as draw.lua describes them,
--- argv packed in ARGV[1] and the reply packed the same way: the quota
--- first (a caller deciding with another quota's numbers must not draw at
--- all), then the clock, then the draw.
+-- One decision per script call, KEYS and argv as draw.lua describes them:
+-- the quota first (a caller deciding with another quota's numbers must not
+-- draw at all), then the clock, then the draw. argv comes packed in
+-- ARGV[1], and the reply goes packed the same way.
 -- The hold-offs key comes only after spill keys: k + 1 keys mean d = 0.
 local argv = unpacked(ARGV[1], 1, #ARGV[1] / 8)
 local ranked = #KEYS - 2

@@ -455,9 +455,9 @@ pub(super) fn pack(packed: &mut Vec<u8>, n: u64) {
     packed.extend_from_slice(&(n as f64).to_le_bytes());
 }
 
-/// The numbers a script of the draw answers packed (see `pack`), each
-/// truncated when read as an integer, as Redis turns a Lua number into an
-/// integer reply.
+/// The numbers a script of the draw answers packed (see `pack`). A caller
+/// reading one as an integer truncates it (`as i64`), as Redis turns a Lua
+/// number into an integer reply.
 pub(super) fn unpack(packed: &[u8]) -> impl Iterator<Item = f64> + '_ {
     (packed.chunks_exact(8)).map(|n| f64::from_le_bytes(n.try_into().unwrap_or_default()))
 }

@@ -75,3 +75,21 @@ fn a_batch_keeps_arrival_order_and_skips_callers_that_left() {
     assert!(waiting.is_empty());
     assert!(waiting.take(10).is_empty());
 }
+
+/// A batch reply whose numbers are not what the script writes (a length
+/// of NaN, or a fraction above -1, where an error's place would be) is
+/// unreadable for each decision: an error, never a panic.
+#[test]
+fn a_batch_reply_of_stray_numbers_is_unreadable() {
+    let (job, _receiver) = job(1);
+    for stray in [f64::NAN, -0.5, -3.0] {
+        let reply = ::redis::Value::Array(vec![::redis::Value::BulkString(
+            stray.to_le_bytes().to_vec(),
+        )]);
+        let answers = super::answers(&reply, std::iter::once(job.request.call()));
+        assert!(
+            matches!(answers[..], [Err(super::Error::Reply { .. })]),
+            "{stray}: {answers:?}"
+        );
+    }
+}
