@@ -34,7 +34,8 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, timeout, timeout_at};
 
 use super::error::Error;
-use super::script::{Answer, Call, DrawScript, Lua, Request, command, pack, query_value, unpack};
+use super::lua::{Lua, command, query_value};
+use super::script::{Answer, Call, DrawScript, Request, pack, unpack};
 use crate::Shard;
 use crate::plan::whom::Id;
 

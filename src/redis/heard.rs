@@ -9,8 +9,9 @@ use ::redis::aio::ConnectionLike;
 use tokio::time::timeout;
 
 use super::layout::Layout;
+use super::lua::{command, query_by_keys};
 use super::quota::parse_quota;
-use super::script::{MICROS, command, query_by_keys};
+use super::script::MICROS;
 use super::store::Shared;
 use crate::grant::Booked;
 use crate::store::sealed::Local;

@@ -10,8 +10,9 @@ use tokio::time::{Instant, timeout_at};
 
 use super::error::{Error, within};
 use super::layout::Layout;
+use super::lua::{command, query_by_keys};
 use super::quota::ATTEMPTS;
-use super::script::{MICROS, command, query_by_keys};
+use super::script::MICROS;
 use super::store::{RedisStore, Shared};
 use crate::Shard;
 use crate::draw::turn;

@@ -208,6 +208,7 @@ mod error;
 mod heard;
 mod holdoff;
 mod layout;
+pub(crate) mod lua;
 pub(crate) mod metrics;
 mod options;
 mod quota;

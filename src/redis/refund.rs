@@ -8,8 +8,9 @@ use ::redis::aio::ConnectionLike;
 
 use super::error::{Error, within};
 use super::layout::Layout;
+use super::lua::Invocation;
 use super::quota::{ATTEMPTS, run};
-use super::script::{Invocation, MICROS};
+use super::script::MICROS;
 use super::store::RedisStore;
 use super::store::Shared;
 use crate::grant::Booked;

@@ -13,7 +13,8 @@ use crossbeam_utils::CachePadded;
 
 use super::error::{Error, within};
 use super::layout::Layout;
-use super::script::{Lua, MICROS};
+use super::lua::Lua;
+use super::script::MICROS;
 use super::store::RedisStore;
 use crate::store::sealed::Local;
 use crate::upstream::{RETRY, Retries, Terms, deposited, retry_sealed};

@@ -1,18 +1,17 @@
 //! The draw on the server: `draw.lua` mirrors `draw` of `src/draw/` line
 //! by line, and this file sends it a shard and reads its answer.
 
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use ::redis::aio::ConnectionLike;
-use ::redis::{
-    Cmd, FromRedisValue, RedisError, RedisResult, Script, ServerErrorKind, ToRedisArgs, Value,
-};
+use ::redis::{RedisResult, Script, Value};
 use tokio::time::timeout;
 
 use super::error::Error;
 use super::layout::Layout;
+use super::lua::{Lua, command, query_by_keys};
 use crate::draw::{MAX_K, Outcome, Pool, ShardShape, Single};
 use crate::plan::Split;
 use crate::{Denied, Grant, Shard};
@@ -33,7 +32,7 @@ macro_rules! draw_defines {
 const DRAW_LUA: &str = concat!(draw_defines!(), include_str!("draw_one.lua"));
 
 /// The batch script's source: the draw called once per decision.
-pub(super) const BATCH_LUA: &str = concat!(draw_defines!(), include_str!("draw_batch.lua"));
+const BATCH_LUA: &str = concat!(draw_defines!(), include_str!("draw_batch.lua"));
 
 /// The two scripts of the draw as one library of Redis Functions (Redis 7
 /// and later), each script's body a function, what they define before it
@@ -139,7 +138,7 @@ impl DrawScript {
 
     /// The batch script, which calls its function while this one does.
     pub(super) fn batch_script(&self) -> Lua {
-        let functions = self.script.function.as_ref().map(|(_, on)| Arc::clone(on));
+        let functions = self.script.functions().cloned();
         Lua::of_library(
             BATCH_LUA,
             &DRAW_LIBRARY.batch,
@@ -175,7 +174,7 @@ impl DrawScript {
             Ok(Err(e)) => e.detail().is_some_and(|d| d.contains("already exists")),
             Err(_) => false,
         };
-        if let Some((_, on)) = &self.script.function {
+        if let Some(on) = self.script.functions() {
             on.store(here, Relaxed);
         }
     }
@@ -231,204 +230,6 @@ impl DrawScript {
             }),
         }
     }
-}
-
-/// A script with its source: called by `EVALSHA`, and sent whole as
-/// `EVAL` where the server lacks it (see [`query_value`]); or, for the
-/// scripts of the draw once their library is loaded, called by `FCALL`.
-#[derive(Debug, Clone)]
-pub(crate) struct Lua {
-    script: Script,
-    code: &'static str,
-    /// For a script of the draw: its function in [`DRAW_LIBRARY`], and
-    /// whether this limiter calls it (shared by its draws and batches).
-    function: Option<(&'static str, Arc<AtomicBool>)>,
-}
-
-impl Lua {
-    pub(crate) fn new(code: &'static str) -> Lua {
-        Lua {
-            script: Script::new(code),
-            code,
-            function: None,
-        }
-    }
-
-    /// A script of the draw, also the function `name` of [`DRAW_LIBRARY`],
-    /// which it calls while `functions` holds.
-    fn of_library(code: &'static str, name: &'static str, functions: Arc<AtomicBool>) -> Lua {
-        Lua {
-            function: Some((name, functions)),
-            ..Lua::new(code)
-        }
-    }
-
-    /// The `redis` crate's script, for loading it ahead (at build).
-    pub(crate) fn script(&self) -> &Script {
-        &self.script
-    }
-
-    /// The function to call instead of the script, while its library is
-    /// loaded.
-    fn function(&self) -> Option<&'static str> {
-        let (name, on) = self.function.as_ref()?;
-        on.load(Relaxed).then_some(*name)
-    }
-
-    /// From now on, the script rather than its function.
-    fn functions_off(&self) {
-        if let Some((_, on)) = &self.function {
-            on.store(false, Relaxed);
-        }
-    }
-
-    /// A call of the script, its keys and arguments added as to the `redis`
-    /// crate's `ScriptInvocation`.
-    pub(crate) fn prepare_invoke(&self) -> Invocation<'_> {
-        Invocation {
-            lua: self,
-            keys: Vec::new(),
-            args: Vec::new(),
-        }
-    }
-}
-
-/// A call of a [`Lua`] script being made: its keys, then its arguments.
-pub(crate) struct Invocation<'a> {
-    lua: &'a Lua,
-    keys: Vec<Vec<u8>>,
-    args: Vec<Vec<u8>>,
-}
-
-impl Invocation<'_> {
-    pub(crate) fn key(&mut self, key: impl ToRedisArgs) -> &mut Self {
-        key.write_redis_args(&mut self.keys);
-        self
-    }
-
-    pub(crate) fn arg(&mut self, arg: impl ToRedisArgs) -> &mut Self {
-        arg.write_redis_args(&mut self.args);
-        self
-    }
-
-    /// Sends the call (see [`query_by_keys`]).
-    pub(crate) async fn invoke_async<T: FromRedisValue>(
-        &self,
-        connection: &mut impl ConnectionLike,
-    ) -> RedisResult<T> {
-        let mut cmd = command(self.lua, self.keys.len(), self.keys.len() + self.args.len());
-        for word in self.keys.iter().chain(&self.args) {
-            cmd.arg(word.as_slice());
-        }
-        query_by_keys(self.lua, &cmd, connection).await
-    }
-}
-
-/// An `EVALSHA` of `script` over `keys` keys (or an `FCALL` of its
-/// function, see [`DRAW_LIBRARY`]), with room for `arguments` keys and
-/// arguments after it (one buffer, rather than the `redis` crate's buffer
-/// per argument of a `ScriptInvocation`).
-pub(super) fn command(script: &Lua, keys: usize, arguments: usize) -> Cmd {
-    let mut cmd = Cmd::with_capacity(3 + arguments, 64 + 24 * arguments);
-    match script.function() {
-        Some(name) => cmd.arg("FCALL").arg(name),
-        None => cmd.arg("EVALSHA").arg(script.script.get_hash()),
-    };
-    cmd.arg(keys);
-    cmd
-}
-
-/// Sends `cmd`, a [`command`] of `script`, and reads its reply as a `T`
-/// (see [`query_value`]).
-pub(super) async fn query_by_keys<T: FromRedisValue, Conn: ConnectionLike>(
-    script: &Lua,
-    cmd: &Cmd,
-    connection: &mut Conn,
-) -> RedisResult<T> {
-    let reply = query_value(script, cmd, connection).await?;
-    Ok(::redis::from_redis_value(reply.extract_error()?)?)
-}
-
-/// Sends `cmd`, a [`command`] of `script`, with the reply as it came (an
-/// error reply inside an array, one decision's in a batch, stays in its
-/// place rather than failing all). When the server lacks the script (a
-/// restart, a failover, `SCRIPT FLUSH`), the same call goes as an `EVAL` of
-/// its source, which loads it there, rather than `SCRIPT LOAD`: in a
-/// Cluster, `SCRIPT LOAD` goes to every master and waits for each, so a
-/// stopped node would hold a call whose keys live on a node that answers.
-/// `EVAL` goes where its keys do. For the same reason an `FCALL` that finds
-/// no function (a restart without persistence, `FUNCTION FLUSH`), or may
-/// not call it (an ACL), goes as the script, and the limiter calls the
-/// script from then on; one refused as a write ([`refused_as_a_write`])
-/// goes as the script this once. Nothing ran, so nothing is taken twice.
-pub(super) async fn query_value<Conn: ConnectionLike>(
-    script: &Lua,
-    cmd: &Cmd,
-    connection: &mut Conn,
-) -> RedisResult<Value> {
-    let once =
-        async |connection: &mut Conn, cmd: &Cmd| match connection.req_packed_command(cmd).await {
-            Ok(Value::ServerError(error)) => Err(RedisError::from(error)),
-            reply => reply,
-        };
-    // After the command's name and the hash or the function's: the number
-    // of keys, the keys and the arguments, as they were.
-    let rest = |cmd: &Cmd, mut to: Cmd| {
-        for arg in cmd.args_iter().skip(2) {
-            if let ::redis::Arg::Simple(arg) = arg {
-                to.arg(arg);
-            }
-        }
-        to
-    };
-    let as_script;
-    let mut cmd = cmd;
-    if matches!(cmd.args_iter().next(), Some(::redis::Arg::Simple(b"FCALL"))) {
-        match once(connection, cmd).await {
-            Err(e) if no_function(&e) || refused_as_a_write(&e) => {
-                if no_function(&e) {
-                    script.functions_off();
-                }
-                let mut evalsha = Cmd::new();
-                evalsha.arg("EVALSHA").arg(script.script.get_hash());
-                as_script = rest(cmd, evalsha);
-                cmd = &as_script;
-            }
-            reply => return reply,
-        }
-    }
-    match once(connection, cmd).await {
-        Err(e) if e.kind() == ::redis::ErrorKind::Server(ServerErrorKind::NoScript) => {
-            let mut eval = ::redis::cmd("EVAL");
-            eval.arg(script.code);
-            once(connection, &rest(cmd, eval)).await
-        }
-        reply => reply,
-    }
-}
-
-/// Whether an `FCALL` was refused, before its function ran, for what a
-/// function that may write is refused: memory full (`OOM`), writes stopped
-/// by a failed save (`MISCONF`), too few replicas (`NOREPLICAS`), or a
-/// read-only replica (`READONLY`). Redis checks these when the function
-/// starts, where it checks a script (without flags) only at its first
-/// write: a denial, which writes nothing, is still the script's to answer
-/// (and the next decision's `FCALL` may run again).
-fn refused_as_a_write(e: &RedisError) -> bool {
-    matches!(
-        e.code(),
-        Some("OOM" | "MISCONF" | "NOREPLICAS" | "READONLY")
-    )
-}
-
-/// Whether an `FCALL` failed before its function ran: no such function,
-/// no permission, or no such command (a server older than Redis 7).
-fn no_function(e: &RedisError) -> bool {
-    let detail = e.detail().unwrap_or("");
-    // Not a key's permission, which the function met as it ran.
-    (e.kind() == ::redis::ErrorKind::Server(ServerErrorKind::NoPerm) && detail.contains("'fcall'"))
-        || (e.code() == Some("ERR")
-            && (detail.starts_with("Function not found") || detail.starts_with("unknown command")))
 }
 
 impl Answer {

@@ -15,8 +15,9 @@ use tokio::time::timeout;
 
 use super::error::Error;
 use super::layout::Layout;
+use super::lua::Lua;
 use super::quota::{ATTEMPTS, spread_stale};
-use super::script::{Lua, MICROS};
+use super::script::MICROS;
 use super::store::RedisStore;
 use super::store::Shared;
 use crate::grant::BucketState;

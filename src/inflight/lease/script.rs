@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use ::redis::Script;
 
-use crate::redis::script::Lua;
+use crate::redis::lua::Lua;
 use ::redis::aio::ConnectionLike;
 
 use crate::redis::Error;

@@ -8,11 +8,12 @@ use redis::AsyncCommands;
 
 use super::differential::{XorShift, runtime};
 use super::redis_server::RedisServer;
-use super::{Answer, Call, DrawScript, query_value};
+use super::{Answer, Call, DrawScript};
 use crate::draw::ShardShape;
 use crate::redis::batch::{BatchScript, answers};
 use crate::redis::error::Error;
 use crate::redis::layout::Layout;
+use crate::redis::lua::query_value;
 
 /// The buckets of the limiters compared.
 const BUCKETS: u32 = 8;
