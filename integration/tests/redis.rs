@@ -226,19 +226,27 @@ fn one_round_trip_per_decision_and_a_flushed_script_reloads_itself() {
                 .await
                 .unwrap();
         }
+        // The first decision after: FCALL, EVALSHA, then EVAL of the
+        // source (which loads it where the keys are). Once it is answered,
+        // the library is loaded again beside the next decisions, which go
+        // as the script until it is there, then by FCALL: one call each.
         let decision = limiter.decide("after-flush").await;
         assert_eq!(decision.source(), Source::Redis, "{:?}", decision.error());
         assert!(decision.is_granted());
+        let first = server.command_stats().await;
+        let decide = async || limiter.decide("until-fcall").await;
+        let (decisions, stats) = until_by_fcall(&server, decide).await;
         assert_eq!(
             sent.swap(0, Ordering::Relaxed),
-            3,
-            "FCALL, EVALSHA, then EVAL of the source (which loads it where the keys are)"
+            3 + decisions + 1,
+            "three calls, one call a decision after, and one FUNCTION LOAD"
         );
-        // From then on the script, which the server holds again.
-        let decision = limiter.decide("after-flush").await;
-        assert_eq!(decision.source(), Source::Redis);
-        assert_eq!(sent.swap(0, Ordering::Relaxed), 1);
-        assert_eq!(server.script_calls().await, (2, 1));
+        let stats = summed(&(first + &stats));
+        assert_eq!(stat(&stats, "fcall", "failed_calls"), 1, "no function");
+        assert_eq!(stat(&stats, "evalsha", "failed_calls"), 1, "no script");
+        assert_eq!(stat(&stats, "eval", "calls"), 1);
+        assert_eq!(stat(&stats, "function|load", "calls"), 1);
+        // The script alone flushed: the functions do not need it.
         let () = redis::cmd("SCRIPT")
             .arg("FLUSH")
             .query_async(&mut admin)
@@ -246,9 +254,65 @@ fn one_round_trip_per_decision_and_a_flushed_script_reloads_itself() {
             .unwrap();
         let decision = limiter.decide("after-flush").await;
         assert_eq!(decision.source(), Source::Redis);
-        assert_eq!(sent.swap(0, Ordering::Relaxed), 2, "EVALSHA, then EVAL");
+        assert_eq!(sent.swap(0, Ordering::Relaxed), 1, "FCALL");
+        assert_eq!(server.script_calls().await, (0, 1));
         assert_eq!(limiter.stats().errors(), 0);
     });
+}
+
+/// Decides (at most 100 times, by `decide`) until a decision goes by `FCALL`: how many
+/// it took, and the server's command stats over them all. Every decision
+/// must be Redis's.
+async fn until_by_fcall(
+    server: &RedisServer,
+    decide: impl AsyncFn() -> Decision,
+) -> (usize, String) {
+    let mut stats = String::new();
+    for decisions in 1..=100 {
+        let decision = decide().await;
+        assert_eq!(decision.source(), Source::Redis, "{:?}", decision.error());
+        let these = server.command_stats().await;
+        stats.push_str(&these);
+        if stat(&these, "fcall", "calls") > 0 {
+            // The stats summed: each command's line once, its calls added.
+            return (decisions, summed(&stats));
+        }
+    }
+    panic!("100 decisions, none by FCALL: {stats}");
+}
+
+/// `INFO commandstats` texts one after another, as one: each command's
+/// calls, failed and rejected calls added up.
+fn summed(stats: &str) -> String {
+    let mut commands: Vec<&str> = stats
+        .lines()
+        .filter_map(|line| line.strip_prefix("cmdstat_")?.split(':').next())
+        .collect();
+    commands.sort_unstable();
+    commands.dedup();
+    let mut out = String::new();
+    for command in commands {
+        let count = |field| {
+            (stats.lines())
+                .filter_map(|line| line.strip_prefix(&format!("cmdstat_{command}:")))
+                .filter_map(|line| {
+                    (line.split(','))
+                        .find_map(|f| f.strip_prefix(&format!("{field}=")))?
+                        .parse::<u64>()
+                        .ok()
+                })
+                .sum::<u64>()
+        };
+        let (calls, failed, rejected) = (
+            count("calls"),
+            count("failed_calls"),
+            count("rejected_calls"),
+        );
+        out.push_str(&format!(
+            "cmdstat_{command}:calls={calls},rejected_calls={rejected},failed_calls={failed}\n"
+        ));
+    }
+    out
 }
 
 #[test]
@@ -345,6 +409,39 @@ fn a_user_who_may_not_call_functions_is_served_by_the_script() {
             // Only the user who could load the functions tried one, once.
             let refused = u64::from(user == "no-fcall");
             assert_eq!(stat(&stats, "fcall", "rejected_calls"), refused, "{user}");
+            assert_eq!(stat(&stats, "fcall", "calls"), 0, "{user}");
+            // The script flushed (as by a restart): the next decision sends
+            // it whole, and the library is loaded again beside the next ones.
+            // This user may not load it, or may (it is there already) but
+            // not call it: the decisions stay the script's, and nothing is
+            // tried twice.
+            let () = redis::cmd("SCRIPT")
+                .arg("FLUSH")
+                .query_async(&mut admin)
+                .await
+                .unwrap();
+            let mut stats = String::new();
+            let tried = |stats: &str| {
+                let load = stat(stats, "function|load", "calls")
+                    + stat(stats, "function|load", "rejected_calls");
+                load == 1 && stat(stats, "fcall", "rejected_calls") == refused
+            };
+            // Until both were tried, then three decisions more.
+            let mut more = 0;
+            for t in 0..100 {
+                if tried(&summed(&stats)) {
+                    if more == 3 {
+                        break;
+                    }
+                    more += 1;
+                }
+                let decision = limiter.decide(format!("tenant-{t}")).await;
+                assert_eq!(decision.source(), Source::Redis, "{user}");
+                stats.push_str(&server.command_stats().await);
+            }
+            let stats = summed(&stats);
+            assert!(tried(&stats), "{user}: {stats}");
+            assert_eq!(stat(&stats, "eval", "calls"), 1, "{user}");
             assert_eq!(stat(&stats, "fcall", "calls"), 0, "{user}");
             assert_eq!(limiter.stats().errors(), 0, "{user}");
         }

@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use shuffle_limiter::redis::{BuildError, FailurePolicy, RedisLimiter, RedisOptions, Source};
 use shuffle_limiter::set::{LimiterSet, SetConfig};
-use shuffle_limiter::{DenialReason, Limit, Quota, ShardedLimiter};
+use shuffle_limiter::{DenialReason, Limit, Quota, Request, ShardedLimiter};
 
 #[path = "../../tests/support/redis_server.rs"]
 mod redis_server;
-use redis_server::{RedisServer, free_port};
+use redis_server::{RedisServer, free_port, stat};
 
 /// Decides for `tenant` until Redis decides, at most `tries` times, a
 /// moment of real time apart (the connection comes back on real I/O):
@@ -78,7 +78,7 @@ async fn a_limiter_built_while_redis_is_down_serves_by_its_policy_then_by_redis(
     };
     assert_eq!(granted, 2);
 
-    let _server = RedisServer::start_on(port, &[]);
+    let server = RedisServer::start_on(port, &[]);
     for limiter in [&closed, &open, &fallback] {
         let tries = tries_until_redis(limiter, 250).await;
         assert!(
@@ -97,6 +97,23 @@ async fn a_limiter_built_while_redis_is_down_serves_by_its_policy_then_by_redis(
     };
     // The probes above granted up to 3 (one per limiter) already.
     assert!((1..=4).contains(&granted), "{granted}");
+    // Built while Redis was away, each loaded the draw's library once it
+    // was back, beside its decisions, and calls its functions (a weight of
+    // 0 always asks Redis: no cached denial answers it).
+    for limiter in [&closed, &open, &fallback] {
+        server.command_stats().await;
+        let by_fcall = async {
+            for _ in 0..100 {
+                let decision = limiter.decide(Request::tenant("t").tokens(0)).await;
+                assert_eq!(decision.source(), Source::Redis);
+                if stat(&server.command_stats().await, "fcall", "calls") > 0 {
+                    return true;
+                }
+            }
+            false
+        };
+        assert!(by_fcall.await, "{:?}", limiter.failure_policy());
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

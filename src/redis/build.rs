@@ -336,6 +336,8 @@ async fn connect(
         Err(e) if unreachable(&e) => {
             let connection = ConnectionManager::new_lazy_with_config(client, config)
                 .map_err(Error::from_redis)?;
+            // Nor the draw's library: loaded once Redis answers a decision.
+            script.load_later();
             // Drive the first connection in the background, as the manager
             // drives a reconnection, rather than only while a decision waits
             // on it; the script is loaded by the first decision (NOSCRIPT).

@@ -18,7 +18,7 @@ use crate::store::sealed::Local;
 
 impl<Conn, L> Shared<Conn, L>
 where
-    Conn: ConnectionLike + Clone + Send + Sync,
+    Conn: ConnectionLike + Clone + Send + Sync + 'static,
     L: Local,
 {
     /// Adopts the quota in Redis if another process changed it since this

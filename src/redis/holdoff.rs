@@ -35,7 +35,7 @@ enum HoldReply {
 
 impl<Conn, L> Shared<Conn, L>
 where
-    Conn: ConnectionLike + Clone + Send + Sync,
+    Conn: ConnectionLike + Clone + Send + Sync + 'static,
     L: Local,
 {
     /// One hold-off script over `batch` (all in one slot) for `micros`,

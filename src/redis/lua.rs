@@ -18,9 +18,47 @@ pub(crate) struct Lua {
     script: Script,
     code: &'static str,
     /// For a script of the draw: its function in the draw's library (see
-    /// `DRAW_LIBRARY` in script.rs), and whether this limiter calls it
-    /// (shared by its draws and batches).
-    function: Option<(&'static str, Arc<AtomicBool>)>,
+    /// `DRAW_LIBRARY` in script.rs), and what this limiter knows of the
+    /// library (shared by its draws and batches).
+    function: Option<(&'static str, Arc<Library>)>,
+}
+
+/// What a limiter knows of the draw's library in the server: whether it
+/// calls its functions, and whether the server seems to have lost them
+/// (so that loading the library again may bring them back).
+#[derive(Debug, Default)]
+pub(crate) struct Library {
+    /// The limiter calls the functions (`FCALL`), not the scripts.
+    on: AtomicBool,
+    /// The server lacked a function, or a script while the limiter called
+    /// scripts: it restarted, or was flushed, or was away when the limiter
+    /// was built. Taken by whoever loads the library again.
+    lost: AtomicBool,
+}
+
+impl Library {
+    /// Whether the limiter calls the functions.
+    pub(crate) fn on(&self) -> bool {
+        self.on.load(Relaxed)
+    }
+
+    /// Whether the functions are there to call (the library loaded, or
+    /// found already loaded), or not (not loaded, or refused).
+    pub(crate) fn set(&self, on: bool) {
+        self.on.store(on, Relaxed);
+    }
+
+    /// The library is to be loaded once the server answers: it was not
+    /// there, or a load had no answer.
+    pub(crate) fn mark_lost(&self) {
+        self.lost.store(true, Relaxed);
+    }
+
+    /// Whether the server was found to have lost what it held since this
+    /// was last asked: the library may be loaded again.
+    pub(crate) fn take_lost(&self) -> bool {
+        self.lost.load(Relaxed) && self.lost.swap(false, Relaxed)
+    }
 }
 
 impl Lua {
@@ -33,14 +71,10 @@ impl Lua {
     }
 
     /// A script of the draw, also the function `name` of the draw's
-    /// library, which it calls while `functions` holds.
-    pub(super) fn of_library(
-        code: &'static str,
-        name: &'static str,
-        functions: Arc<AtomicBool>,
-    ) -> Lua {
+    /// library, which it calls while `library` is on.
+    pub(super) fn of_library(code: &'static str, name: &'static str, library: Arc<Library>) -> Lua {
         Lua {
-            function: Some((name, functions)),
+            function: Some((name, library)),
             ..Lua::new(code)
         }
     }
@@ -53,20 +87,36 @@ impl Lua {
     /// The function to call instead of the script, while its library is
     /// loaded.
     pub(super) fn function(&self) -> Option<&'static str> {
-        let (name, on) = self.function.as_ref()?;
-        on.load(Relaxed).then_some(*name)
+        let (name, library) = self.function.as_ref()?;
+        library.on().then_some(*name)
     }
 
-    /// Whether this limiter calls the script's function, shared with the
-    /// other scripts of its library; `None` for a script that has none.
-    pub(super) fn functions(&self) -> Option<&Arc<AtomicBool>> {
-        self.function.as_ref().map(|(_, on)| on)
+    /// What this limiter knows of the script's library, shared with the
+    /// other scripts of it; `None` for a script that has none.
+    pub(super) fn library(&self) -> Option<&Arc<Library>> {
+        self.function.as_ref().map(|(_, library)| library)
     }
 
-    /// From now on, the script rather than its function.
-    fn functions_off(&self) {
-        if let Some(on) = self.functions() {
-            on.store(false, Relaxed);
+    /// From now on, the script rather than its function; `lost` when the
+    /// server lacked it (rather than refused it), so that the library may
+    /// be loaded again.
+    fn functions_off(&self, lost: bool) {
+        if let Some(library) = self.library() {
+            library.set(false);
+            if lost {
+                library.mark_lost();
+            }
+        }
+    }
+
+    /// The server lacked the script. Where the limiter calls scripts rather
+    /// than functions, it may have lost the library too (a restart), or
+    /// never had it (the limiter was built while it was away): it may be
+    /// loaded again. Where the limiter calls functions, only an `FCALL`
+    /// refused as a write went as the script, and the library is there.
+    fn script_lost(&self) {
+        if let Some(library) = self.library().filter(|library| !library.on()) {
+            library.mark_lost();
         }
     }
 
@@ -147,8 +197,11 @@ pub(super) async fn query_by_keys<T: FromRedisValue, Conn: ConnectionLike>(
 /// `EVAL` goes where its keys do. For the same reason an `FCALL` that finds
 /// no function (a restart without persistence, `FUNCTION FLUSH`), or may
 /// not call it (an ACL), goes as the script, and the limiter calls the
-/// script from then on; one refused as a write ([`refused_as_a_write`])
-/// goes as the script this once. Nothing ran, so nothing is taken twice.
+/// script until the library is loaded again (not found, or the script not
+/// found while the limiter calls it: marked [lost](Library), which the
+/// store loads once Redis answers); one refused as a write
+/// ([`refused_as_a_write`]) goes as the script this once. Nothing ran, so
+/// nothing is taken twice.
 pub(super) async fn query_value<Conn: ConnectionLike>(
     script: &Lua,
     cmd: &Cmd,
@@ -175,7 +228,7 @@ pub(super) async fn query_value<Conn: ConnectionLike>(
         match once(connection, cmd).await {
             Err(e) if no_function(&e) || refused_as_a_write(&e) => {
                 if no_function(&e) {
-                    script.functions_off();
+                    script.functions_off(function_lost(&e));
                 }
                 let mut evalsha = Cmd::new();
                 evalsha.arg("EVALSHA").arg(script.script.get_hash());
@@ -187,6 +240,7 @@ pub(super) async fn query_value<Conn: ConnectionLike>(
     }
     match once(connection, cmd).await {
         Err(e) if e.kind() == ::redis::ErrorKind::Server(ServerErrorKind::NoScript) => {
+            script.script_lost();
             let mut eval = ::redis::cmd("EVAL");
             eval.arg(script.code);
             once(connection, &rest(cmd, eval)).await
@@ -215,6 +269,13 @@ fn no_function(e: &RedisError) -> bool {
     let detail = e.detail().unwrap_or("");
     // Not a key's permission, which the function met as it ran.
     (e.kind() == ::redis::ErrorKind::Server(ServerErrorKind::NoPerm) && detail.contains("'fcall'"))
-        || (e.code() == Some("ERR")
-            && (detail.starts_with("Function not found") || detail.starts_with("unknown command")))
+        || function_lost(e)
+        || (e.code() == Some("ERR") && detail.starts_with("unknown command"))
+}
+
+/// Whether an `FCALL` found no such function: the server lost the library
+/// (a restart without persistence, `FUNCTION FLUSH`), which loading it again
+/// brings back; where no permission or no such command would not.
+fn function_lost(e: &RedisError) -> bool {
+    e.code() == Some("ERR") && e.detail().unwrap_or("").starts_with("Function not found")
 }

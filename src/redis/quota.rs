@@ -117,7 +117,7 @@ pub(super) fn parse_quota(text: &str) -> Option<(u64, Quota, u32)> {
 
 impl<Conn, L> Shared<Conn, L>
 where
-    Conn: ConnectionLike + Clone + Send + Sync,
+    Conn: ConnectionLike + Clone + Send + Sync + 'static,
     L: Local,
 {
     /// The split decisions are made with, and the quota version it comes
@@ -360,7 +360,7 @@ where
 
 impl<Conn, L> Limiter<RedisStore<Conn, L>>
 where
-    Conn: ConnectionLike + Clone + Send + Sync,
+    Conn: ConnectionLike + Clone + Send + Sync + 'static,
     L: Local,
 {
     /// Whether [`set_quota_and_buckets`](crate::Limit::set_quota_and_buckets) could

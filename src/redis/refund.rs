@@ -19,7 +19,7 @@ use crate::{Grant, Payment, Refunded};
 
 impl<Conn, L> Shared<Conn, L>
 where
-    Conn: ConnectionLike + Clone + Send + Sync,
+    Conn: ConnectionLike + Clone + Send + Sync + 'static,
     L: Local,
 {
     /// Gives a booking back in the background, where a runtime runs

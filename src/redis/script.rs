@@ -1,7 +1,6 @@
 //! The draw on the server: `draw.lua` mirrors `draw` of `src/draw/` line
 //! by line, and this file sends it a shard and reads its answer.
 
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
@@ -11,7 +10,7 @@ use tokio::time::timeout;
 
 use super::error::Error;
 use super::layout::Layout;
-use super::lua::{Lua, command, query_by_keys};
+use super::lua::{Library, Lua, command, query_by_keys};
 use crate::draw::{MAX_K, Outcome, Pool, ShardShape, Single};
 use crate::plan::Split;
 use crate::{Denied, Grant, Shard};
@@ -73,6 +72,32 @@ static DRAW_LIBRARY: LazyLock<DrawLibrary> = LazyLock::new(|| {
 
 /// Nanoseconds in the script's unit of time.
 pub(super) const MICROS: u64 = 1000;
+
+/// `FUNCTION LOAD` of the draw's library, within `wait`: `library` is on
+/// once it is loaded, or found loaded already; off when the server has no
+/// Functions or the user may not load them; off, and to be loaded once
+/// the server answers a decision, when no answer came.
+async fn load_library<Conn: ConnectionLike>(
+    library: &Library,
+    connection: &mut Conn,
+    wait: Duration,
+) {
+    let mut load = ::redis::cmd("FUNCTION");
+    load.arg("LOAD").arg(DRAW_LIBRARY.code.as_str());
+    let load = load.query_async::<Value>(connection);
+    match timeout(wait, load).await {
+        Ok(Ok(_)) => library.set(true),
+        // The server's answer. Named by its source's hash: a library of
+        // that name is this one.
+        Ok(Err(e)) if e.code().is_some() => {
+            library.set(e.detail().is_some_and(|d| d.contains("already exists")));
+        }
+        _ => {
+            library.set(false);
+            library.mark_lost();
+        }
+    }
+}
 
 /// The script with the keys of every bucket.
 #[derive(Debug, Clone)]
@@ -138,12 +163,8 @@ impl DrawScript {
 
     /// The batch script, which calls its function while this one does.
     pub(super) fn batch_script(&self) -> Lua {
-        let functions = self.script.functions().cloned();
-        Lua::of_library(
-            BATCH_LUA,
-            &DRAW_LIBRARY.batch,
-            functions.unwrap_or_default(),
-        )
+        let library = self.script.library().cloned();
+        Lua::of_library(BATCH_LUA, &DRAW_LIBRARY.batch, library.unwrap_or_default())
     }
 
     /// Loads the script (in the script cache, for `EVALSHA`).
@@ -165,17 +186,34 @@ impl DrawScript {
         connection: &mut Conn,
         wait: Duration,
     ) {
-        let mut load = ::redis::cmd("FUNCTION");
-        load.arg("LOAD").arg(DRAW_LIBRARY.code.as_str());
-        let load = load.query_async::<Value>(connection);
-        // Named by its source's hash: a library of that name is this one.
-        let here = match timeout(wait, load).await {
-            Ok(Ok(_)) => true,
-            Ok(Err(e)) => e.detail().is_some_and(|d| d.contains("already exists")),
-            Err(_) => false,
-        };
-        if let Some(on) = self.script.functions() {
-            on.store(here, Relaxed);
+        if let Some(library) = self.script.library() {
+            load_library(library, connection, wait).await;
+        }
+    }
+
+    /// The library is to be loaded once the server answers a decision
+    /// (the limiter was built while it was away).
+    pub(super) fn load_later(&self) {
+        if let Some(library) = self.script.library() {
+            library.mark_lost();
+        }
+    }
+
+    /// Loads the draw's library again, in a task of its own (no decision
+    /// waits on it), when the server was found to have lost it since this
+    /// was last asked: an `FCALL` found no function, or, while the limiter
+    /// called the scripts, an `EVALSHA` found no script (a restart without
+    /// persistence, `FUNCTION FLUSH`); or when it was never loaded (the
+    /// limiter was built while the server was away, or the load had no
+    /// answer). Called once the server has answered a decision. The
+    /// limiter calls the functions again once the library is loaded.
+    pub(super) fn reload_if_lost<Conn>(&self, connection: &Conn, wait: Duration)
+    where
+        Conn: ConnectionLike + Clone + Send + 'static,
+    {
+        if let Some(library) = self.script.library().filter(|l| l.take_lost()) {
+            let (library, mut connection) = (Arc::clone(library), connection.clone());
+            tokio::spawn(async move { load_library(&library, &mut connection, wait).await });
         }
     }
 

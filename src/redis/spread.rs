@@ -135,7 +135,7 @@ impl Tries {
 
 impl<Conn, L> Shared<Conn, L>
 where
-    Conn: ConnectionLike + Clone + Send + Sync,
+    Conn: ConnectionLike + Clone + Send + Sync + 'static,
     L: Local,
 {
     /// The decision for `n` tokens over `shard` in the spread layout, drawn
@@ -195,6 +195,7 @@ where
                 Ok(Ok(Answer::Stale { version })) => spread_stale(Some(version)),
                 Ok(Ok(Answer::Drawn(drawn))) => {
                     self.breaker.answered(&[b], self.breaker.micros());
+                    self.draw_answered();
                     match drawn.outcome {
                         Outcome::Grant(Single {
                             remaining, full_in, ..
@@ -283,6 +284,7 @@ where
                 Ok(Ok(Answer::Stale { version })) => spread_stale(Some(version)),
                 Ok(Ok(Answer::Drawn(drawn))) => {
                     self.breaker.answered(&[b], self.breaker.micros());
+                    self.draw_answered();
                     if let Outcome::Grant(Single {
                         remaining: tokens,
                         full_in,

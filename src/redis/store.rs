@@ -120,7 +120,7 @@ pub(super) const ERRORS: usize = 3;
 
 impl<Conn, L> Shared<Conn, L>
 where
-    Conn: ConnectionLike + Clone + Send + Sync,
+    Conn: ConnectionLike + Clone + Send + Sync + 'static,
     L: Local,
 {
     /// The decision for `n` tokens over `whom`'s shard: from the denial
@@ -160,6 +160,12 @@ where
             Some(outcome) => Booked::of(grant, &outcome, Duration::from_micros(micros)),
             None => Booked::now(grant),
         })
+    }
+
+    /// Redis answered a draw: where the draw's library was found lost, or
+    /// never loaded, it is loaded now, beside the decisions.
+    pub(super) fn draw_answered(&self) {
+        (self.script).reload_if_lost(&self.connection, self.options.connect_timeout);
     }
 
     /// The decision at `lead` µs from now (a booking, when not 0, which
@@ -273,7 +279,9 @@ where
                 },
                 None => alone().await,
             };
-            match answer? {
+            let answer = answer?;
+            self.draw_answered();
+            match answer {
                 Answer::Drawn(drawn) => return Ok(Ok((drawn, shard, version))),
                 Answer::Stale { version: found } => {
                     self.stale(found).await?;
