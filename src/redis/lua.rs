@@ -3,7 +3,7 @@
 //! library is loaded; sent whole as `EVAL` where the server lacks it.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
 use ::redis::aio::ConnectionLike;
 use ::redis::{
@@ -25,15 +25,43 @@ pub(crate) struct Lua {
 
 /// What a limiter knows of the draw's library in the server: whether it
 /// calls its functions, and whether the server seems to have lost them
-/// (so that loading the library again may bring them back).
-#[derive(Debug, Default)]
+/// (so that loading the library again may bring them back), and when it
+/// may load it next.
+#[derive(Debug)]
 pub(crate) struct Library {
     /// The limiter calls the functions (`FCALL`), not the scripts.
     on: AtomicBool,
     /// The server lacked a function, or a script while the limiter called
     /// scripts: it restarted, or was flushed, or was away when the limiter
-    /// was built. Taken by whoever loads the library again.
+    /// was built; or a load had no answer, or one that may change. Taken by
+    /// whoever loads the library again.
     lost: AtomicBool,
+    /// The earliest instant (µs, the caller's clock) of the next load.
+    next: AtomicU64,
+    /// The time between two loads: [`RELOAD_EVERY`], doubled (up to
+    /// [`RELOAD_MOST`]) after each load that must be tried again.
+    every: AtomicU64,
+}
+
+/// The least time between two loads of the library by one limiter: a
+/// cluster whose masters answer differently (one holds it, one is out of
+/// memory) would otherwise have it loaded after nearly every decision.
+pub(crate) const RELOAD_EVERY: u64 = 1_000_000;
+
+/// The most time between two loads of the library, after loads that met
+/// a server refusing for the moment (out of memory, a read-only replica,
+/// busy, loading its data) or no answer.
+pub(crate) const RELOAD_MOST: u64 = 60_000_000;
+
+impl Default for Library {
+    fn default() -> Self {
+        Library {
+            on: AtomicBool::new(false),
+            lost: AtomicBool::new(false),
+            next: AtomicU64::new(0),
+            every: AtomicU64::new(RELOAD_EVERY),
+        }
+    }
 }
 
 impl Library {
@@ -42,22 +70,46 @@ impl Library {
         self.on.load(Relaxed)
     }
 
-    /// Whether the functions are there to call (the library loaded, or
-    /// found already loaded), or not (not loaded, or refused).
-    pub(crate) fn set(&self, on: bool) {
+    /// The server's final answer to a load: the functions are there to call
+    /// (loaded, or found loaded already), or refused (no Functions, no
+    /// permission, a library it cannot compile).
+    pub(crate) fn loaded(&self, on: bool) {
         self.on.store(on, Relaxed);
+        if on {
+            self.every.store(RELOAD_EVERY, Relaxed);
+        }
+    }
+
+    /// A load without an answer, or refused for the moment: the script
+    /// meanwhile, and a load again, later each time.
+    pub(crate) fn load_again(&self) {
+        self.on.store(false, Relaxed);
+        let every = self.every.load(Relaxed);
+        self.every.store((every * 2).min(RELOAD_MOST), Relaxed);
+        self.mark_lost();
     }
 
     /// The library is to be loaded once the server answers: it was not
-    /// there, or a load had no answer.
+    /// there, or a load had no final answer.
     pub(crate) fn mark_lost(&self) {
         self.lost.store(true, Relaxed);
     }
 
-    /// Whether the server was found to have lost what it held since this
-    /// was last asked: the library may be loaded again.
-    pub(crate) fn take_lost(&self) -> bool {
-        self.lost.load(Relaxed) && self.lost.swap(false, Relaxed)
+    /// Whether the library is to be loaded again at `now` (µs): the server
+    /// was found to have lost it since this was last asked, and the time
+    /// between two loads has passed. One caller takes it.
+    pub(crate) fn take_lost(&self, now: u64) -> bool {
+        if !self.lost.load(Relaxed) {
+            return false;
+        }
+        let next = self.next.load(Relaxed);
+        let after = now.saturating_add(self.every.load(Relaxed));
+        now >= next
+            && self
+                .next
+                .compare_exchange(next, after, Relaxed, Relaxed)
+                .is_ok()
+            && self.lost.swap(false, Relaxed)
     }
 }
 
@@ -102,7 +154,7 @@ impl Lua {
     /// be loaded again.
     fn functions_off(&self, lost: bool) {
         if let Some(library) = self.library() {
-            library.set(false);
+            library.loaded(false);
             if lost {
                 library.mark_lost();
             }
@@ -278,4 +330,47 @@ fn no_function(e: &RedisError) -> bool {
 /// brings back; where no permission or no such command would not.
 fn function_lost(e: &RedisError) -> bool {
     e.code() == Some("ERR") && e.detail().unwrap_or("").starts_with("Function not found")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Library, RELOAD_EVERY, RELOAD_MOST};
+
+    #[test]
+    fn a_lost_library_is_loaded_again_at_most_once_a_second_and_later_after_each_retry() {
+        let library = Library::default();
+        assert!(!library.take_lost(0), "nothing lost");
+        library.mark_lost();
+        assert!(library.take_lost(5), "the first load at once");
+        assert!(!library.take_lost(6), "taken once");
+        // Loaded; lost again at once (a cluster whose masters disagree):
+        // not before a second has passed since the last load.
+        library.loaded(true);
+        library.mark_lost();
+        assert!(!library.take_lost(5 + RELOAD_EVERY - 1));
+        assert!(library.take_lost(5 + RELOAD_EVERY));
+        // Loads refused for the moment: twice as long each time, up to the
+        // most; a final answer starts again from a second.
+        let mut at = 5 + RELOAD_EVERY;
+        let mut every = RELOAD_EVERY;
+        for _ in 0..10 {
+            library.load_again();
+            assert!(!library.on());
+            // The wait counts from the last load, at the length it had
+            // then; the doubled one from this next load on.
+            assert!(!library.take_lost(at + every - 1), "{every}");
+            at += every;
+            assert!(library.take_lost(at), "{every}");
+            every = (every * 2).min(RELOAD_MOST);
+        }
+        assert_eq!(every, RELOAD_MOST);
+        library.loaded(true);
+        assert!(library.on());
+        library.mark_lost();
+        assert!(!library.take_lost(at + RELOAD_MOST - 1));
+        assert!(library.take_lost(at + RELOAD_MOST));
+        library.mark_lost();
+        assert!(!library.take_lost(at + RELOAD_MOST + RELOAD_EVERY - 1));
+        assert!(library.take_lost(at + RELOAD_MOST + RELOAD_EVERY));
+    }
 }

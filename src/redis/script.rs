@@ -74,9 +74,14 @@ static DRAW_LIBRARY: LazyLock<DrawLibrary> = LazyLock::new(|| {
 pub(super) const MICROS: u64 = 1000;
 
 /// `FUNCTION LOAD` of the draw's library, within `wait`: `library` is on
-/// once it is loaded, or found loaded already; off when the server has no
-/// Functions or the user may not load them; off, and to be loaded once
-/// the server answers a decision, when no answer came.
+/// once it is loaded, or found loaded already (named by its source's hash,
+/// a library of that name is this one); off for good when the server
+/// refuses it for what no retry changes (no such command before Redis 7,
+/// no permission, another error of the command); off, and to be loaded
+/// again later once the server answers a decision, when it refuses for the
+/// moment (out of memory, a read-only replica, busy, loading) or does not
+/// answer. In a Cluster the command goes to every master, and the `redis`
+/// crate answers what the last of them did.
 async fn load_library<Conn: ConnectionLike>(
     library: &Library,
     connection: &mut Conn,
@@ -86,16 +91,12 @@ async fn load_library<Conn: ConnectionLike>(
     load.arg("LOAD").arg(DRAW_LIBRARY.code.as_str());
     let load = load.query_async::<Value>(connection);
     match timeout(wait, load).await {
-        Ok(Ok(_)) => library.set(true),
-        // The server's answer. Named by its source's hash: a library of
-        // that name is this one.
-        Ok(Err(e)) if e.code().is_some() => {
-            library.set(e.detail().is_some_and(|d| d.contains("already exists")));
+        Ok(Ok(_)) => library.loaded(true),
+        Ok(Err(e)) if e.detail().is_some_and(|d| d.contains("already exists")) => {
+            library.loaded(true);
         }
-        _ => {
-            library.set(false);
-            library.mark_lost();
-        }
+        Ok(Err(e)) if matches!(e.code(), Some("ERR" | "NOPERM")) => library.loaded(false),
+        _ => library.load_again(),
     }
 }
 
@@ -178,9 +179,10 @@ impl DrawScript {
 
     /// Loads the draw's library where the server has Redis Functions,
     /// within `wait`; the limiter calls its functions once it is loaded.
-    /// Never an error: a server without Functions, a user who may not load
-    /// them, or no answer within `wait` leaves the limiter calling the
-    /// script.
+    /// Never an error: a server without Functions, or a user who may not
+    /// load them, leaves the limiter calling the script; a refusal for the
+    /// moment, or no answer within `wait`, until a later load
+    /// ([`reload_if_lost`](Self::reload_if_lost)).
     pub(super) async fn load_functions<Conn: ConnectionLike>(
         &self,
         connection: &mut Conn,
@@ -204,14 +206,17 @@ impl DrawScript {
     /// was last asked: an `FCALL` found no function, or, while the limiter
     /// called the scripts, an `EVALSHA` found no script (a restart without
     /// persistence, `FUNCTION FLUSH`); or when it was never loaded (the
-    /// limiter was built while the server was away, or the load had no
-    /// answer). Called once the server has answered a decision. The
-    /// limiter calls the functions again once the library is loaded.
-    pub(super) fn reload_if_lost<Conn>(&self, connection: &Conn, wait: Duration)
+    /// limiter was built while the server was away, or a load had no
+    /// answer, or was refused for the moment). Called once the server has
+    /// answered a decision, `now` µs: at most once a second, and after a
+    /// load that must be tried again, twice as long as before each time,
+    /// up to a minute ([`Library`]). The limiter calls the functions again
+    /// once the library is loaded.
+    pub(super) fn reload_if_lost<Conn>(&self, connection: &Conn, wait: Duration, now: u64)
     where
         Conn: ConnectionLike + Clone + Send + 'static,
     {
-        if let Some(library) = self.script.library().filter(|l| l.take_lost()) {
+        if let Some(library) = self.script.library().filter(|l| l.take_lost(now)) {
             let (library, mut connection) = (Arc::clone(library), connection.clone());
             tokio::spawn(async move { load_library(&library, &mut connection, wait).await });
         }
@@ -531,3 +536,6 @@ mod hold;
 
 #[cfg(test)]
 mod retry;
+
+#[cfg(test)]
+mod library;

@@ -135,20 +135,28 @@ impl RedisServer {
     }
 
     /// The server's `INFO commandstats` since the last look, which resets
-    /// them (read with [`stat`]).
+    /// them (read with [`stat`]). A command the server runs between the
+    /// two (one this process sent from a task of its own) is counted in
+    /// neither look: where one may, read [`command_totals`](Self::command_totals).
     pub(crate) async fn command_stats(&self) -> String {
+        let stats = self.command_totals().await;
         let mut connection = self.connection().await;
-        let stats: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query_async(&mut connection)
-            .await
-            .unwrap();
         let () = redis::cmd("CONFIG")
             .arg("RESETSTAT")
             .query_async(&mut connection)
             .await
             .unwrap();
         stats
+    }
+
+    /// The server's `INFO commandstats` since they were last reset, without
+    /// resetting them.
+    pub(crate) async fn command_totals(&self) -> String {
+        redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut self.connection().await)
+            .await
+            .unwrap()
     }
 
     /// The calls of the limiter's script (`EVALSHA`) and of its function
