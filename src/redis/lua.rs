@@ -36,21 +36,22 @@ pub(crate) struct Library {
     /// was built; or a load had no answer, or one that may change. Taken by
     /// whoever loads the library again.
     lost: AtomicBool,
-    /// The earliest instant (µs, the caller's clock) of the next load.
-    next: AtomicU64,
-    /// The time between two loads: [`RELOAD_EVERY`], doubled (up to
-    /// [`RELOAD_MOST`]) after each load that must be tried again.
+    /// When (µs, the caller's clock) the last load was taken; 0 for none.
+    last: AtomicU64,
+    /// The least time after the last load before the next: [`RELOAD_EVERY`]
+    /// where loads are rare, twice as long after each load that follows the
+    /// last within twice that time, up to [`RELOAD_MOST`].
     every: AtomicU64,
 }
 
-/// The least time between two loads of the library by one limiter: a
-/// cluster whose masters answer differently (one holds it, one is out of
-/// memory) would otherwise have it loaded after nearly every decision.
+/// The least time between two loads of the library by one limiter.
 pub(crate) const RELOAD_EVERY: u64 = 1_000_000;
 
-/// The most time between two loads of the library, after loads that met
-/// a server refusing for the moment (out of memory, a read-only replica,
-/// busy, loading its data) or no answer.
+/// The most time between two loads of the library, which loads coming one
+/// after another reach by doubling: a server refusing them for a while
+/// (out of memory, a read-only replica, busy, loading its data), no answer,
+/// or a cluster whose masters answer differently (the `redis` crate says
+/// what the last of them did: one holds the library, one lacks it).
 pub(crate) const RELOAD_MOST: u64 = 60_000_000;
 
 impl Default for Library {
@@ -58,7 +59,7 @@ impl Default for Library {
         Library {
             on: AtomicBool::new(false),
             lost: AtomicBool::new(false),
-            next: AtomicU64::new(0),
+            last: AtomicU64::new(0),
             every: AtomicU64::new(RELOAD_EVERY),
         }
     }
@@ -75,17 +76,12 @@ impl Library {
     /// permission, a library it cannot compile).
     pub(crate) fn loaded(&self, on: bool) {
         self.on.store(on, Relaxed);
-        if on {
-            self.every.store(RELOAD_EVERY, Relaxed);
-        }
     }
 
     /// A load without an answer, or refused for the moment: the script
-    /// meanwhile, and a load again, later each time.
+    /// meanwhile, and a load again later.
     pub(crate) fn load_again(&self) {
         self.on.store(false, Relaxed);
-        let every = self.every.load(Relaxed);
-        self.every.store((every * 2).min(RELOAD_MOST), Relaxed);
         self.mark_lost();
     }
 
@@ -96,20 +92,32 @@ impl Library {
     }
 
     /// Whether the library is to be loaded again at `now` (µs): the server
-    /// was found to have lost it since this was last asked, and the time
-    /// between two loads has passed. One caller takes it.
+    /// was found to have lost it since this was last asked, and the least
+    /// time after the last load has passed. One caller takes it.
     pub(crate) fn take_lost(&self, now: u64) -> bool {
         if !self.lost.load(Relaxed) {
             return false;
         }
-        let next = self.next.load(Relaxed);
-        let after = now.saturating_add(self.every.load(Relaxed));
-        now >= next
-            && self
-                .next
-                .compare_exchange(next, after, Relaxed, Relaxed)
-                .is_ok()
-            && self.lost.swap(false, Relaxed)
+        let (last, every) = (self.last.load(Relaxed), self.every.load(Relaxed));
+        if last != 0 && now < last.saturating_add(every) {
+            return false;
+        }
+        if (self.last)
+            .compare_exchange(last, now.max(1), Relaxed, Relaxed)
+            .is_err()
+        {
+            return false;
+        }
+        // Within twice the least time after the last load: twice as long
+        // before the next. Loads further apart start again from a second.
+        let soon = last != 0 && now - last < every.saturating_mul(2);
+        let next = if soon {
+            (every * 2).min(RELOAD_MOST)
+        } else {
+            RELOAD_EVERY
+        };
+        self.every.store(next, Relaxed);
+        self.lost.swap(false, Relaxed)
     }
 }
 
@@ -337,40 +345,39 @@ mod tests {
     use super::{Library, RELOAD_EVERY, RELOAD_MOST};
 
     #[test]
-    fn a_lost_library_is_loaded_again_at_most_once_a_second_and_later_after_each_retry() {
+    fn a_lost_library_is_loaded_again_later_each_time_loads_follow_each_other() {
         let library = Library::default();
         assert!(!library.take_lost(0), "nothing lost");
         library.mark_lost();
         assert!(library.take_lost(5), "the first load at once");
         assert!(!library.take_lost(6), "taken once");
-        // Loaded; lost again at once (a cluster whose masters disagree):
-        // not before a second has passed since the last load.
-        library.loaded(true);
-        library.mark_lost();
-        assert!(!library.take_lost(5 + RELOAD_EVERY - 1));
-        assert!(library.take_lost(5 + RELOAD_EVERY));
-        // Loads refused for the moment: twice as long each time, up to the
-        // most; a final answer starts again from a second.
-        let mut at = 5 + RELOAD_EVERY;
-        let mut every = RELOAD_EVERY;
+        // Lost again at once, again and again (a server refusing loads, or
+        // masters that answer differently): a second after the first
+        // load, then twice as long each time, up to the most.
+        let (mut at, mut every) = (5, RELOAD_EVERY);
         for _ in 0..10 {
             library.load_again();
             assert!(!library.on());
-            // The wait counts from the last load, at the length it had
-            // then; the doubled one from this next load on.
             assert!(!library.take_lost(at + every - 1), "{every}");
             at += every;
             assert!(library.take_lost(at), "{every}");
             every = (every * 2).min(RELOAD_MOST);
         }
         assert_eq!(every, RELOAD_MOST);
+        // At the most, loads a minute apart stay a minute apart.
+        library.load_again();
+        assert!(!library.take_lost(at + RELOAD_MOST - 1));
+        at += RELOAD_MOST;
+        assert!(library.take_lost(at));
+        // Loaded, and lost only long after (a restart, beyond twice the
+        // least time): at once, and a second is the least time again.
         library.loaded(true);
         assert!(library.on());
         library.mark_lost();
-        assert!(!library.take_lost(at + RELOAD_MOST - 1));
-        assert!(library.take_lost(at + RELOAD_MOST));
+        at += 2 * RELOAD_MOST;
+        assert!(library.take_lost(at));
         library.mark_lost();
-        assert!(!library.take_lost(at + RELOAD_MOST + RELOAD_EVERY - 1));
-        assert!(library.take_lost(at + RELOAD_MOST + RELOAD_EVERY));
+        assert!(!library.take_lost(at + RELOAD_EVERY - 1));
+        assert!(library.take_lost(at + RELOAD_EVERY));
     }
 }

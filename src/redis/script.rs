@@ -208,10 +208,10 @@ impl DrawScript {
     /// persistence, `FUNCTION FLUSH`); or when it was never loaded (the
     /// limiter was built while the server was away, or a load had no
     /// answer, or was refused for the moment). Called once the server has
-    /// answered a decision, `now` µs: at most once a second, and after a
-    /// load that must be tried again, twice as long as before each time,
-    /// up to a minute ([`Library`]). The limiter calls the functions again
-    /// once the library is loaded.
+    /// answered a decision, `now` µs: at most once a second, and twice as
+    /// long after each load that follows the last one soon, up to a minute
+    /// ([`Library::take_lost`]). The limiter calls the functions again once
+    /// the library is loaded.
     pub(super) fn reload_if_lost<Conn>(&self, connection: &Conn, wait: Duration, now: u64)
     where
         Conn: ConnectionLike + Clone + Send + 'static,
