@@ -45,14 +45,14 @@ pub(crate) struct Library {
 }
 
 /// The least time between two loads of the library by one limiter.
-pub(crate) const RELOAD_EVERY: u64 = 1_000_000;
+const RELOAD_EVERY: u64 = 1_000_000;
 
 /// The most time between two loads of the library, which loads coming one
 /// after another reach by doubling: a server refusing them for a while
 /// (out of memory, a read-only replica, busy, loading its data), no answer,
 /// or a cluster whose masters answer differently (the `redis` crate says
 /// what the last of them did: one holds the library, one lacks it).
-pub(crate) const RELOAD_MOST: u64 = 60_000_000;
+const RELOAD_MOST: u64 = 60_000_000;
 
 impl Default for Library {
     fn default() -> Self {
@@ -85,6 +85,12 @@ impl Library {
         self.mark_lost();
     }
 
+    /// Whether the library is to be loaded again (whenever the least time
+    /// after the last load has passed, see [`take_lost`](Self::take_lost)).
+    pub(crate) fn lost(&self) -> bool {
+        self.lost.load(Relaxed)
+    }
+
     /// The library is to be loaded once the server answers: it was not
     /// there, or a load had no final answer.
     pub(crate) fn mark_lost(&self) {
@@ -95,7 +101,7 @@ impl Library {
     /// was found to have lost it since this was last asked, and the least
     /// time after the last load has passed. One caller takes it.
     pub(crate) fn take_lost(&self, now: u64) -> bool {
-        if !self.lost.load(Relaxed) {
+        if !self.lost() {
             return false;
         }
         let (last, every) = (self.last.load(Relaxed), self.every.load(Relaxed));

@@ -16,7 +16,8 @@
 //! the server; the reply is the grant or the denial. Only when the server
 //! has lost the function (a restart without persistence, `FUNCTION
 //! FLUSH`) does a decision cost a second call, the script by `EVALSHA`,
-//! which the limiter calls from then on; and a third, the script sent whole
+//! which the limiter calls until it has loaded the library again (in a task
+//! of its own, once Redis answered); and a third, the script sent whole
 //! (`EVAL`), when it has lost the script too (`SCRIPT FLUSH`).
 //!
 //! With [`RedisOptions::batch`] the decisions of one process that wait

@@ -208,15 +208,21 @@ impl DrawScript {
     /// persistence, `FUNCTION FLUSH`); or when it was never loaded (the
     /// limiter was built while the server was away, or a load had no
     /// answer, or was refused for the moment). Called once the server has
-    /// answered a decision, `now` µs: at most once a second, and twice as
-    /// long after each load that follows the last one soon, up to a minute
-    /// ([`Library::take_lost`]). The limiter calls the functions again once
-    /// the library is loaded.
-    pub(super) fn reload_if_lost<Conn>(&self, connection: &Conn, wait: Duration, now: u64)
-    where
+    /// answered a decision, at `now()` µs (read only when the library is
+    /// lost: every decision Redis answers asks): at most once a second, and
+    /// twice as long after each load that follows the last one soon, up to
+    /// a minute ([`Library::take_lost`]). The limiter calls the functions
+    /// again once the library is loaded.
+    pub(super) fn reload_if_lost<Conn>(
+        &self,
+        connection: &Conn,
+        wait: Duration,
+        now: impl FnOnce() -> u64,
+    ) where
         Conn: ConnectionLike + Clone + Send + 'static,
     {
-        if let Some(library) = self.script.library().filter(|l| l.take_lost(now)) {
+        let lost = self.script.library().filter(|l| l.lost());
+        if let Some(library) = lost.filter(|l| l.take_lost(now())) {
             let (library, mut connection) = (Arc::clone(library), connection.clone());
             tokio::spawn(async move { load_library(&library, &mut connection, wait).await });
         }

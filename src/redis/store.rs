@@ -165,8 +165,8 @@ where
     /// Redis answered a draw: where the draw's library was found lost, or
     /// never loaded, it is loaded now, beside the decisions.
     pub(super) fn draw_answered(&self) {
-        let (wait, now) = (self.options.connect_timeout, self.breaker.micros());
-        (self.script).reload_if_lost(&self.connection, wait, now);
+        let wait = self.options.connect_timeout;
+        (self.script).reload_if_lost(&self.connection, wait, || self.breaker.micros());
     }
 
     /// The decision at `lead` µs from now (a booking, when not 0, which
