@@ -86,11 +86,22 @@ local function unpacked(blob, at, count)
   return numbers, after
 end
 
--- Where `held` (a batch's bucket keys, each with its value as MGET read it)
--- keeps the keys the batch wrote, in the order first written, and the
--- times its decisions left in the keys they read or wrote (numbers, so no
--- key can take their place).
-local HELD_WRITTEN, HELD_TIMES = 0, 1
+-- A batch names each bucket key by its position in KEYS (3 and on, see
+-- draw_batch.lua), and `held` holds at that position the key's value as
+-- MGET read it; below 3 it keeps the positions the batch wrote, in the
+-- order first written, and the same as a set, the times its decisions
+-- left in the keys they read or wrote (by position), and KEYS, for a key's
+-- name. Numbers index it: Lua hashes no string for them.
+local HELD_WRITTEN, HELD_WROTE, HELD_TIMES, HELD_KEYS = -1, 0, 1, 2
+
+-- The name of the bucket key `key`: itself for a decision alone, its name
+-- in KEYS for a batch's (a position).
+local function key_name(held, key)
+  if held then
+    return held[HELD_KEYS][key]
+  end
+  return key
+end
 
 -- Pace::room at time t of the bucket at position j, and Pace::tokens of
 -- it, floor(room / interval), exact: `%` floors in Lua. For the paths that
@@ -111,17 +122,19 @@ local function tokens_at(raw, argv, a, interval, j, t)
 end
 
 -- Writes a bucket's arrival time: at once (see `store`) for a decision
--- alone; in a batch into `held`, the values its next decisions read, and
--- each key written is stored once when the batch ends (draw_batch.lua),
--- which leaves every key as the batch's decisions one by one would.
+-- alone; in a batch into `held`, the values its next decisions read (`key`
+-- a position), and each key written is stored once when the batch ends
+-- (draw_batch.lua), which leaves every key as the batch's decisions one by
+-- one would.
 local function put(held, key, tat, clock_now)
   if not held then
     store(key, tat, clock_now)
     return
   end
-  local written = held[HELD_WRITTEN]
-  if not written[key] then
-    written[key] = true
+  local wrote = held[HELD_WROTE]
+  if not wrote[key] then
+    wrote[key] = true
+    local written = held[HELD_WRITTEN]
     written[#written + 1] = key
   end
   held[HELD_TIMES][key] = tat
@@ -132,8 +145,9 @@ end
 -- `clock_now`, once its quota version is known to be the caller's: the
 -- reply above (the version check and the clock are the callers', in
 -- draw_one.lua and draw_batch.lua). `held` is nil for a decision alone;
--- in a batch, what the batch read and its decisions so far left (above).
--- `holds` is the key of the hold-offs (KEYS[k + d + 2] above).
+-- in a batch, what the batch read and its decisions so far left (above),
+-- and the keys are positions in KEYS. `holds` is the key of the hold-offs
+-- (KEYS[k + d + 2] above).
 local function draw(keys, kb, ranked, argv, a, clock_now, held, holds)
   local interval = argv[a + 1] + 0
   local n = argv[a + 2] + 0
@@ -172,7 +186,7 @@ local function draw(keys, kb, ranked, argv, a, clock_now, held, holds)
         put(held, keys[kb + j], tat, clock_now)
       end
     else
-      local wrong = not_a_bucket(keys[kb + j])
+      local wrong = not_a_bucket(key_name(held, keys[kb + j]))
       if wrong then
         return wrong
       end
@@ -328,7 +342,11 @@ local function draw(keys, kb, ranked, argv, a, clock_now, held, holds)
     -- (`held_at` of held.lua).
     local lenders = ranked
     if ranked > k then
-      local instants = redis.pcall('HMGET', holds, unpack(keys, kb + 1, kb + k))
+      local names = {}
+      for j = 1, k do
+        names[j] = key_name(held, keys[kb + j])
+      end
+      local instants = redis.pcall('HMGET', holds, unpack(names))
       if not instants.err then
         lenders = k
         for j = 1, k do

@@ -32,9 +32,10 @@ if sent == '' then
   sent = nil
 end
 local clock_now = clock(sent)
-local held = { [HELD_WRITTEN] = {}, [HELD_TIMES] = {} }
+local held = { [HELD_WRITTEN] = {}, [HELD_WROTE] = {}, [HELD_TIMES] = {}, [HELD_KEYS] = KEYS }
 if not bad then
-  -- Each key once, in slices (Lua's unpack passes a few thousand values).
+  -- Each key once, in slices (Lua's unpack passes a few thousand values),
+  -- at its position in KEYS.
   for first = 3, #KEYS, 1000 do
     local last = first + 999
     if last > #KEYS then
@@ -42,7 +43,7 @@ if not bad then
     end
     local values = redis.call('MGET', unpack(KEYS, first, last))
     for j = first, last do
-      held[KEYS[j]] = values[j - first + 1]
+      held[j] = values[j - first + 1]
     end
   end
 end
@@ -62,11 +63,8 @@ for i = 1, ARGV[1] + 0 do
   elseif version ~= argv[a + 5 + ranked + d] then
     reply = { -1, version }
   else
-    local keys = {}
-    for j = 1, ranked do
-      keys[j] = KEYS[argv[1 + j]]
-    end
-    reply = draw(keys, 0, ranked, argv, a, clock_now, held, KEYS[2])
+    -- Its keys are the positions in argv[2 .. 1 + ranked].
+    reply = draw(argv, 1, ranked, argv, a, clock_now, held, KEYS[2])
   end
   if reply.err then
     errors[#errors + 1] = reply
@@ -75,8 +73,8 @@ for i = 1, ARGV[1] + 0 do
     packed[i] = struct.pack(doubles(#reply + 1), #reply, unpack(reply))
   end
 end
-for _, key in ipairs(held[HELD_WRITTEN]) do
-  store(key, held[HELD_TIMES][key], clock_now)
+for _, at in ipairs(held[HELD_WRITTEN]) do
+  store(KEYS[at], held[HELD_TIMES][at], clock_now)
 end
 local replies = { table.concat(packed) }
 for e = 1, #errors do
