@@ -1,5 +1,5 @@
 //! Decisions per second and latency through Redis: the k-bucket script of
-//! `RedisLimiter`, in both layouts and batched, beside a plain one-key GCRA
+//! `RedisLimiter`, in both layouts and unbatched, beside a plain one-key GCRA
 //! script, the usual Redis rate limiter, on one `redis-server` started here
 //! and on a three-master Redis Cluster started here.
 //!
@@ -20,8 +20,8 @@
 //! rows, and the summary gives the median and range of each, and the ratio
 //! of medians to the one-key script at the same number of tasks.
 //! `BENCH_SECS` sets the length of each run (default 3), `BENCH_ROUNDS` the
-//! number of rounds (default 5), `BENCH_BATCH` the batched row's batches
-//! (`most,window µs`, default `64,1000`), `BENCH_ONLY` the rows (substrings
+//! number of rounds (default 5), `BENCH_BATCH` the one-slot row's batches
+//! (`most,window µs`; unset, the defaults: `RedisOptions::batch`), `BENCH_ONLY` the rows (substrings
 //! of their labels, separated by `;`).
 
 #[path = "../tests/support/redis_cluster.rs"]
@@ -60,7 +60,7 @@ const K_BUCKET_DRAW: &str = concat!(
 
 const OURS: &str = "RedisLimiter::decide, one slot";
 const SPREAD: &str = "RedisLimiter::decide, spread";
-const BATCHED: &str = "decide, batched";
+const UNBATCHED: &str = "decide, one slot, unbatched";
 const SCRIPT_ONLY: &str = "its script alone (EVALSHA)";
 const BASELINE: &str = "one-key GCRA script (baseline)";
 const CLUSTER_OURS: &str = "cluster: decide, one slot";
@@ -102,20 +102,11 @@ fn main() {
         let tenants: Arc<Vec<String>> = Arc::new((0..TENANTS).map(|t| format!("t{t}")).collect());
         let connection = server.connection().await;
         let single = || async { vec![server.connection().await] };
-        let one_slot = Arc::new(on_server(&server, "bench", Layout::OneSlot).await);
-        let spread = Arc::new(on_server(&server, "bench-spread", Layout::Spread).await);
-        let (most, window) = batching();
-        println!("{BATCHED}: up to {most} decisions a batch, a window of {window:?}");
-        let batched = Arc::new(
-            ShardedLimiter::builder()
-                .quota(Quota::per_second(1_000_000_000))
-                .buckets(8)
-                .per_tenant(2)
-                .name("bench-batched")
-                .build_redis(&server.url(), options(Layout::OneSlot).batch(most, window))
-                .await
-                .unwrap(),
-        );
+        let one_slot = Arc::new(on_server(&server, "bench", options(Layout::OneSlot)).await);
+        let spread = on_server(&server, "bench-spread", options(Layout::Spread));
+        let spread = Arc::new(spread.await);
+        let unbatched = options(Layout::OneSlot).unbatched();
+        let unbatched = Arc::new(on_server(&server, "bench-unbatched", unbatched).await);
         let script_only = script_only(&one_slot, &tenants, connection.clone());
         let clustered = cluster.connect().await;
         let mut nodes = Vec::new();
@@ -144,8 +135,8 @@ fn main() {
                 admins: single().await,
             },
             Setup {
-                label: BATCHED,
-                decide: decide(batched, &tenants),
+                label: UNBATCHED,
+                decide: decide(unbatched, &tenants),
                 admins: single().await,
             },
             Setup {
@@ -224,33 +215,39 @@ fn main() {
     });
 }
 
-/// The batched row's batches: `BENCH_BATCH` as `most,window µs` (default
-/// `64,1000`: tokio's timer counts whole milliseconds).
-fn batching() -> (u32, Duration) {
-    let setting = std::env::var("BENCH_BATCH").unwrap_or_else(|_| "64,1000".to_owned());
+/// The one-slot row's batches, `BENCH_BATCH` as `most,window µs`, if set
+/// (tokio's timer counts whole milliseconds).
+fn batching() -> Option<(u32, Duration)> {
+    let setting = std::env::var("BENCH_BATCH").ok()?;
     let (most, window) = setting
         .split_once(',')
         .expect("BENCH_BATCH=most,window_micros");
     let window = Duration::from_micros(window.trim().parse().unwrap());
-    (most.trim().parse().unwrap(), window)
+    Some((most.trim().parse().unwrap(), window))
 }
 
 /// Deadline 1 s: the bench measures decisions, not the failure policy.
+/// In the one-slot layout, the batches of `BENCH_BATCH` if set, else the
+/// defaults.
 fn options(layout: Layout) -> RedisOptions {
-    RedisOptions::new(FailurePolicy::FailClosed)
+    let options = RedisOptions::new(FailurePolicy::FailClosed)
         .deadline(Duration::from_secs(1))
-        .layout(layout)
+        .layout(layout);
+    match batching() {
+        Some((most, window)) if layout == Layout::OneSlot => options.batch(most, window),
+        _ => options,
+    }
 }
 
 /// A limiter on the single server, through the connection `build_redis`
 /// makes, with a budget no run can reach: every decision reads and writes.
-async fn on_server(server: &RedisServer, name: &str, layout: Layout) -> RedisLimiter {
+async fn on_server(server: &RedisServer, name: &str, options: RedisOptions) -> RedisLimiter {
     ShardedLimiter::builder()
         .quota(Quota::per_second(1_000_000_000))
         .buckets(8)
         .per_tenant(2)
         .name(name)
-        .build_redis(&server.url(), options(layout))
+        .build_redis(&server.url(), options)
         .await
         .unwrap()
 }

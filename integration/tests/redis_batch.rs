@@ -1,4 +1,4 @@
-//! Batched decisions ([`RedisOptions::batch`]) against a real
+//! Batched decisions ([`RedisOptions::batch`], the default) against a real
 //! `redis-server`: the budget under many concurrent decisions, a flood of one tenant that cannot hold back
 //! another's decision, callers that leave, a batch that misses the
 //! deadline, and the settings refused. (The same answers as in process are
@@ -358,28 +358,34 @@ async fn a_window_of_half_a_duration_max_batches() {
     }
 }
 
-/// Decisions that come while one is out alone (nothing out, nothing
-/// waiting: it went from its caller's task, without a batch) wait, and
-/// leave as soon as it is back: not after the window, however long.
+/// Up to four decisions at a time go alone (no batch out, nothing waiting:
+/// each from its caller's task, without a batch); the next waits for a
+/// batch, which leaves at once, no batch being out: not after the window,
+/// however long, nor when those alone are back.
 #[test]
-fn decisions_waiting_on_one_gone_alone_leave_when_it_is_back() {
+fn four_decisions_go_alone_and_the_fifth_leaves_at_once_in_a_batch() {
     let server = RedisServer::start();
     on_one_thread(async {
         let (limiter, window) = windowless(&server, "batched-alone").await;
-        // The first decision stays out.
+        server.command_stats().await;
+        // Nothing is answered for a while: every call made stays out.
         pause(&server, 300).await;
         let started = tokio::time::Instant::now();
-        let first = decide(&limiter, 0);
-        // The first goes out (alone) before the others come.
-        tokio::task::yield_now().await;
-        let others: Vec<_> = (1..=10).map(|i| decide(&limiter, i)).collect();
-        for decision in std::iter::once(first).chain(others) {
+        let mut decisions = Vec::new();
+        for i in 0..4 {
+            // Each goes out (alone) before the next comes.
+            decisions.push(decide(&limiter, i));
+            settle().await;
+        }
+        decisions.extend((4..14).map(|i| decide(&limiter, i)));
+        for decision in decisions {
             let decision = decision.await.unwrap();
             assert_eq!(decision.source(), Source::Redis, "{:?}", decision.error());
             assert!(decision.is_granted());
         }
-        // Well before the window: the waiting ten left when the first was
-        // back, not when the window ran out.
+        // Four alone, and the ten others in one batch.
+        assert_eq!(script_calls(&server).await, 5);
+        // Well before the window: the ten left at once.
         assert!(
             started.elapsed() < window / 4,
             "the waiting decisions took {:?}",
@@ -389,12 +395,48 @@ fn decisions_waiting_on_one_gone_alone_leave_when_it_is_back() {
     });
 }
 
-/// While one decision is out, the next batch leaves once as many wait as
-/// are out (Redis has it before it is done with the one out), not when the
-/// one out is back: ten decisions asked one, one, then eight, while Redis
-/// answers nobody, go as three calls (the first alone, the second at once,
-/// the eight others when one is back), where waiting for the first to be
-/// back would make two.
+/// Batching is on by default in the one-slot layout: forty decisions asked
+/// at once, while Redis answers nobody, go as four alone and one batch;
+/// `unbatched()`, as forty calls.
+#[test]
+fn the_default_batches_and_unbatched_makes_a_call_per_decision() {
+    let server = RedisServer::start();
+    on_one_thread(async {
+        let new = || RedisOptions::new(FailurePolicy::FailClosed).deadline(Duration::from_secs(30));
+        for (options, name, calls) in [
+            (new(), "batched-default", 5),
+            (new().unbatched(), "unbatched", 40),
+        ] {
+            let limiter = ShardedLimiter::builder()
+                .quota(Quota::per_second(10_000_000))
+                .buckets(8)
+                .per_tenant(2)
+                .name(name)
+                .build_redis(&server.url(), options)
+                .await
+                .unwrap();
+            assert!(limiter.decide("warm").await.is_granted());
+            let limiter = Arc::new(limiter);
+            server.command_stats().await;
+            pause(&server, 300).await;
+            let decisions: Vec<_> = (0..40).map(|i| decide(&limiter, i)).collect();
+            for decision in decisions {
+                let decision = decision.await.unwrap();
+                assert_eq!(decision.source(), Source::Redis, "{:?}", decision.error());
+                assert!(decision.is_granted());
+            }
+            assert_eq!(script_calls(&server).await, calls, "{name}");
+        }
+    });
+}
+
+/// While a batch is out, the next leaves once as many decisions wait as
+/// are out (Redis has it before it is done with those out), not when one
+/// is back; while two are, once one is back. With Redis answering nobody:
+/// four decisions alone, one (a batch, at once), then eight (as many as
+/// the five out, and more: a batch, at once), then three (two batches out:
+/// they wait) make seven calls, where waiting for a batch to be back would
+/// make six.
 #[test]
 fn the_next_batch_leaves_once_as_many_wait_as_are_out() {
     let server = RedisServer::start();
@@ -402,64 +444,69 @@ fn the_next_batch_leaves_once_as_many_wait_as_are_out() {
         let (limiter, _) = windowless(&server, "batched-next").await;
         server.command_stats().await;
         pause(&server, 300).await;
-        let mut decisions = vec![decide(&limiter, 0)];
+        let mut decisions = Vec::new();
+        for i in 0..5 {
+            decisions.push(decide(&limiter, i));
+            settle().await;
+        }
+        decisions.extend((5..13).map(|i| decide(&limiter, i)));
         settle().await;
-        decisions.push(decide(&limiter, 1));
-        settle().await;
-        decisions.extend((2..10).map(|i| decide(&limiter, i)));
+        decisions.extend((13..16).map(|i| decide(&limiter, i)));
         for decision in decisions {
             let decision = decision.await.unwrap();
             assert_eq!(decision.source(), Source::Redis, "{:?}", decision.error());
         }
-        assert_eq!(script_calls(&server).await, 3);
+        assert_eq!(script_calls(&server).await, 7);
     });
 }
 
 /// A last decision is answered by Redis once everything before it was, and
-/// the server counted at most three calls: two out, and the last.
-async fn two_out_then_the_last(limiter: &RedisLimiter, server: &RedisServer) {
+/// the server counted at most seven calls: four alone, two batches, and
+/// the last.
+async fn six_out_then_the_last(limiter: &RedisLimiter, server: &RedisServer) {
     let last = limiter.decide("last").await;
     assert_eq!(last.source(), Source::Redis, "{:?}", last.error());
     let calls = script_calls(server).await;
-    assert!(calls <= 3, "{calls} script calls for 2 out and the last");
+    assert!(calls <= 7, "{calls} script calls for 6 out and the last");
 }
 
 /// A decision gone alone stays out until Redis answers or the deadline
 /// passes, though its caller left: callers that give up while Redis
-/// answers nobody do not each put a call out (at most two are out, the
-/// rest wait in the process, where a caller that leaves takes nothing).
+/// answers nobody do not each put a call out (at most four alone and two
+/// batches are out, the rest wait in the process, where a caller that
+/// leaves takes nothing).
 #[test]
-fn callers_that_leave_do_not_put_more_than_two_calls_out() {
+fn callers_that_leave_do_not_each_put_a_call_out() {
     let server = RedisServer::start();
     on_one_thread(async {
         let (limiter, _) = windowless(&server, "batched-leave").await;
         server.command_stats().await;
         pause(&server, 300).await;
-        for i in 0..10 {
+        for i in 0..20 {
             let task = decide(&limiter, i);
             settle().await;
             task.abort();
             assert!(task.await.unwrap_err().is_cancelled());
         }
-        two_out_then_the_last(&limiter, &server).await;
+        six_out_then_the_last(&limiter, &server).await;
     });
 }
 
 /// The same on two workers, each caller giving up by its own timeout.
 #[test]
-fn callers_that_time_out_do_not_put_more_than_two_calls_out() {
+fn callers_that_time_out_do_not_each_put_a_call_out() {
     let server = RedisServer::start();
     serial(async {
         let (limiter, _) = windowless(&server, "batched-time-out").await;
         server.command_stats().await;
         pause(&server, 2000).await;
-        for i in 0..10 {
+        for i in 0..20 {
             let tenant = format!("t{i}");
             let decision = limiter.decide(tenant.as_str());
             let given_up = tokio::time::timeout(Duration::from_millis(20), decision).await;
             assert!(given_up.is_err(), "Redis is paused: nothing is answered");
         }
-        two_out_then_the_last(&limiter, &server).await;
+        six_out_then_the_last(&limiter, &server).await;
     });
 }
 

@@ -1,20 +1,24 @@
-//! Decisions coalesced into batches ([`RedisOptions::batch`](super::RedisOptions::batch)):
-//! the decisions of one process that wait together go to Redis as one call
-//! of `draw_batch.lua`, which applies them in arrival order, each with the
-//! draw of `draw.lua` exactly as one call of it alone would.
+//! Decisions coalesced into batches ([`RedisOptions::batch`](super::RedisOptions::batch),
+//! on by default in the one-slot layout): the decisions of one process
+//! that wait together go to Redis as one call of `draw_batch.lua`, which
+//! applies them in arrival order, each with the draw of `draw.lua` exactly
+//! as one call of it alone would.
 //!
 //! A decision's caller waits on its own reply, under its own deadline. A
-//! decision that comes while nothing is out and nothing waits goes alone,
-//! at once, from its caller's task (as without batching: no hop through the
-//! task that gathers batches), and counts as a batch out until Redis
-//! answers or, if its caller leaves first, until the deadline. A
-//! batch leaves as soon as no other batch is out; while one is, once as
-//! many decisions wait as it holds (so that Redis has the next batch before
-//! it is done with this one), `max` wait, or `window` after the first of
-//! them, whichever comes first; while two are, once one is back. An idle
-//! limiter sends a lone decision at once, a busy one gathers the next batch
-//! while one is out (so no timer decides how long the common case waits:
-//! tokio's timer counts whole milliseconds). A batch
+//! decision that comes while no batch is out, nothing waits and fewer than
+//! [`MOST_ALONE`] decisions are out alone goes alone, at once, from its
+//! caller's task (as without batching: no hop through the task that
+//! gathers batches), and counts as out until Redis answers or, if its
+//! caller leaves first, until the deadline: a process with a few decisions
+//! at a time decides as without batching. A batch leaves as soon as no
+//! other batch is out; while one is, once as many decisions wait as are
+//! out (so that Redis has the next batch before it is done with this one),
+//! `max` wait, or `window` after the first of them, whichever comes first;
+//! while two are, once one is back. An idle limiter sends a lone decision
+//! at once, a busy one gathers the next batch while one is out (so no
+//! timer decides how long the common case waits: tokio's timer counts
+//! whole milliseconds), and stays busy, every decision batched, until no
+//! batch is out and nothing waits. A batch
 //! takes the decisions waiting from each tenant in turn, so a flood from one
 //! tenant does not keep another's decision out of the next batch (while
 //! fewer than `max` tenants wait). A decision whose caller is gone before
@@ -45,6 +49,15 @@ use crate::plan::whom::Id;
 /// where the first come are answered first.
 pub(super) const MAX_OUT: usize = 2;
 
+/// The most decisions out alone at once (while no batch is out): four, so
+/// that a process deciding a few at a time pays no batch's overhead (a
+/// batch of two costs the server more than two decisions alone, and a hop
+/// through the task here), while a busy one sends batches. Measured
+/// (BENCHMARKS.md): with one, four tasks deciding at once made batches of
+/// two, a fifth slower than without batching; with four, they go alone,
+/// and 16 or 64 tasks still make batches of 8 and 30.
+pub(super) const MOST_ALONE: usize = 4;
+
 /// Where a limiter's decisions wait for their batch; dropping it ends the
 /// task that gathers them, once the decisions waiting have left.
 #[derive(Debug)]
@@ -58,9 +71,11 @@ pub(super) struct Batcher {
 /// What a limiter's callers and the task gathering batches both count.
 #[derive(Debug)]
 struct Counts {
-    /// Batches out, a decision gone alone counted as one.
+    /// Batches out.
     out: AtomicUsize,
-    /// The decisions in the batches out.
+    /// Decisions gone alone and out.
+    alone: AtomicUsize,
+    /// The decisions out, in batches or alone.
     deciding: AtomicUsize,
     /// Decisions sent to the task and not yet taken into a batch.
     waiting: AtomicUsize,
@@ -70,12 +85,22 @@ struct Counts {
 }
 
 impl Counts {
-    /// A batch of `decisions` is back (or a decision gone alone, answered
-    /// or given up on).
+    /// A batch of `decisions` is back.
     fn back(&self, decisions: usize) {
         self.deciding.fetch_sub(decisions, SeqCst);
         self.out.fetch_sub(1, SeqCst);
-        // Decisions that came meanwhile may leave now.
+        self.wake();
+    }
+
+    /// A decision gone alone is back (answered, or given up on).
+    fn back_alone(&self) {
+        self.deciding.fetch_sub(1, SeqCst);
+        self.alone.fetch_sub(1, SeqCst);
+        self.wake();
+    }
+
+    /// Decisions that came meanwhile may leave now.
+    fn wake(&self) {
         if self.waiting.load(SeqCst) > 0
             && let Some(task) = self.task.upgrade()
         {
@@ -117,7 +142,7 @@ impl Drop for Alone<'_> {
             });
             return;
         }
-        counts.back(1);
+        counts.back_alone();
     }
 }
 
@@ -126,7 +151,7 @@ struct Out(Arc<Counts>);
 
 impl Drop for Out {
     fn drop(&mut self) {
-        self.0.back(1);
+        self.0.back_alone();
     }
 }
 
@@ -178,6 +203,7 @@ impl Batcher {
         let (sender, receiver) = mpsc::unbounded_channel();
         let counts = Arc::new(Counts {
             out: AtomicUsize::new(0),
+            alone: AtomicUsize::new(0),
             deciding: AtomicUsize::new(0),
             waiting: AtomicUsize::new(0),
             task: sender.downgrade(),
@@ -199,16 +225,18 @@ impl Batcher {
         }
     }
 
-    /// Leave to draw alone, now, from the caller's task, while nothing is
-    /// out and no decision waits: counted as a batch out until the guard is
-    /// [answered](Alone::answered) (or, dropped unanswered, until the
-    /// deadline). `None` when the decision should wait for a batch.
+    /// Leave to draw alone, now, from the caller's task, while no batch is
+    /// out, no decision waits and fewer than [`MOST_ALONE`] are out alone:
+    /// counted out until the guard is [answered](Alone::answered) (or,
+    /// dropped unanswered, until the deadline). `None` when the decision
+    /// should wait for a batch.
     pub(super) fn alone(&self) -> Option<Alone<'_>> {
         let counts = &self.counts;
-        if counts.waiting.load(SeqCst) > 0 {
+        if counts.waiting.load(SeqCst) > 0 || counts.out.load(SeqCst) > 0 {
             return None;
         }
-        (counts.out.compare_exchange(0, 1, SeqCst, SeqCst).ok()).map(|_| {
+        let more = |alone: usize| (alone < MOST_ALONE).then_some(alone + 1);
+        (counts.alone.fetch_update(SeqCst, SeqCst, more).ok()).map(|_| {
             counts.deciding.fetch_add(1, SeqCst);
             Alone {
                 batcher: self,

@@ -16,7 +16,7 @@ use super::denial_cache::DenialCache;
 use super::error::{BuildError, Error};
 use super::layout::Layout;
 use super::metrics::RedisMetrics;
-use super::options::{FailurePolicy, RedisOptions};
+use super::options::{Batching, FailurePolicy, RedisOptions};
 use super::quota::ChangeScripts;
 use super::script::{DrawScript, MICROS};
 use super::spread::Rooms;
@@ -174,7 +174,7 @@ impl<C: Clock> Builder<C> {
                 return Err(BuildError::ZeroDuration { option });
             }
         }
-        if let Some((max_decisions, window)) = options.batch {
+        if let Batching::On(max_decisions, window) = options.batch {
             if max_decisions == 0 || max_decisions > super::MAX_BATCH {
                 return Err(BuildError::BatchSize { max_decisions });
             }
@@ -395,7 +395,7 @@ impl<L> Parts<L> {
     {
         let buckets = self.core.max_buckets;
         let shared = Shared {
-            batcher: (options.batch).map(|(max, window)| {
+            batcher: options.batching().map(|(max, window)| {
                 let times = (window, options.deadline);
                 Batcher::start(connection.clone(), &self.script, max, times)
             }),

@@ -20,9 +20,10 @@
 //! of its own, once Redis answered); and a third, the script sent whole
 //! (`EVAL`), when it has lost the script too (`SCRIPT FLUSH`).
 //!
-//! With [`RedisOptions::batch`] the decisions of one process that wait
-//! together share one call instead, applied in arrival order, each as it
-//! would be alone (see the [Redis guide](crate::guide::redis#batching)).
+//! Where a process has more than a few decisions out at once, those that
+//! wait together share one call instead ([batching](RedisOptions::batch),
+//! on by default in the one-slot layout), applied in arrival order, each
+//! as it would be alone (see the [Redis guide](crate::guide::redis#batching)).
 //!
 //! # The same decision as in process
 //! The script is the same draw as the in-process limiter's — the same
@@ -228,8 +229,8 @@ pub use decision::{Decision, RedisStats, Source};
 pub use error::{BuildError, Error};
 pub use layout::Layout;
 pub use options::{
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_DEADLINE, DEFAULT_RETRY_EVERY, FailurePolicy, MAX_BATCH,
-    RedisOptions,
+    DEFAULT_BATCH_DECISIONS, DEFAULT_BATCH_WINDOW, DEFAULT_CONNECT_TIMEOUT, DEFAULT_DEADLINE,
+    DEFAULT_RETRY_EVERY, FailurePolicy, MAX_BATCH, RedisOptions,
 };
 pub use retry::{FLUSH_EVERY, RedisRetryBudget};
 pub use store::RedisStore;

@@ -32,6 +32,27 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// ([`RedisOptions::batch`]): 1024.
 pub const MAX_BATCH: u32 = 1024;
 
+/// The most decisions of a batch unless [`RedisOptions::batch`] says
+/// otherwise: 64.
+pub const DEFAULT_BATCH_DECISIONS: u32 = 64;
+
+/// The longest a decision waits for its batch to leave unless
+/// [`RedisOptions::batch`] says otherwise: 1 ms. It only counts while a
+/// batch is out and fewer decisions wait than are out, which a batch coming
+/// back ends first, in the common case.
+pub const DEFAULT_BATCH_WINDOW: Duration = Duration::from_millis(1);
+
+/// Batching as asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Batching {
+    /// Not asked: on where it can be (see [`RedisOptions::batching`]).
+    Default,
+    /// [`RedisOptions::unbatched`].
+    Off,
+    /// [`RedisOptions::batch`]: (most decisions, window).
+    On(u32, Duration),
+}
+
 /// What a limiter does when Redis does not answer in time.
 ///
 /// See the [module documentation](super) for when to choose which.
@@ -82,14 +103,16 @@ pub struct RedisOptions {
     pub(super) cache_denials: bool,
     pub(super) layout: Layout,
     pub(super) key_prefix: String,
-    pub(super) batch: Option<(u32, Duration)>,
+    pub(super) batch: Batching,
 }
 
 impl RedisOptions {
     /// Options with the given failure policy, a deadline of
     /// [`DEFAULT_DEADLINE`], a retry interval of [`DEFAULT_RETRY_EVERY`], a
-    /// connect timeout of [`DEFAULT_CONNECT_TIMEOUT`], cached denials on and
-    /// the [`Layout::OneSlot`] layout.
+    /// connect timeout of [`DEFAULT_CONNECT_TIMEOUT`], cached denials on,
+    /// the [`Layout::OneSlot`] layout and, in it, [batching](Self::batch)
+    /// of up to [`DEFAULT_BATCH_DECISIONS`] within
+    /// [`DEFAULT_BATCH_WINDOW`].
     pub fn new(policy: FailurePolicy) -> Self {
         RedisOptions {
             policy,
@@ -99,7 +122,7 @@ impl RedisOptions {
             cache_denials: true,
             layout: Layout::OneSlot,
             key_prefix: String::new(),
-            batch: None,
+            batch: Batching::Default,
         }
     }
 
@@ -178,44 +201,77 @@ impl RedisOptions {
     }
 
     /// Coalesces the decisions of this process into batches: one script
-    /// call for up to `max_decisions` decisions. A batch leaves as soon as
-    /// no other batch is out; while one is, once as many decisions wait as
-    /// it holds, `max_decisions` wait, or `window` after the first of them,
-    /// whichever comes first: a lone decision leaves at once, and while a
-    /// batch is out the next one gathers, so the window bounds the wait
-    /// rather than setting it (tokio's timer rounds it up to a whole
-    /// millisecond). Off by default: one script call per decision.
+    /// call for up to `max_decisions` decisions. On by default in the
+    /// [`Layout::OneSlot`] layout, with [`DEFAULT_BATCH_DECISIONS`] and
+    /// [`DEFAULT_BATCH_WINDOW`]; [`unbatched`](Self::unbatched) turns it
+    /// off.
+    ///
+    /// A process with a few decisions at a time (up to four out, no batch
+    /// out) sends each alone at once, as without batching. Past that, a
+    /// batch leaves as soon as no other batch is out; while one is, once as
+    /// many decisions wait as are out, `max_decisions` wait, or `window`
+    /// after the first of them, whichever comes first; while two are, once
+    /// one is back: so the window bounds the wait rather than setting it
+    /// (tokio's timer rounds it up to a whole millisecond).
     ///
     /// The script applies a batch's decisions in the order they arrived,
     /// each exactly as it would apply it alone, so the budget, the
     /// isolation and every decision's meaning are unchanged; what changes
     /// is that a decision may wait up to `window` for its batch to leave,
-    /// and that many decisions share one round trip. The deadline, the
-    /// breaker and the failure policy still apply to each decision (a batch
-    /// that misses the deadline fails each of its decisions by the policy).
-    /// A batch takes the decisions waiting from every tenant in turn, so a
-    /// flood of one tenant cannot keep another's decision out of the next
-    /// batch while fewer than `max_decisions` tenants wait. Only the
-    /// [`Layout::OneSlot`] layout batches, and building checks the values:
-    /// see the [Redis guide](crate::guide::redis#batching).
+    /// and that many decisions share one round trip, which costs Redis less
+    /// a decision. The deadline, the breaker and the failure policy still
+    /// apply to each decision (a batch that misses the deadline fails each
+    /// of its decisions by the policy). A batch takes the decisions waiting
+    /// from every tenant in turn, so a flood of one tenant cannot keep
+    /// another's decision out of the next batch while fewer than
+    /// `max_decisions` tenants wait. Only the [`Layout::OneSlot`] layout
+    /// batches, and building checks the values: see the [Redis
+    /// guide](crate::guide::redis#batching).
     ///
     /// ```
     /// use std::time::Duration;
     /// use shuffle_limiter::redis::{FailurePolicy, RedisOptions};
     ///
     /// let options = RedisOptions::new(FailurePolicy::FailClosed)
-    ///     .batch(64, Duration::from_micros(200));
-    /// assert_eq!(options.batching(), Some((64, Duration::from_micros(200))));
+    ///     .batch(16, Duration::from_micros(200));
+    /// assert_eq!(options.batching(), Some((16, Duration::from_micros(200))));
     /// ```
     pub fn batch(mut self, max_decisions: u32, window: Duration) -> Self {
-        self.batch = Some((max_decisions, window));
+        self.batch = Batching::On(max_decisions, window);
         self
     }
 
-    /// The [batching](Self::batch) asked for, as (most decisions, window):
-    /// `None` unless set.
+    /// One script call per decision: no [batching](Self::batch).
+    ///
+    /// ```
+    /// use shuffle_limiter::redis::{FailurePolicy, Layout, RedisOptions};
+    /// use shuffle_limiter::redis::{DEFAULT_BATCH_DECISIONS, DEFAULT_BATCH_WINDOW};
+    ///
+    /// let options = RedisOptions::new(FailurePolicy::FailClosed);
+    /// let default = Some((DEFAULT_BATCH_DECISIONS, DEFAULT_BATCH_WINDOW));
+    /// assert_eq!(options.batching(), default);
+    /// assert_eq!(options.clone().unbatched().batching(), None);
+    /// assert_eq!(options.layout(Layout::Spread).batching(), None);
+    /// ```
+    pub fn unbatched(mut self) -> Self {
+        self.batch = Batching::Off;
+        self
+    }
+
+    /// The [batching](Self::batch) the limiter will do, as (most decisions,
+    /// window), or `None` for one script call per decision: what
+    /// [`batch`](Self::batch) set; `None` after
+    /// [`unbatched`](Self::unbatched); otherwise the default, in the
+    /// [`Layout::OneSlot`] layout with a [deadline](Self::deadline) longer
+    /// than [`DEFAULT_BATCH_WINDOW`] (and `None` in the other cases).
     pub fn batching(&self) -> Option<(u32, Duration)> {
-        self.batch
+        match self.batch {
+            Batching::On(most, window) => Some((most, window)),
+            Batching::Off => None,
+            Batching::Default => (self.layout == Layout::OneSlot
+                && self.deadline > DEFAULT_BATCH_WINDOW)
+                .then_some((DEFAULT_BATCH_DECISIONS, DEFAULT_BATCH_WINDOW)),
+        }
     }
 
     /// The [key prefix](Self::key_prefix): empty unless set.

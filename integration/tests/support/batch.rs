@@ -1,6 +1,7 @@
 //! The Redis tests that run with batching on and off
-//! ([`RedisOptions::batch`]): the parent test names the setting, its child
-//! processes read it back.
+//! ([`RedisOptions::batch`], [`RedisOptions::unbatched`]): the parent test
+//! names the setting, its child processes read it back. (The other Redis
+//! tests run with the default, batching in the one-slot layout.)
 
 // Each test file uses a part of this.
 #![allow(dead_code)]
@@ -16,12 +17,12 @@ pub(crate) const BATCH_ENV: &str = "SHUFFLE_LIMITER_TEST_BATCH";
 /// The batches of the tests: up to 32 decisions, a window of 2 ms.
 pub(crate) const BATCH: (u32, Duration) = (32, Duration::from_millis(2));
 
-/// `options`, batched when `batched`.
+/// `options`, batched when `batched`, else unbatched.
 pub(crate) fn batched_if(options: RedisOptions, batched: bool) -> RedisOptions {
     if batched {
         options.batch(BATCH.0, BATCH.1)
     } else {
-        options
+        options.unbatched()
     }
 }
 
