@@ -25,6 +25,10 @@ use batch::{BATCH, batched_if};
 use redis_server::RedisServer;
 use serial::{options, serial, server_micros};
 
+/// The most decisions out alone at once, while no batch is out
+/// (`MOST_ALONE` of src/redis/batch.rs).
+const ALONE: u64 = 12;
+
 /// A batched limiter on `server`: `quota` over 8 buckets, 2 per tenant.
 async fn batched(server: &RedisServer, quota: Quota, name: &str) -> RedisLimiter {
     ShardedLimiter::builder()
@@ -183,14 +187,14 @@ fn a_flood_of_one_tenant_leaves_another_in_the_first_batch_after_it() {
         let after = flooded.load(Ordering::Relaxed);
         // Its decision went out in the first batch after it came: what was
         // answered meanwhile is what was out when it came (the two batches
-        // out, and the four of the flood that went alone before any
+        // out, and the twelve of the flood that went alone before any
         // waited), its own batch (where it took a turn beside at most
         // BATCH.0 - 1 of the flood), and batches answered just before it
         // came whose callers had yet to count (each at most BATCH.0): a
         // few batches (121 decisions alone here, 132 once in a run of the
         // whole suite) — not the thousands queued before it.
         assert!(
-            after - before <= 5 * u64::from(BATCH.0) + 4,
+            after - before <= 5 * u64::from(BATCH.0) + ALONE,
             "{} of the flood decided while the other tenant waited",
             after - before
         );
@@ -360,12 +364,12 @@ async fn a_window_of_half_a_duration_max_batches() {
     }
 }
 
-/// Up to four decisions at a time go alone (no batch out, nothing waiting:
-/// each from its caller's task, without a batch); the next waits for a
-/// batch, which leaves at once, no batch being out: not after the window,
-/// however long, nor when those alone are back.
+/// Up to twelve decisions at a time go alone (no batch out, nothing
+/// waiting: each from its caller's task, without a batch); the next waits
+/// for a batch, which leaves at once, no batch being out: not after the
+/// window, however long, nor when those alone are back.
 #[test]
-fn four_decisions_go_alone_and_the_fifth_leaves_at_once_in_a_batch() {
+fn twelve_decisions_go_alone_and_the_next_leaves_at_once_in_a_batch() {
     let server = RedisServer::start();
     on_one_thread(async {
         let (limiter, window) = windowless(&server, "batched-alone").await;
@@ -374,19 +378,19 @@ fn four_decisions_go_alone_and_the_fifth_leaves_at_once_in_a_batch() {
         pause(&server, 300).await;
         let started = tokio::time::Instant::now();
         let mut decisions = Vec::new();
-        for i in 0..4 {
+        for i in 0..ALONE as usize {
             // Each goes out (alone) before the next comes.
             decisions.push(decide(&limiter, i));
             settle().await;
         }
-        decisions.extend((4..14).map(|i| decide(&limiter, i)));
+        decisions.extend((0..10).map(|i| decide(&limiter, 100 + i)));
         for decision in decisions {
             let decision = decision.await.unwrap();
             assert_eq!(decision.source(), Source::Redis, "{:?}", decision.error());
             assert!(decision.is_granted());
         }
-        // Four alone, and the ten others in one batch.
-        assert_eq!(script_calls(&server).await, 5);
+        // Twelve alone, and the ten others in one batch.
+        assert_eq!(script_calls(&server).await, ALONE + 1);
         // Well before the window: the ten left at once.
         assert!(
             started.elapsed() < window / 4,
@@ -398,7 +402,7 @@ fn four_decisions_go_alone_and_the_fifth_leaves_at_once_in_a_batch() {
 }
 
 /// Batching is on by default in the one-slot layout: forty decisions asked
-/// at once, while Redis answers nobody, go as four alone and one batch;
+/// at once, while Redis answers nobody, go as twelve alone and one batch;
 /// `unbatched()`, as forty calls.
 #[test]
 fn the_default_batches_and_unbatched_makes_a_call_per_decision() {
@@ -406,7 +410,7 @@ fn the_default_batches_and_unbatched_makes_a_call_per_decision() {
     on_one_thread(async {
         let new = || RedisOptions::new(FailurePolicy::FailClosed).deadline(Duration::from_secs(30));
         for (options, name, calls) in [
-            (new(), "batched-default", 5),
+            (new(), "batched-default", ALONE + 1),
             (new().unbatched(), "unbatched", 40),
         ] {
             let limiter = ShardedLimiter::builder()
@@ -435,10 +439,10 @@ fn the_default_batches_and_unbatched_makes_a_call_per_decision() {
 /// While a batch is out, the next leaves once as many decisions wait as
 /// are out (Redis has it before it is done with those out), not when one
 /// is back; while two are, once one is back. With Redis answering nobody:
-/// four decisions alone, one (a batch, at once), then eight (as many as
-/// the five out, and more: a batch, at once), then three (two batches out:
-/// they wait) make seven calls, where waiting for a batch to be back would
-/// make six.
+/// twelve decisions alone, one (a batch, at once), then sixteen (as many
+/// as the thirteen out, and more: a batch, at once), then three (two
+/// batches out: they wait) make fifteen calls, where waiting for a batch to
+/// be back would make fourteen.
 #[test]
 fn the_next_batch_leaves_once_as_many_wait_as_are_out() {
     let server = RedisServer::start();
@@ -447,34 +451,37 @@ fn the_next_batch_leaves_once_as_many_wait_as_are_out() {
         server.command_stats().await;
         pause(&server, 300).await;
         let mut decisions = Vec::new();
-        for i in 0..5 {
+        for i in 0..=ALONE as usize {
             decisions.push(decide(&limiter, i));
             settle().await;
         }
-        decisions.extend((5..13).map(|i| decide(&limiter, i)));
+        decisions.extend((0..16).map(|i| decide(&limiter, 100 + i)));
         settle().await;
-        decisions.extend((13..16).map(|i| decide(&limiter, i)));
+        decisions.extend((0..3).map(|i| decide(&limiter, 200 + i)));
         for decision in decisions {
             let decision = decision.await.unwrap();
             assert_eq!(decision.source(), Source::Redis, "{:?}", decision.error());
         }
-        assert_eq!(script_calls(&server).await, 7);
+        assert_eq!(script_calls(&server).await, ALONE + 3);
     });
 }
 
 /// A last decision is answered by Redis once everything before it was, and
-/// the server counted at most seven calls: four alone, two batches, and
-/// the last.
-async fn six_out_then_the_last(limiter: &RedisLimiter, server: &RedisServer) {
+/// the server counted at most the calls out (twelve alone, two batches)
+/// and the last.
+async fn all_out_then_the_last(limiter: &RedisLimiter, server: &RedisServer) {
     let last = limiter.decide("last").await;
     assert_eq!(last.source(), Source::Redis, "{:?}", last.error());
     let calls = script_calls(server).await;
-    assert!(calls <= 7, "{calls} script calls for 6 out and the last");
+    assert!(
+        calls <= ALONE + 3,
+        "{calls} script calls for {ALONE} alone, two batches and the last"
+    );
 }
 
 /// A decision gone alone stays out until Redis answers or the deadline
 /// passes, though its caller left: callers that give up while Redis
-/// answers nobody do not each put a call out (at most four alone and two
+/// answers nobody do not each put a call out (at most twelve alone and two
 /// batches are out, the rest wait in the process, where a caller that
 /// leaves takes nothing).
 #[test]
@@ -484,13 +491,13 @@ fn callers_that_leave_do_not_each_put_a_call_out() {
         let (limiter, _) = windowless(&server, "batched-leave").await;
         server.command_stats().await;
         pause(&server, 300).await;
-        for i in 0..20 {
+        for i in 0..40 {
             let task = decide(&limiter, i);
             settle().await;
             task.abort();
             assert!(task.await.unwrap_err().is_cancelled());
         }
-        six_out_then_the_last(&limiter, &server).await;
+        all_out_then_the_last(&limiter, &server).await;
     });
 }
 
@@ -502,13 +509,13 @@ fn callers_that_time_out_do_not_each_put_a_call_out() {
         let (limiter, _) = windowless(&server, "batched-time-out").await;
         server.command_stats().await;
         pause(&server, 2000).await;
-        for i in 0..20 {
+        for i in 0..40 {
             let tenant = format!("t{i}");
             let decision = limiter.decide(tenant.as_str());
             let given_up = tokio::time::timeout(Duration::from_millis(20), decision).await;
             assert!(given_up.is_err(), "Redis is paused: nothing is answered");
         }
-        six_out_then_the_last(&limiter, &server).await;
+        all_out_then_the_last(&limiter, &server).await;
     });
 }
 

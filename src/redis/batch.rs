@@ -49,14 +49,18 @@ use crate::plan::whom::Id;
 /// where the first come are answered first.
 pub(super) const MAX_OUT: usize = 2;
 
-/// The most decisions out alone at once (while no batch is out): four, so
-/// that a process deciding a few at a time pays no batch's overhead (a
-/// batch of two costs the server more than two decisions alone, and a hop
-/// through the task here), while a busy one sends batches. Measured
-/// (BENCHMARKS.md): with one, four tasks deciding at once made batches of
-/// two, a fifth slower than without batching; with four, they go alone,
-/// and 16 or 64 tasks still make batches of 8 and 30.
-pub(super) const MOST_ALONE: usize = 4;
+/// The most decisions out alone at once (while no batch is out): twelve,
+/// so that a process deciding a few at a time pays no batch's overhead (a
+/// hop through the task here, and a batch of two costs the server more
+/// than two decisions alone), while a busy one sends batches. Measured on
+/// two cores beside the server (BENCHMARKS.md): a process that batches
+/// goes on batching until it is idle, at most two batches out, each about
+/// half of its decisions, and batches of five or six were slower than the
+/// same decisions alone (0.60 of the one-key script against 0.79 at 12
+/// tasks with four here); with twelve, up to twelve tasks decide as
+/// unbatched, 13 and 14 make batches of six (0.68 against 0.77 unbatched),
+/// and from 16 on batches of eight and more beat unbatched.
+pub(super) const MOST_ALONE: usize = 12;
 
 /// Where a limiter's decisions wait for their batch; dropping it ends the
 /// task that gathers them, once the decisions waiting have left.

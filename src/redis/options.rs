@@ -206,7 +206,7 @@ impl RedisOptions {
     /// [`DEFAULT_BATCH_WINDOW`]; [`unbatched`](Self::unbatched) turns it
     /// off.
     ///
-    /// A process with a few decisions at a time (up to four out, no batch
+    /// A process with a few decisions at a time (up to twelve out, no batch
     /// out) sends each alone at once, as without batching. Past that, a
     /// batch leaves as soon as no other batch is out; while one is, once as
     /// many decisions wait as are out, `max_decisions` wait, or `window`
