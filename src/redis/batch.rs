@@ -47,7 +47,7 @@ use crate::plan::whom::Id;
 /// replies of one while Redis works on the other. More would only move the
 /// queue of a flood from here, where tenants take turns, to the connection,
 /// where the first come are answered first.
-pub(super) const MAX_OUT: usize = 2;
+const MAX_OUT: usize = 2;
 
 /// The most decisions out alone at once (while no batch is out): twelve,
 /// so that a process deciding a few at a time pays no batch's overhead (a
@@ -56,11 +56,11 @@ pub(super) const MAX_OUT: usize = 2;
 /// two cores beside the server (BENCHMARKS.md): a process that batches
 /// goes on batching until it is idle, at most two batches out, each about
 /// half of its decisions, and batches of five or six were slower than the
-/// same decisions alone (0.60 of the one-key script against 0.79 at 12
+/// same decisions alone (0.61 of the one-key script against 0.79 at 12
 /// tasks with four here); with twelve, up to twelve tasks decide as
 /// unbatched, 13 and 14 make batches of six (0.68 against 0.77 unbatched),
 /// and from 16 on batches of eight and more beat unbatched.
-pub(super) const MOST_ALONE: usize = 12;
+const MOST_ALONE: usize = 12;
 
 /// Where a limiter's decisions wait for their batch; dropping it ends the
 /// task that gathers them, once the decisions waiting have left.
